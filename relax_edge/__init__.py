@@ -1,0 +1,20 @@
+"""relax_edge: an embedded and mobile compiler SDK for ML models with dynamic shapes.
+
+    import relax_edge as rxe
+    mod = ...                       # built with rxe.ir.Builder and rxe.op
+    ref = rxe.interpret(mod, x)     # numpy reference of any module
+"""
+
+__version__ = "0.1.0"
+
+from . import ir, op  # noqa: E402
+from .errors import InterpretError, RelaxEdgeError, ShapeError, TypeInferenceError, VerifyError  # noqa: E402
+from .interp import interpret  # noqa: E402
+from .ir import (Builder, IRModule, SizeVar, TensorType, TupleType, Var, print_module,  # noqa: E402
+                 verify)
+
+__all__ = [
+    "__version__", "ir", "op", "interpret", "Builder", "IRModule", "SizeVar", "TensorType",
+    "TupleType", "Var", "print_module", "verify", "RelaxEdgeError", "ShapeError",
+    "TypeInferenceError", "VerifyError", "InterpretError",
+]

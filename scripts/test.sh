@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Set up the machine (scripts/setup.sh) and run the whole test suite.
+# Extra arguments go to pytest (e.g. `scripts/test.sh -m "not slow" -x`).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+bash scripts/setup.sh
+PY="${RXE_VENV:-$ROOT/.venv}/bin/python"
+JOBS="${RXE_TEST_JOBS:-auto}"
+echo "[test] pytest with $JOBS workers"
+set +e
+"$PY" -m pytest -n "$JOBS" "$@"
+status=$?
+set -e
+if [ "$status" -eq 5 ]; then
+  echo "[test] pytest collected no tests: failing on purpose" >&2
+  exit 1
+fi
+exit "$status"
