@@ -8,13 +8,14 @@
 __version__ = "0.1.0"
 
 from . import ir, op  # noqa: E402
+from .frontend import OnnxImportError, from_onnx  # noqa: E402
 from .errors import InterpretError, RelaxEdgeError, ShapeError, TypeInferenceError, VerifyError  # noqa: E402
 from .interp import interpret  # noqa: E402
 from .ir import (Builder, IRModule, SizeVar, TensorType, TupleType, Var, print_module,  # noqa: E402
                  verify)
 
 __all__ = [
-    "__version__", "ir", "op", "interpret", "Builder", "IRModule", "SizeVar", "TensorType",
+    "__version__", "ir", "op", "interpret", "from_onnx", "OnnxImportError", "Builder", "IRModule", "SizeVar", "TensorType",
     "TupleType", "Var", "print_module", "verify", "RelaxEdgeError", "ShapeError",
     "TypeInferenceError", "VerifyError", "InterpretError",
 ]

@@ -187,7 +187,7 @@ class _Interpreter:
         where = f"{what} ({call.op.name}{', node ' + call.span if call.span else ''})"
         try:
             with np.errstate(all="ignore"):
-                return call.op.reference(*args, **attrs)
+                return np.asarray(call.op.reference(*args, **attrs))
         except RelaxEdgeError as err:
             raise InterpretError(f"{where}: {err}") from None
         except (ValueError, IndexError, ZeroDivisionError, TypeError) as err:

@@ -8,14 +8,20 @@
 from __future__ import annotations
 
 from . import elementwise, linalg, manipulate, nn, reduce  # noqa: F401  (register the records)
+from .norm import *  # noqa: F401,F403
+from .norm import __all__ as _norm_all
+from .reduce import *  # noqa: F401,F403
+from .reduce import __all__ as _reduce_all
 from .registry import OPS, REQUIRED, Op, get_op, infer_type, make_call, register
+from .resize import *  # noqa: F401,F403
+from .resize import __all__ as _resize_all
 
 __all__ = [
     "OPS", "Op", "REQUIRED", "get_op", "infer_type", "make_call", "register",
     "add", "subtract", "multiply", "divide", "relu", "sigmoid", "tanh", "exp",
     "matmul", "reshape", "transpose", "concat", "conv2d", "max_pool2d",
     "avg_pool2d", "softmax", "sum", "mean",
-]
+] + _norm_all + _reduce_all + _resize_all
 
 
 def add(a, b, span=None): return make_call("add", [a, b], span=span)

@@ -1,14 +1,22 @@
-"""Elementwise operators: binary arithmetic with numpy broadcasting across
-symbolic dims, and unary activations and math functions."""
+"""Elementwise operators: binary arithmetic and comparisons with numpy
+broadcasting across symbolic dims, `where`, `cast`, and unary activations and
+math functions. References compute in float64 where rounding matters and
+return the input dtype (comparisons return bool)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ..ir.types import TensorType
-from .registry import Op, register
+from ..ir.types import TensorType, normalize_dtype
+from .registry import REQUIRED, Op, RuleError, register
 from .rules import broadcast_shapes, float_dtype, same_dtype, tensor
 
+__all__ = ["ERF"]
+
+
+# ------------------------------------------------------------------ rules
 
 def _binary_rule(types, attrs):
     a, b = tensor(types[0], 0), tensor(types[1], 1)
@@ -16,9 +24,20 @@ def _binary_rule(types, attrs):
     return TensorType(broadcast_shapes(a.shape, b.shape), dtype)
 
 
+def _compare_rule(types, attrs):
+    t = _binary_rule(types, attrs)
+    return TensorType(t.shape, "bool")
+
+
+def _logical_rule(types, attrs):
+    a, b = tensor(types[0], 0), tensor(types[1], 1)
+    if a.dtype != "bool" or b.dtype != "bool":
+        raise RuleError(f"operands must be bool, got {a.dtype} and {b.dtype}")
+    return _binary_rule(types, attrs)
+
+
 def _unary_rule(types, attrs):
-    t = tensor(types[0], 0, need_shape=False)
-    return t
+    return tensor(types[0], 0, need_shape=False)
 
 
 def _float_unary_rule(types, attrs):
@@ -27,40 +46,131 @@ def _float_unary_rule(types, attrs):
     return t
 
 
+def _bool_unary_rule(types, attrs):
+    t = tensor(types[0], 0, need_shape=False)
+    if t.dtype != "bool":
+        raise RuleError(f"operand must be bool, got {t.dtype}")
+    return t
+
+
+def _where_rule(types, attrs):
+    c, a, b = (tensor(t, i) for i, t in enumerate(types))
+    if c.dtype != "bool":
+        raise RuleError(f"condition must be bool, got {c.dtype}")
+    dtype = same_dtype([a, b])
+    return TensorType(broadcast_shapes(broadcast_shapes(c.shape, a.shape), b.shape), dtype)
+
+
+def _cast_rule(types, attrs):
+    t = tensor(types[0], 0, need_shape=False)
+    return TensorType(t.shape, normalize_dtype(attrs["dtype"]), t.ndim)
+
+
+# ------------------------------------------------------------- references
+
 def _divide(a, b):
     if np.issubdtype(a.dtype, np.integer):
         if np.any(b == 0):
             raise ZeroDivisionError("integer division by zero")
-        q = np.abs(a) // np.abs(b)  # truncating division, as C and ONNX do
+        q = np.abs(a.astype(np.int64)) // np.abs(b.astype(np.int64))  # truncating, as C and ONNX
         return (np.sign(a) * np.sign(b) * q).astype(a.dtype)
     return np.divide(a, b).astype(a.dtype)
 
 
-def _sigmoid(x):
-    x64 = x.astype(np.float64)
-    return (1.0 / (1.0 + np.exp(-x64))).astype(x.dtype)
+def _power(a, b):
+    if np.issubdtype(a.dtype, np.integer):
+        return np.power(a.astype(np.int64), b.astype(np.int64)).astype(a.dtype)
+    return np.power(a.astype(np.float64), b.astype(np.float64)).astype(a.dtype)
 
 
-def _same_dtype(fn):
+def _in_f64(fn):
+    """Apply fn in float64 and return the input's dtype."""
+    return lambda x, **attrs: fn(x.astype(np.float64), **attrs).astype(x.dtype)
+
+
+ERF = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _gelu(x, approximate):
+    if approximate == "tanh":
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1.0 + ERF(x / math.sqrt(2.0)))
+
+
+def _clip(x, min, max):  # noqa: A002  (ONNX names)
+    out = x
+    if min is not None:
+        out = np.maximum(out, np.asarray(min, dtype=x.dtype))
+    if max is not None:
+        out = np.minimum(out, np.asarray(max, dtype=x.dtype))
+    return out.astype(x.dtype)
+
+
+def _cast(x, dtype):
+    target = np.dtype(normalize_dtype(dtype))
+    if x.dtype.kind == "f" and target.kind in "iu":
+        with np.errstate(invalid="ignore"):
+            return np.trunc(x).astype(target)
+    return x.astype(target)
+
+
+def _typed(fn):
     return lambda a, b, **attrs: fn(a, b).astype(a.dtype)
 
 
 _BINARY = {
-    "add": _same_dtype(np.add),
-    "subtract": _same_dtype(np.subtract),
-    "multiply": _same_dtype(np.multiply),
-    "divide": lambda a, b, **attrs: _divide(a, b),
+    "add": _typed(np.add),
+    "subtract": _typed(np.subtract),
+    "multiply": _typed(np.multiply),
+    "divide": lambda a, b: _divide(a, b),
+    "power": lambda a, b: _power(a, b),
+    "maximum": _typed(np.maximum),
+    "minimum": _typed(np.minimum),
 }
 
-_UNARY = {
-    "relu": (lambda x, **attrs: np.maximum(x, np.zeros((), x.dtype)), _unary_rule),
-    "sigmoid": (lambda x, **attrs: _sigmoid(x), _float_unary_rule),
-    "tanh": (lambda x, **attrs: np.tanh(x), _float_unary_rule),
-    "exp": (lambda x, **attrs: np.exp(x), _float_unary_rule),
+_COMPARE = {"equal": np.equal, "less": np.less, "greater": np.greater,
+            "less_equal": np.less_equal, "greater_equal": np.greater_equal}
+
+_LOGICAL = {"logical_and": np.logical_and, "logical_or": np.logical_or,
+            "logical_xor": np.logical_xor}
+
+_FLOAT_UNARY = {
+    "sigmoid": _in_f64(lambda x: 1.0 / (1.0 + np.exp(-x))),
+    "tanh": _in_f64(np.tanh),
+    "exp": _in_f64(np.exp),
+    "log": _in_f64(np.log),
+    "sqrt": _in_f64(np.sqrt),
+    "erf": _in_f64(ERF),
+    "reciprocal": _in_f64(lambda x: 1.0 / x),
+    "floor": _in_f64(np.floor),
+    "ceil": _in_f64(np.ceil),
+    "hard_swish": _in_f64(lambda x: x * np.clip(x / 6.0 + 0.5, 0.0, 1.0)),
+}
+
+_ANY_UNARY = {
+    "relu": lambda x: np.maximum(x, np.zeros((), x.dtype)),
+    "negative": lambda x: np.negative(x),
+    "abs": lambda x: np.abs(x),
 }
 
 for _name, _ref in _BINARY.items():
     register(Op(_name, _binary_rule, _ref, kind="broadcast", num_args=(2, 2)))
+for _name, _fn in _COMPARE.items():
+    register(Op(_name, _compare_rule, (lambda f: lambda a, b: f(a, b))(_fn), kind="broadcast", num_args=(2, 2)))
+for _name, _fn in _LOGICAL.items():
+    register(Op(_name, _logical_rule, (lambda f: lambda a, b: f(a, b))(_fn), kind="broadcast", num_args=(2, 2)))
+for _name, _ref in _FLOAT_UNARY.items():
+    register(Op(_name, _float_unary_rule, _ref, kind="elementwise"))
+for _name, _ref in _ANY_UNARY.items():
+    register(Op(_name, _unary_rule, (lambda f: lambda x: f(x))(_ref), kind="elementwise"))
 
-for _name, (_ref, _rule) in _UNARY.items():
-    register(Op(_name, _rule, _ref, kind="elementwise", num_args=(1, 1)))
+register(Op("logical_not", _bool_unary_rule, lambda x: np.logical_not(x), kind="elementwise"))
+register(Op("where", _where_rule, lambda c, a, b: np.where(c, a, b), kind="broadcast", num_args=(3, 3)))
+register(Op("cast", _cast_rule, _cast, attrs={"dtype": REQUIRED}, kind="elementwise"))
+register(Op("clip", _unary_rule, _clip, attrs={"min": None, "max": None}, kind="elementwise"))
+register(Op("leaky_relu", _float_unary_rule, _in_f64(lambda x, alpha: np.where(x >= 0, x, alpha * x)),
+            attrs={"alpha": 0.01}, kind="elementwise"))
+register(Op("hard_sigmoid", _float_unary_rule,
+            _in_f64(lambda x, alpha, beta: np.clip(alpha * x + beta, 0.0, 1.0)),
+            attrs={"alpha": 0.2, "beta": 0.5}, kind="elementwise"))
+register(Op("gelu", _float_unary_rule, _in_f64(_gelu), attrs={"approximate": "none"}, kind="elementwise"))

@@ -1,12 +1,15 @@
-"""Neural-network operators on NCHW tensors: conv2d, max_pool2d, avg_pool2d,
-softmax. Output sizes are symbolic expressions of the input sizes:
-`(h + pad_top + pad_bottom - dilation * (k - 1) - 1) // stride + 1`."""
+"""Neural-network operators on NCHW tensors: conv2d, conv2d_transpose,
+max_pool2d, avg_pool2d, softmax. Output sizes are symbolic expressions of the
+input sizes: `(h + pad_top + pad_bottom - dilation * (k - 1) - 1) // stride + 1`,
+and for the transposed convolution
+`stride * (h - 1) + output_padding + dilation * (k - 1) + 1 - pad_top - pad_bottom`.
+The builder of conv2d_transpose is exported from `op.norm`."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..ir.shape import as_expr, min_expr
+from ..ir.shape import Proof, as_expr, min_expr, prove_lt
 from ..ir.types import TensorType
 from .registry import REQUIRED, Op, RuleError, register
 from .rules import check_equal, float_dtype, int_tuple, normalize_axis, same_dtype, tensor
@@ -81,6 +84,62 @@ def _conv2d_ref(x, w, strides, padding, dilation, groups):
     return out.reshape(n, o, oh, ow).astype(x.dtype)
 
 
+def transpose_out_dim(size, k, stride, pad_begin, pad_end, dilation, output_padding):
+    """Output length of a transposed convolution (ONNX ConvTranspose rule)."""
+    return stride * (as_expr(size) - 1) + output_padding + dilation * (k - 1) + 1 - pad_begin - pad_end
+
+
+def _conv2d_transpose_rule(types, attrs):
+    x, w = tensor(types[0], 0), tensor(types[1], 1)
+    dtype = same_dtype([x, w])
+    if len(x.shape) != 4 or len(w.shape) != 4:
+        raise RuleError(f"input must be NCHW (rank 4) and weight (C_in, C_out/groups, kH, kW) (rank 4), "
+                        f"got ranks {len(x.shape)} and {len(w.shape)}")
+    groups = attrs["groups"]
+    if not isinstance(groups, int) or groups < 1:
+        raise RuleError(f"groups must be a positive integer, got {groups!r}")
+    _, strides, padding, dilation = _window_attrs({**attrs, "kernel": (1, 1)}, "kernel")
+    out_pad = int_tuple(attrs["output_padding"], 2, "output_padding")
+    if min(out_pad) < 0 or any(p >= max(s, d) for p, s, d in zip(out_pad, strides, dilation)):
+        raise RuleError(f"output_padding {out_pad} must be non-negative and below max(stride, dilation) "
+                        f"per axis (strides {strides}, dilation {dilation})")
+    check_equal(x.shape[1], w.shape[0], "input channels differ from weight input channels")
+    if w.shape[0].is_const and w.shape[0].value % groups:
+        raise RuleError(f"input channels {w.shape[0]} not divisible by groups {groups}")
+    out = []
+    for axis in (0, 1):
+        d = transpose_out_dim(x.shape[2 + axis], w.shape[2 + axis], strides[axis], padding[axis],
+                              padding[2 + axis], dilation[axis], out_pad[axis])
+        if prove_lt(d, 1) is Proof.YES:
+            raise RuleError(f"output {'height' if axis == 0 else 'width'} {d} is not positive")
+        out.append(d)
+    return TensorType((x.shape[0], w.shape[1] * groups, *out), dtype)
+
+
+def _conv2d_transpose_ref(x, w, strides, padding, output_padding, dilation, groups):
+    """Scatter each input pixel times each kernel tap onto a canvas, then crop the padding."""
+    n, c, h, wd = x.shape
+    cin, og, kh, kw = w.shape
+    if c != cin or c % groups:
+        raise ValueError(f"conv2d_transpose: input has {c} channels, weight {cin} in {groups} groups")
+    (sh, sw), (pt, pl, pb, pr), (dh, dw) = strides, padding, dilation
+    canvas_h = sh * (h - 1) + dh * (kh - 1) + 1 + output_padding[0]
+    canvas_w = sw * (wd - 1) + dw * (kw - 1) + 1 + output_padding[1]
+    if canvas_h - pt - pb < 1 or canvas_w - pl - pr < 1:
+        raise ValueError("conv2d_transpose: the padding leaves no output")
+    acc = np.float64 if x.dtype.kind == "f" else np.int64
+    xg = x.astype(acc).reshape(n, groups, c // groups, h, wd)
+    wg = w.astype(acc).reshape(groups, c // groups, og, kh, kw)
+    canvas = np.zeros((n, groups, og, canvas_h, canvas_w), acc)
+    for i in range(kh):
+        for j in range(kw):
+            rows = slice(i * dh, i * dh + sh * (h - 1) + 1, sh)
+            cols = slice(j * dw, j * dw + sw * (wd - 1) + 1, sw)
+            canvas[..., rows, cols] += np.einsum("ngchw,gco->ngohw", xg, wg[..., i, j], optimize=True)
+    out = canvas[..., pt:canvas_h - pb, pl:canvas_w - pr]
+    return out.reshape(n, groups * og, *out.shape[-2:]).astype(x.dtype)
+
+
 def _pool_rule(types, attrs):
     x = tensor(types[0], 0)
     if len(x.shape) != 4:
@@ -144,6 +203,10 @@ _WINDOW_ATTRS = {"strides": None, "padding": (0, 0, 0, 0), "dilation": (1, 1), "
 
 register(Op("conv2d", _conv2d_rule, _conv2d_ref,
             attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1},
+            kind="opaque", num_args=(2, 2)))
+register(Op("conv2d_transpose", _conv2d_transpose_rule, _conv2d_transpose_ref,
+            attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "output_padding": (0, 0),
+                   "dilation": (1, 1), "groups": 1},
             kind="opaque", num_args=(2, 2)))
 register(Op("max_pool2d", _pool_rule, _max_pool_ref,
             attrs={"kernel_size": REQUIRED, **_WINDOW_ATTRS}, kind="opaque"))

@@ -1,0 +1,6 @@
+"""ONNX frontend: `from_onnx(model, dim_bounds=None, input_shapes=None, constant_inputs=None)`."""
+
+from .context import OnnxImportError
+from .importer import from_onnx
+
+__all__ = ["from_onnx", "OnnxImportError"]

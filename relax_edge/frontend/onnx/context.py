@@ -1,0 +1,223 @@
+"""The context a converter works in: one ONNX node at a time.
+
+A converter is `fn(ctx, inputs) -> value | list of values`, registered for one
+or more ONNX op types with `@converter("Add", "Sub")`. `inputs` holds, per
+node input, a graph value, a known array, `SymInts`, or None for an omitted
+optional input. Converters read attributes with `ctx.attr`, emit operator
+calls with `ctx.emit` (which folds calls whose arguments are all known), and
+report problems with `ctx.error`, which names the node and its op type.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+from onnx import helper, numpy_helper
+
+from ...errors import RelaxEdgeError
+from ...ir.builder import Builder
+from ...ir.expr import Call, Constant, Expr
+from ...ir.shape import IntExpr
+from ...ir.types import DTYPES, TensorType
+from ...op import REQUIRED, get_op, make_call
+from .values import SymInts, from_static, static_array, to_object
+
+# data-movement operators that may run on symbolic shape values at import time
+_MOVE_OPS = {"reshape", "concat", "strided_slice", "transpose", "broadcast_to", "tile"}
+
+CONVERTERS: dict[str, Callable] = {}
+
+
+class OnnxImportError(RelaxEdgeError):
+    """The ONNX model cannot be imported; the message names the node."""
+
+
+def converter(*op_types: str):
+    def register(fn):
+        for name in op_types:
+            if name in CONVERTERS:
+                raise ValueError(f"two converters for ONNX {name}")
+            CONVERTERS[name] = fn
+        return fn
+    return register
+
+
+# ONNX TensorProto element types that relax_edge supports
+ONNX_DTYPES = {1: "float32", 10: "float16", 3: "int8", 2: "uint8", 6: "int32", 7: "int64", 9: "bool"}
+ONNX_DTYPE_NAMES = {1: "float", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
+                    8: "string", 9: "bool", 10: "float16", 11: "double", 12: "uint32", 13: "uint64",
+                    14: "complex64", 15: "complex128", 16: "bfloat16"}
+
+
+def onnx_dtype(elem_type: int, what: str) -> str:
+    if elem_type not in ONNX_DTYPES:
+        name = ONNX_DTYPE_NAMES.get(elem_type, f"type {elem_type}")
+        raise OnnxImportError(f"{what}: element type {name} is not supported "
+                              f"(supported: {', '.join(DTYPES)})")
+    return ONNX_DTYPES[elem_type]
+
+
+def _concrete_attrs(attrs) -> bool:
+    def ok(v):
+        if isinstance(v, IntExpr):
+            return v.is_const
+        if isinstance(v, tuple):
+            return all(ok(x) for x in v)
+        return True
+    return all(ok(v) for v in attrs.values())
+
+
+def _concrete(v):
+    if isinstance(v, IntExpr):
+        return v.value
+    if isinstance(v, tuple):
+        return tuple(_concrete(x) for x in v)
+    return v
+
+
+class ConvertContext:
+    def __init__(self, builder: Builder, node, opset: int, span: str):
+        self.builder = builder
+        self.node = node
+        self.opset = opset
+        self.span = span
+        self._attrs = {a.name: a for a in node.attribute}
+
+    # errors -----------------------------------------------------------
+    def error(self, msg: str) -> OnnxImportError:
+        return OnnxImportError(f"node {self.span} ({self.node.op_type}): {msg}")
+
+    # attributes -------------------------------------------------------
+    def has_attr(self, name: str) -> bool:
+        return name in self._attrs
+
+    def attr(self, name: str, default=None, kind: type | None = None):
+        """An attribute's value (strings decoded, tensors as numpy)."""
+        if name not in self._attrs:
+            return default
+        proto = self._attrs[name]
+        try:
+            value = helper.get_attribute_value(proto)
+        except Exception as err:  # malformed attribute proto
+            raise self.error(f"attribute {name} cannot be read: {err}") from None
+        if isinstance(value, bytes):
+            value = value.decode()
+        elif isinstance(value, list):
+            value = [v.decode() if isinstance(v, bytes) else v for v in value]
+        elif hasattr(value, "dims") and hasattr(value, "data_type"):
+            value = numpy_helper.to_array(value)
+        if kind is not None:
+            checks = {int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+                      float: lambda v: isinstance(v, (float, int)) and not isinstance(v, bool),
+                      str: lambda v: isinstance(v, str),
+                      list: lambda v: isinstance(v, list)}
+            if not checks[kind](value):
+                raise self.error(f"attribute {name} must be {kind.__name__}, got {type(value).__name__} {value!r}")
+            if kind is float:
+                value = float(value)
+        return value
+
+    # values -----------------------------------------------------------
+    def input_name(self, index: int) -> str:
+        return self.node.input[index] if index < len(self.node.input) else f"#{index}"
+
+    def known(self, value) -> np.ndarray | None:
+        """The value as a concrete numpy array, if known at import time."""
+        if isinstance(value, np.ndarray):
+            return value
+        if isinstance(value, SymInts):
+            out = from_static(value.values, value.dtype)
+            return out if isinstance(out, np.ndarray) else None
+        return None
+
+    def require_static(self, value, index: int, what: str) -> np.ndarray:
+        """Import-time contents of input `index` (object dtype if symbolic)."""
+        arr = static_array(value)
+        if arr is None:
+            raise self.error(f"input {index} ({what}, '{self.input_name(index)}') must be known at "
+                             "compile time (an initializer, a Constant, or computed from shapes); "
+                             "if it is a graph input, import with constant_inputs=")
+        return arr
+
+    def require_known(self, value, index: int, what: str) -> np.ndarray:
+        arr = self.known(value)
+        if arr is None:
+            self.require_static(value, index, what)
+            raise self.error(f"input {index} ({what}) must be a constant, got symbolic {value!r}")
+        return arr
+
+    def tensor(self, value) -> Expr:
+        """A graph value for any import-time value."""
+        if isinstance(value, Expr):
+            return value
+        if isinstance(value, np.ndarray):
+            if value.dtype == np.float64:
+                value = value.astype(np.float32)
+            try:
+                return Constant(value)
+            except RelaxEdgeError as err:
+                raise self.error(str(err)) from None
+        if isinstance(value, SymInts):
+            arr = value.values
+            if arr.ndim > 1:
+                raise self.error(f"cannot materialize a symbolic tensor of rank {arr.ndim}")
+            t = self.emit("shape_to_tensor", [], {"values": tuple(arr.reshape(-1))})
+            if value.dtype != "int64":
+                t = self.emit("cast", [t], {"dtype": value.dtype})
+            if arr.ndim == 0:
+                t = self.emit("reshape", [t], {"shape": ()})
+            return t
+        if value is None:
+            raise self.error("a required input is missing")
+        raise self.error(f"unexpected value {value!r}")
+
+    def emit(self, op_name: str, args, attrs=None):
+        """Emit an operator call; fold it when every argument is known
+        (data movement on symbolic shape values included)."""
+        if op_name in _MOVE_OPS and any(isinstance(a, SymInts) for a in args) \
+                and all(static_array(a) is not None for a in args):
+            moved = self._move_static(op_name, args, attrs)
+            if moved is not None:
+                return moved
+        args = [self.tensor(a) for a in args]
+        try:
+            call = make_call(op_name, args, attrs, span=self.span)
+        except RelaxEdgeError as err:
+            raise self.error(str(err)) from None
+        if all(isinstance(a, Constant) for a in args) and _concrete_attrs(call.attrs):
+            folded = self._fold(call)
+            if folded is not None:
+                return folded
+        return self.builder.emit(call)
+
+    def _move_static(self, op_name, args, attrs):
+        op = get_op(op_name)
+        full = {**{k: v for k, v in op.attrs.items() if v is not REQUIRED}, **(attrs or {})}
+        if not _concrete_attrs(full):
+            return None
+        arrays = [a.values if isinstance(a, SymInts) else to_object(a) for a in args]
+        out = op.reference(*arrays, **{k: _concrete(v) for k, v in full.items()})
+        dtype = next(a.dtype for a in args if isinstance(a, SymInts))
+        return from_static(np.asarray(out, dtype=object), dtype)
+
+    def _fold(self, call: Call):
+        attrs = {k: _concrete(v) for k, v in call.attrs.items()}
+        try:
+            with np.errstate(all="ignore"):
+                out = call.op.reference(*[a.data for a in call.args], **attrs)
+        except Exception as err:
+            raise self.error(f"evaluating {call.op.name} on constants failed: {err}") from None
+        return np.asarray(out)
+
+    def type_of(self, value) -> TensorType:
+        """The tensor type of any value (known arrays and SymInts included)."""
+        if isinstance(value, Expr):
+            if not isinstance(value.type, TensorType):
+                raise self.error(f"expected a tensor, got {value.type}")
+            return value.type
+        if isinstance(value, np.ndarray):
+            return TensorType(value.shape, value.dtype if value.dtype != np.float64 else "float32")
+        if isinstance(value, SymInts):
+            return TensorType(value.shape, value.dtype)
+        raise self.error("a required input is missing")

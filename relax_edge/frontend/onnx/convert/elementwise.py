@@ -1,0 +1,223 @@
+"""Converters for elementwise ONNX operators.
+
+Arithmetic, comparisons, Where, Not, Cast and the like on import-time
+integers (shape values) are evaluated symbolically where the answer is
+decidable; otherwise they become graph operators."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ....ir.shape import IntExpr, Proof, bounds, floordiv, floormod, max_expr, min_expr, prove_equal, prove_lt
+from ..context import converter, onnx_dtype
+from ..values import SymInts, from_static, static_array, to_object
+
+
+class _Undecidable(Exception):
+    pass
+
+
+def _trunc_div(a: IntExpr, b: IntExpr) -> IntExpr:
+    if bounds(a)[0] >= 0 and bounds(b)[0] > 0:
+        return floordiv(a, b)
+    raise _Undecidable
+
+
+def _floor_mod(a: IntExpr, b: IntExpr) -> IntExpr:
+    if bounds(b)[0] > 0:  # integer Mod takes the divisor's sign: floor semantics
+        return floormod(a, b)
+    raise _Undecidable
+
+
+def _decide(p: Proof) -> bool:
+    if p is Proof.UNKNOWN:
+        raise _Undecidable
+    return p is Proof.YES
+
+
+_SYM_ARITH = {
+    "Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
+    "Div": _trunc_div, "Min": min_expr, "Max": max_expr,
+    "Mod": _floor_mod,
+}
+_SYM_COMPARE = {
+    "Equal": lambda a, b: _decide(prove_equal(a, b)),
+    "Less": lambda a, b: _decide(prove_lt(a, b)),
+    "Greater": lambda a, b: _decide(prove_lt(b, a)),
+}
+
+
+def _as_objects(arr):
+    return arr if arr.dtype == object else to_object(arr)
+
+
+def symbolic_binary(op_type, inputs):
+    """Evaluate on import-time integers with at least one symbolic entry, or None."""
+    if not any(isinstance(v, SymInts) for v in inputs):
+        return None
+    arrs = [static_array(v) for v in inputs]
+    if any(a is None or (a.dtype != object and a.dtype.kind not in "iu") for a in arrs):
+        return None
+    objs = np.broadcast_arrays(*[_as_objects(a) for a in arrs])
+    dtype = next(v.dtype for v in inputs if isinstance(v, SymInts))
+    try:
+        if op_type in _SYM_ARITH:
+            out = np.empty(objs[0].shape, dtype=object)
+            fn = _SYM_ARITH[op_type]
+            acc = objs[0]
+            for other in objs[1:]:
+                out = np.empty(acc.shape, dtype=object)
+                out.reshape(-1)[:] = [fn(x, y) for x, y in zip(acc.reshape(-1), other.reshape(-1))]
+                acc = out
+            return from_static(acc, dtype)
+        fn = _SYM_COMPARE[op_type]
+        flat = [fn(x, y) for x, y in zip(objs[0].reshape(-1), objs[1].reshape(-1))]
+        return np.array(flat, dtype=bool).reshape(objs[0].shape)
+    except _Undecidable:
+        return None
+
+
+_BINARY = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide", "Pow": "power",
+           "Equal": "equal", "Less": "less", "Greater": "greater", "LessOrEqual": "less_equal",
+           "GreaterOrEqual": "greater_equal", "And": "logical_and", "Or": "logical_or",
+           "Xor": "logical_xor"}
+
+
+@converter(*_BINARY)
+def convert_binary(ctx, inputs):
+    op_type = ctx.node.op_type
+    if op_type in _SYM_ARITH or op_type in _SYM_COMPARE:
+        sym = symbolic_binary(op_type, inputs)
+        if sym is not None:
+            return sym
+    a, b = inputs
+    if op_type == "Pow":
+        tb = ctx.type_of(b)
+        if tb.dtype != ctx.type_of(a).dtype:  # ONNX allows a different exponent type
+            b = ctx.emit("cast", [b], {"dtype": ctx.type_of(a).dtype})
+    return ctx.emit(_BINARY[op_type], [a, b])
+
+
+@converter("Min", "Max", "Sum", "Mean")
+def convert_variadic(ctx, inputs):
+    op_type = ctx.node.op_type
+    if op_type in ("Min", "Max"):
+        sym = symbolic_binary(op_type, inputs)
+        if sym is not None:
+            return sym
+    name = {"Min": "minimum", "Max": "maximum", "Sum": "add", "Mean": "add"}[op_type]
+    acc = inputs[0]
+    for other in inputs[1:]:
+        acc = ctx.emit(name, [acc, other])
+    if op_type == "Mean":
+        dtype = ctx.type_of(acc).dtype
+        acc = ctx.emit("divide", [acc, np.array(len(inputs), dtype=dtype)])
+    return acc if len(inputs) > 1 else ctx.emit("add", [acc, np.zeros((), ctx.type_of(acc).dtype)])
+
+
+@converter("Mod")
+def convert_mod(ctx, inputs):
+    sym = symbolic_binary("Mod", inputs)
+    if sym is not None:
+        return sym
+    raise ctx.error("Mod is supported only on compile-time integers")
+
+
+@converter("Where")
+def convert_where(ctx, inputs):
+    cond, a, b = inputs
+    c, sa, sb = ctx.known(cond), static_array(a), static_array(b)
+    if c is not None and sa is not None and sb is not None and (isinstance(a, SymInts) or isinstance(b, SymInts)):
+        dtype = a.dtype if isinstance(a, SymInts) else b.dtype
+        return from_static(np.where(c, _as_objects(sa), _as_objects(sb)), dtype)
+    return ctx.emit("where", [cond, a, b])
+
+
+@converter("Not")
+def convert_not(ctx, inputs):
+    return ctx.emit("logical_not", inputs)
+
+
+_UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Erf": "erf", "Sqrt": "sqrt",
+          "Reciprocal": "reciprocal", "Neg": "negative", "Abs": "abs", "Exp": "exp", "Log": "log",
+          "Floor": "floor", "Ceil": "ceil", "HardSwish": "hard_swish"}
+
+
+@converter(*_UNARY)
+def convert_unary(ctx, inputs):
+    (x,) = inputs
+    if ctx.node.op_type in ("Neg", "Abs") and isinstance(x, SymInts):
+        fn = (lambda e: -e) if ctx.node.op_type == "Neg" else None
+        if fn is not None:
+            return from_static(np.vectorize(fn, otypes=[object])(x.values), x.dtype)
+    return ctx.emit(_UNARY[ctx.node.op_type], [x])
+
+
+@converter("LeakyRelu")
+def convert_leaky_relu(ctx, inputs):
+    return ctx.emit("leaky_relu", inputs, {"alpha": ctx.attr("alpha", 0.01, float)})
+
+
+@converter("HardSigmoid")
+def convert_hard_sigmoid(ctx, inputs):
+    return ctx.emit("hard_sigmoid", inputs, {"alpha": ctx.attr("alpha", 0.2, float),
+                                             "beta": ctx.attr("beta", 0.5, float)})
+
+
+@converter("Gelu")
+def convert_gelu(ctx, inputs):
+    approximate = ctx.attr("approximate", "none", str)
+    if approximate not in ("none", "tanh"):
+        raise ctx.error(f"attribute approximate must be 'none' or 'tanh', got {approximate!r}")
+    return ctx.emit("gelu", inputs, {"approximate": approximate})
+
+
+@converter("Clip")
+def convert_clip(ctx, inputs):
+    x = inputs[0]
+    if ctx.opset < 11:
+        return ctx.emit("clip", [x], {"min": ctx.attr("min", None, float), "max": ctx.attr("max", None, float)})
+    bounds_ = []
+    for i in (1, 2):
+        v = inputs[i] if len(inputs) > i else None
+        bounds_.append(v)
+    lo, hi = (ctx.known(v) if v is not None else None for v in bounds_)
+    if all(v is None or k is not None for v, k in zip(bounds_, (lo, hi))):
+        return ctx.emit("clip", [x], {"min": None if lo is None else lo.item(),
+                                      "max": None if hi is None else hi.item()})
+    if bounds_[0] is not None:  # run-time bounds
+        x = ctx.emit("maximum", [x, bounds_[0]])
+    if bounds_[1] is not None:
+        x = ctx.emit("minimum", [x, bounds_[1]])
+    return x
+
+
+@converter("Cast", "CastLike")
+def convert_cast(ctx, inputs):
+    x = inputs[0]
+    if ctx.node.op_type == "Cast":
+        dtype = onnx_dtype(ctx.attr("to", kind=int), "attribute to")
+    else:
+        dtype = ctx.type_of(inputs[1]).dtype
+    if isinstance(x, SymInts) and dtype in ("int32", "int64"):
+        return SymInts(x.values, dtype)
+    return ctx.emit("cast", [x], {"dtype": dtype})
+
+
+@converter("Identity")
+def convert_identity(ctx, inputs):
+    return inputs[0]
+
+
+@converter("Dropout")
+def convert_dropout(ctx, inputs):
+    """Inference: the input, and a mask of ones if asked for."""
+    x = inputs[0]
+    if len(inputs) > 2 and inputs[2] is not None:
+        training = ctx.known(inputs[2])
+        if training is None or bool(training):
+            raise ctx.error("Dropout in training mode is not supported (inference only)")
+    if len(ctx.node.output) > 1 and ctx.node.output[1]:
+        t = ctx.type_of(x)
+        return [x, ctx.emit("full", [], {"shape": t.shape, "value": True, "dtype": "bool"})]
+    return x

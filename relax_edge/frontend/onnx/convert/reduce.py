@@ -1,0 +1,42 @@
+"""Converters for ONNX reductions: ReduceSum, ReduceMean, ReduceMax,
+ReduceMin, ArgMax, GlobalAveragePool, GlobalMaxPool. Axes come from the
+attribute (older opsets) or the second input (ReduceSum from opset 13, the
+others from opset 18)."""
+
+from __future__ import annotations
+
+from ..context import converter
+
+_REDUCE = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min"}
+
+
+@converter(*_REDUCE)
+def convert_reduce(ctx, inputs):
+    x = inputs[0]
+    if ctx.has_attr("axes"):
+        axes = [int(a) for a in ctx.attr("axes")]
+    elif len(inputs) > 1 and inputs[1] is not None:
+        axes = [int(a) for a in ctx.require_known(inputs[1], 1, "axes").reshape(-1)]
+    else:
+        axes = []
+    keepdims = bool(ctx.attr("keepdims", 1, int))
+    if not axes:
+        if ctx.attr("noop_with_empty_axes", 0, int):
+            return x
+        axes = None
+    return ctx.emit(_REDUCE[ctx.node.op_type], [x], {"axis": None if axes is None else tuple(axes),
+                                                     "keepdims": keepdims})
+
+
+@converter("ArgMax")
+def convert_argmax(ctx, inputs):
+    return ctx.emit("argmax", inputs, {"axis": ctx.attr("axis", 0, int),
+                                       "keepdims": bool(ctx.attr("keepdims", 1, int)),
+                                       "select_last_index": bool(ctx.attr("select_last_index", 0, int))})
+
+
+@converter("GlobalAveragePool", "GlobalMaxPool")
+def convert_global_pool(ctx, inputs):
+    rank = len(ctx.type_of(inputs[0]).shape)
+    op_name = "mean" if ctx.node.op_type == "GlobalAveragePool" else "max"
+    return ctx.emit(op_name, inputs, {"axis": tuple(range(2, rank)), "keepdims": True})

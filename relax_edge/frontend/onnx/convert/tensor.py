@@ -1,0 +1,293 @@
+"""Converters for ONNX shape and data-movement operators.
+
+On import-time values (known arrays and symbolic shape values) these are
+evaluated at import time; on graph values they become reshape,
+strided_slice, take, broadcast_to, ... with symbolic attributes, so a
+Reshape whose target is computed from `Shape(x)` gets a symbolic target."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ....ir.shape import IntExpr, as_expr
+from ....op.manipulate import arange_length
+from ..context import converter
+from ..values import SymInts, from_static, static_array
+
+
+def _dims(ctx, value):
+    """The shape of any value as a tuple of IntExpr."""
+    return tuple(ctx.type_of(value).shape)
+
+
+def _static_move(fn, data):
+    """Apply a numpy data-movement function to import-time contents."""
+    out = fn(static_array(data))
+    if isinstance(data, SymInts):
+        return from_static(np.asarray(out, dtype=object), data.dtype)
+    return np.asarray(out)
+
+
+def _axes_input(ctx, inputs, index, attr="axes"):
+    """Axes given as an attribute (older opsets) or as input `index`."""
+    if ctx.has_attr(attr):
+        return [int(a) for a in ctx.attr(attr)]
+    if len(inputs) > index and inputs[index] is not None:
+        return [int(a) for a in ctx.require_known(inputs[index], index, attr).reshape(-1)]
+    return None
+
+
+def _norm_axes(ctx, axes, rank):
+    out = []
+    for a in axes:
+        if not -rank <= a < rank:
+            raise ctx.error(f"axis {a} out of range for rank {rank}")
+        out.append(a % rank)
+    return out
+
+
+@converter("Constant")
+def convert_constant(ctx, inputs):
+    for name in ("value", "value_float", "value_floats", "value_int", "value_ints"):
+        if ctx.has_attr(name):
+            v = ctx.attr(name)
+            if name.startswith("value_float"):
+                return np.asarray(v, np.float32)
+            if name.startswith("value_int"):
+                return np.asarray(v, np.int64)
+            return np.asarray(v)
+    raise ctx.error("only tensor, float(s) and int(s) constants are supported")
+
+
+@converter("Shape")
+def convert_shape(ctx, inputs):
+    dims = _dims(ctx, inputs[0])
+    start, end = ctx.attr("start", 0, int), ctx.attr("end", None)
+    dims = dims[slice(start, end)]
+    arr = np.empty(len(dims), dtype=object)
+    arr[:] = dims
+    return from_static(arr)
+
+
+@converter("Size")
+def convert_size(ctx, inputs):
+    total = as_expr(1)
+    for d in _dims(ctx, inputs[0]):
+        total = total * d
+    return from_static(np.array(total, dtype=object))
+
+
+def reshape_target(ctx, data_dims, target, allowzero):
+    """An ONNX Reshape target (0 copies, -1 infers) as symbolic dims."""
+    out = []
+    for i, t in enumerate(target.reshape(-1)):
+        t = as_expr(t) if not isinstance(t, IntExpr) else t
+        if t == 0 and not allowzero:
+            if i >= len(data_dims):
+                raise ctx.error(f"target dimension {i} is 0 (copy) but the input has rank {len(data_dims)}")
+            out.append(data_dims[i])
+        else:
+            out.append(t)
+    return tuple(out)
+
+
+@converter("Reshape")
+def convert_reshape(ctx, inputs):
+    data, shape = inputs
+    target = ctx.require_static(shape, 1, "shape")
+    dims = reshape_target(ctx, _dims(ctx, data), target, ctx.attr("allowzero", 0, int))
+    return ctx.emit("reshape", [data], {"shape": dims})
+
+
+@converter("Flatten")
+def convert_flatten(ctx, inputs):
+    dims = _dims(ctx, inputs[0])
+    axis = ctx.attr("axis", 1, int)
+    if not -len(dims) <= axis <= len(dims):
+        raise ctx.error(f"axis {axis} out of range for rank {len(dims)}")
+    if axis < 0:
+        axis += len(dims)
+    outer, inner = as_expr(1), as_expr(1)
+    for d in dims[:axis]:
+        outer = outer * d
+    for d in dims[axis:]:
+        inner = inner * d
+    return ctx.emit("reshape", [inputs[0]], {"shape": (outer, inner)})
+
+
+@converter("Squeeze")
+def convert_squeeze(ctx, inputs):
+    dims = _dims(ctx, inputs[0])
+    axes = _axes_input(ctx, inputs, 1)
+    if axes is None:
+        axes = [i for i, d in enumerate(dims) if d == 1]
+    axes = _norm_axes(ctx, axes, len(dims))
+    for a in axes:
+        if dims[a].is_const and dims[a].value != 1:
+            raise ctx.error(f"cannot squeeze axis {a} of size {dims[a]}")
+    new = tuple(d for i, d in enumerate(dims) if i not in axes)
+    return ctx.emit("reshape", [inputs[0]], {"shape": new})
+
+
+@converter("Unsqueeze")
+def convert_unsqueeze(ctx, inputs):
+    dims = list(_dims(ctx, inputs[0]))
+    axes = _axes_input(ctx, inputs, 1)
+    if axes is None:
+        raise ctx.error("axes are required")
+    rank = len(dims) + len(axes)
+    for a in sorted(_norm_axes(ctx, axes, rank)):
+        dims.insert(a, as_expr(1))
+    return ctx.emit("reshape", [inputs[0]], {"shape": tuple(dims)})
+
+
+@converter("Concat")
+def convert_concat(ctx, inputs):
+    axis = ctx.attr("axis", kind=int)
+    parts = [v for v in inputs if v is not None]
+    return ctx.emit("concat", parts, {"axis": axis})
+
+
+@converter("Transpose")
+def convert_transpose(ctx, inputs):
+    perm = ctx.attr("perm")
+    return ctx.emit("transpose", inputs, {"axes": None if perm is None else tuple(perm)})
+
+
+@converter("Slice")
+def convert_slice(ctx, inputs):
+    data = inputs[0]
+    rank = len(_dims(ctx, data))
+    if ctx.opset < 10:
+        starts, ends = ctx.attr("starts"), ctx.attr("ends")
+        axes = ctx.attr("axes", list(range(len(starts))))
+        steps = [1] * len(starts)
+    else:
+        starts = list(ctx.require_static(inputs[1], 1, "starts").reshape(-1))
+        ends = list(ctx.require_static(inputs[2], 2, "ends").reshape(-1))
+        axes = list(range(len(starts)))
+        if len(inputs) > 3 and inputs[3] is not None:
+            axes = [int(a) for a in ctx.require_known(inputs[3], 3, "axes").reshape(-1)]
+        steps = [1] * len(starts)
+        if len(inputs) > 4 and inputs[4] is not None:
+            steps = [int(s) for s in ctx.require_known(inputs[4], 4, "steps").reshape(-1)]
+    if any(s == 0 for s in steps):
+        raise ctx.error("slice step must not be 0")
+    attrs = {"begin": tuple(as_expr(b) for b in starts), "end": tuple(as_expr(e) for e in ends),
+             "strides": tuple(steps), "axes": tuple(_norm_axes(ctx, axes, rank))}
+    return ctx.emit("strided_slice", [data], attrs)
+
+
+@converter("Split")
+def convert_split(ctx, inputs):
+    data = inputs[0]
+    dims = _dims(ctx, data)
+    axis = _norm_axes(ctx, [ctx.attr("axis", 0, int)], len(dims))[0]
+    n_out = len(ctx.node.output)
+    if ctx.has_attr("split"):
+        sizes = [as_expr(s) for s in ctx.attr("split")]
+    elif len(inputs) > 1 and inputs[1] is not None:
+        sizes = [as_expr(s) for s in ctx.require_static(inputs[1], 1, "split").reshape(-1)]
+    else:
+        n_out = ctx.attr("num_outputs", n_out, int)
+        dim = dims[axis]
+        chunk = (dim + n_out - 1) // n_out
+        sizes = [chunk] * (n_out - 1) + [dim - chunk * (n_out - 1)]
+    outs, begin = [], as_expr(0)
+    for size in sizes:
+        end = begin + size
+        outs.append(ctx.emit("strided_slice", [data], {"begin": (begin,), "end": (end,), "axes": (axis,),
+                                                        "strides": (1,)}))
+        begin = end
+    return outs
+
+
+@converter("Gather")
+def convert_gather(ctx, inputs):
+    data, indices = inputs
+    axis = ctx.attr("axis", 0, int)
+    rank = len(_dims(ctx, data))
+    axis = _norm_axes(ctx, [axis], rank)[0]
+    idx = ctx.known(indices)
+    if idx is not None and static_array(data) is not None:
+        dim = static_array(data).shape[axis]
+        return _static_move(lambda a: np.take(a, np.where(idx < 0, idx + dim, idx), axis=axis), data)
+    return ctx.emit("take", [data, indices], {"axis": axis})
+
+
+@converter("Expand")
+def convert_expand(ctx, inputs):
+    data, shape = inputs
+    target = tuple(as_expr(d) for d in ctx.require_static(shape, 1, "shape").reshape(-1))
+    return ctx.emit("broadcast_to", [data], {"shape": target})
+
+
+@converter("Tile")
+def convert_tile(ctx, inputs):
+    data, reps = inputs
+    repeats = tuple(int(r) for r in ctx.require_known(reps, 1, "repeats").reshape(-1))
+    return ctx.emit("tile", [data], {"repeats": repeats})
+
+
+@converter("ConstantOfShape")
+def convert_constant_of_shape(ctx, inputs):
+    shape = tuple(as_expr(d) for d in ctx.require_static(inputs[0], 0, "shape").reshape(-1))
+    value = ctx.attr("value")
+    if value is None:
+        value = np.zeros(1, np.float32)
+    value = np.asarray(value).reshape(-1)
+    if value.dtype == np.float64:
+        raise ctx.error("value of type double is not supported")
+    return ctx.emit("full", [], {"shape": shape, "value": value[0].item(), "dtype": value.dtype.name})
+
+
+@converter("Range")
+def convert_range(ctx, inputs):
+    start, limit, delta = (ctx.require_static(v, i, n).reshape(()) for i, (v, n) in
+                           enumerate(zip(inputs, ("start", "limit", "delta"))))
+    dtype = ctx.type_of(inputs[0]).dtype
+    step = delta.item()
+    if isinstance(step, IntExpr):
+        if not step.is_const:
+            raise ctx.error("a symbolic Range step is not supported")
+        step = step.value
+    s, e = start.item(), limit.item()
+    if dtype.startswith("float"):
+        return np.arange(float(s), float(e), float(step), dtype=dtype)
+    if isinstance(inputs[0], SymInts) or isinstance(inputs[1], SymInts) or \
+            isinstance(s, IntExpr) or isinstance(e, IntExpr):
+        return ctx.emit("arange", [], {"start": as_expr(s), "stop": as_expr(e), "step": int(step), "dtype": dtype})
+    length = int(arange_length(int(s), int(e), int(step)))
+    return np.arange(int(s), int(s) + length * int(step), int(step), dtype=dtype)[:length]
+
+
+@converter("Trilu")
+def convert_trilu(ctx, inputs):
+    k = 0
+    if len(inputs) > 1 and inputs[1] is not None:
+        k = int(ctx.require_known(inputs[1], 1, "k").reshape(()))
+    return ctx.emit("trilu", [inputs[0]], {"k": k, "upper": bool(ctx.attr("upper", 1, int))})
+
+
+@converter("Pad")
+def convert_pad(ctx, inputs):
+    data = inputs[0]
+    rank = len(_dims(ctx, data))
+    mode = ctx.attr("mode", "constant", str)
+    if ctx.opset < 11:
+        pads, value = list(ctx.attr("pads")), ctx.attr("value", 0.0, float)
+    else:
+        pads = [int(p) for p in ctx.require_known(inputs[1], 1, "pads").reshape(-1)]
+        value = 0
+        if len(inputs) > 2 and inputs[2] is not None:
+            value = ctx.require_known(inputs[2], 2, "constant_value").reshape(-1)[0].item()
+        if len(inputs) > 3 and inputs[3] is not None:
+            axes = _norm_axes(ctx, [int(a) for a in ctx.require_known(inputs[3], 3, "axes").reshape(-1)], rank)
+            full = [0] * (2 * rank)
+            for j, a in enumerate(axes):
+                full[a], full[a + rank] = pads[j], pads[j + len(axes)]
+            pads = full
+    if len(pads) != 2 * rank:
+        raise ctx.error(f"pads has {len(pads)} values, rank {rank} needs {2 * rank}")
+    return ctx.emit("pad", [data], {"pads": tuple(pads), "mode": mode, "value": value})
+

@@ -1,0 +1,225 @@
+"""ONNX importer: an ONNX model to an IRModule with symbolic dimensions.
+
+1. Every graph input becomes a parameter. A named dynamic dimension
+   (`dim_param`) becomes one SizeVar shared by every input that names it; an
+   unnamed one gets a fresh SizeVar. `dim_bounds` bounds them,
+   `input_shapes` pins dimensions to numbers, `constant_inputs` turns graph
+   inputs into constants.
+2. Initializers and Constant nodes are known arrays; shape subgraphs are
+   evaluated at import time on symbolic integers (see values.py), and calls
+   whose arguments are all known are folded.
+3. Each node is converted by the converter registered for its op type
+   (convert_*.py); its name becomes the span of the calls it emits.
+4. Before converting anything, every unsupported operator of the model is
+   listed at once with its count.
+
+Not handled: control flow (If, Loop, Scan), sparse initializers, external
+data that is not next to the model file, domains other than the default.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ...ir.builder import Builder
+from ...ir.expr import IRModule, Tuple, Var
+from ...ir.shape import SizeVar
+from ...ir.types import TensorType
+from ...errors import RelaxEdgeError
+from .context import CONVERTERS, ConvertContext, OnnxImportError, onnx_dtype
+
+MIN_OPSET = 7
+MAX_OPSET = 28
+
+
+def _load(model) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        if not os.path.exists(path):
+            raise OnnxImportError(f"{path}: no such file")
+        try:
+            return onnx.load(path)
+        except Exception as err:
+            raise OnnxImportError(f"{path}: not a readable ONNX model ({type(err).__name__}: {err})") from None
+    if isinstance(model, (bytes, bytearray)):
+        try:
+            return onnx.load_from_string(bytes(model))
+        except Exception as err:
+            raise OnnxImportError(f"not a readable ONNX model ({type(err).__name__}: {err})") from None
+    raise OnnxImportError(f"cannot import {type(model).__name__}: give a path, bytes or an onnx.ModelProto")
+
+
+def _default_opset(model: onnx.ModelProto) -> int:
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            return imp.version
+    raise OnnxImportError("the model imports no version of the default ONNX operator set")
+
+
+def _identifier(name: str, fallback: str) -> str:
+    ident = re.sub(r"\W", "_", name)
+    if not ident or ident[0].isdigit():
+        ident = f"{fallback}_{ident}" if ident else fallback
+    return ident
+
+
+class OnnxImporter:
+    def __init__(self, model, dim_bounds=None, input_shapes=None, constant_inputs=None):
+        self.model = _load(model)
+        self.graph = self.model.graph
+        self.opset = _default_opset(self.model)
+        self.dim_bounds = dict(dim_bounds or {})
+        self.input_shapes = dict(input_shapes or {})
+        self.constant_inputs = dict(constant_inputs or {})
+        self.size_vars: dict[str, SizeVar] = {}
+        self.values: dict = {}
+        self.builder = Builder()
+
+    # checks -------------------------------------------------------------
+    def check_model(self) -> None:
+        if not MIN_OPSET <= self.opset <= MAX_OPSET:
+            raise OnnxImportError(f"the model uses ONNX opset {self.opset}; relax_edge imports "
+                                  f"opsets {MIN_OPSET} to {MAX_OPSET}")
+        missing = collections.Counter()
+        for node in self.graph.node:
+            if node.domain not in ("", "ai.onnx"):
+                missing[f"{node.domain}.{node.op_type}"] += 1
+            elif node.op_type not in CONVERTERS:
+                missing[node.op_type] += 1
+        if missing:
+            listed = ", ".join(f"{op} ({n} node{'s' * (n > 1)})" for op, n in sorted(missing.items()))
+            raise OnnxImportError(f"unsupported ONNX operators: {listed}")
+        unknown = set(self.dim_bounds) - self._dim_params()
+        if unknown:
+            raise OnnxImportError(f"dim_bounds names {', '.join(sorted(unknown))}, which no input "
+                                  f"dimension uses (the model's named dims: "
+                                  f"{', '.join(sorted(self._dim_params())) or 'none'})")
+
+    def _dim_params(self) -> set:
+        return {d.dim_param for i in self.graph.input for d in i.type.tensor_type.shape.dim if d.dim_param}
+
+    # inputs -------------------------------------------------------------
+    def size_var(self, name: str) -> SizeVar:
+        if name not in self.size_vars:
+            bound = self.dim_bounds.get(name)
+            lower, upper = 1, None
+            if isinstance(bound, tuple):
+                lower, upper = bound
+            elif bound is not None:
+                upper = bound
+            try:
+                self.size_vars[name] = SizeVar(_identifier(name, "dim"), upper=upper, lower=lower)
+            except RelaxEdgeError as err:
+                raise OnnxImportError(f"dim_bounds[{name!r}]: {err}") from None
+        return self.size_vars[name]
+
+    def input_type(self, inp) -> TensorType:
+        what = f"input {inp.name}"
+        if not inp.type.HasField("tensor_type"):
+            raise OnnxImportError(f"{what}: only tensor inputs are supported")
+        tt = inp.type.tensor_type
+        dtype = onnx_dtype(tt.elem_type, what)
+        pinned = self.input_shapes.get(inp.name)
+        if not tt.HasField("shape"):
+            if pinned is None:
+                raise OnnxImportError(f"{what}: the model gives no shape; pass input_shapes={{'{inp.name}': ...}}")
+            dims_proto = [None] * len(pinned)
+        else:
+            dims_proto = list(tt.shape.dim)
+        if pinned is not None and len(pinned) != len(dims_proto):
+            raise OnnxImportError(f"{what}: input_shapes gives rank {len(pinned)}, the model has rank {len(dims_proto)}")
+        dims = []
+        for i, d in enumerate(dims_proto):
+            p = pinned[i] if pinned is not None else None
+            if isinstance(p, int):
+                if d is not None and d.HasField("dim_value") and d.dim_value != p:
+                    raise OnnxImportError(f"{what} dimension {i}: input_shapes pins {p}, the model says {d.dim_value}")
+                dims.append(p)
+            elif isinstance(p, str):
+                dims.append(self.size_var(p))
+            elif d is not None and d.HasField("dim_value") and d.dim_value > 0:
+                dims.append(d.dim_value)
+            elif d is not None and d.dim_param:
+                dims.append(self.size_var(d.dim_param))
+            else:
+                dims.append(self.size_var(f"{inp.name}_dim{i}"))
+        return TensorType(dims, dtype)
+
+    # conversion ---------------------------------------------------------
+    def run(self) -> IRModule:
+        self.check_model()
+        for init in self.graph.initializer:
+            try:
+                self.values[init.name] = numpy_helper.to_array(init)
+            except Exception as err:
+                raise OnnxImportError(f"initializer {init.name}: cannot be read ({err})") from None
+        params = []
+        for inp in self.graph.input:
+            if inp.name in self.values:
+                continue  # an initializer listed as an input (old exporters)
+            if inp.name in self.constant_inputs:
+                self.values[inp.name] = np.asarray(self.constant_inputs[inp.name])
+                continue
+            var = Var(_identifier(inp.name, "input"), self.input_type(inp))
+            self.values[inp.name] = var
+            params.append(var)
+        self.values[""] = None  # an omitted optional input
+        with self.builder.function("main", params):
+            with self.builder.dataflow():
+                for index, node in enumerate(self.graph.node):
+                    self.convert_node(index, node)
+                outputs = [self.output_value(o) for o in self.graph.output]
+            result = outputs[0] if len(outputs) == 1 else self.builder.emit(Tuple(outputs))
+            self.builder.ret(result)
+        return self.builder.get()
+
+    def convert_node(self, index: int, node) -> None:
+        span = node.name or f"{node.op_type}_{index}"
+        ctx = ConvertContext(self.builder, node, self.opset, span)
+        inputs = []
+        for name in node.input:
+            if name not in self.values:
+                raise ctx.error(f"input '{name}' is not produced by any earlier node, initializer or graph input")
+            inputs.append(self.values[name])
+        try:
+            out = CONVERTERS[node.op_type](ctx, inputs)
+        except OnnxImportError:
+            raise
+        except RelaxEdgeError as err:
+            raise ctx.error(str(err)) from None
+        outs = out if isinstance(out, list) else [out]
+        wanted = [o for o in node.output]
+        if len(outs) < len([o for o in wanted if o]):
+            raise ctx.error(f"produces {len(outs)} outputs, the model uses {len(wanted)}")
+        for name, value in zip(wanted, outs):
+            if name:
+                self.values[name] = value
+
+    def output_value(self, out):
+        if out.name not in self.values:
+            raise OnnxImportError(f"graph output {out.name} is not produced by any node")
+        value = self.values[out.name]
+        ctx = ConvertContext(self.builder, onnx.helper.make_node("Identity", [out.name], [out.name]),
+                             self.opset, f"output {out.name}")
+        expr = ctx.tensor(value)
+        return self.builder.emit_output(expr, name=_identifier(out.name, "output"))
+
+
+def from_onnx(model, dim_bounds=None, input_shapes=None, constant_inputs=None) -> IRModule:
+    """Import an ONNX model (path, bytes or ModelProto) as an IRModule.
+
+    dim_bounds: {dim_param: upper} or {dim_param: (lower, upper)}.
+    input_shapes: {input name: shape}, each dim an int (pinned), a str (a
+        named size variable) or None (as the model says).
+    constant_inputs: {input name: array} to treat graph inputs as constants.
+    """
+    from . import convert  # noqa: F401  (registers the converters)
+    return OnnxImporter(model, dim_bounds, input_shapes, constant_inputs).run()
