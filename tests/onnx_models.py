@@ -20,7 +20,6 @@ import hashlib
 import importlib.metadata
 import os
 import sys
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -43,10 +42,10 @@ _MLP_SIZES = (32, 64, 64, 10)
 
 # ---------------------------------------------------------------- specs
 
-def _tensor(dtype, *shape, range=None):
+def _tensor(dtype, *shape, value_range=None):
     entry = {"dtype": dtype, "shape": tuple(shape)}
-    if range is not None:
-        entry["range"] = range
+    if value_range is not None:
+        entry["range"] = value_range
     return entry
 
 
@@ -82,8 +81,8 @@ def _image_spec():
 
 def bert_spec():
     vocab, hidden = _BERT["vocab_size"], _BERT["hidden_size"]
-    inputs = {"input_ids": _tensor("int64", 1, "seq", range=(0, vocab)),
-              "attention_mask": _tensor("int64", 1, "seq", range=(0, 2))}
+    inputs = {"input_ids": _tensor("int64", 1, "seq", value_range=(0, vocab)),
+              "attention_mask": _tensor("int64", 1, "seq", value_range=(0, 2))}
     outputs = {"last_hidden_state": _tensor("float32", 1, "seq", hidden),
                "pooler_output": _tensor("float32", 1, hidden)}
     return _make_spec(inputs, outputs, {"seq": (5, 16)})
@@ -91,8 +90,8 @@ def bert_spec():
 
 def gpt2_spec():
     vocab = _GPT2["vocab_size"]
-    inputs = {"input_ids": _tensor("int64", 1, "seq", range=(0, vocab)),
-              "attention_mask": _tensor("int64", 1, "seq", range=(1, 2))}
+    inputs = {"input_ids": _tensor("int64", 1, "seq", value_range=(0, vocab)),
+              "attention_mask": _tensor("int64", 1, "seq", value_range=(1, 2))}
     outputs = {"logits": _tensor("float32", 1, "seq", vocab)}
     return _make_spec(inputs, outputs, {"seq": (5, 16)})
 
@@ -314,11 +313,9 @@ def get_model(name):
 
 
 def _export_atomically(name, path):
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}-", suffix=".onnx", dir=path.parent)
-    os.close(fd)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.onnx")
     try:
         export_model(name, tmp)
         os.replace(tmp, path)
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        tmp.unlink(missing_ok=True)

@@ -67,6 +67,7 @@ def test_runs_at_two_sizes(name):
     assert not np.array_equal(results[0][first], results[1][first])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MODEL_NAMES)
 def test_matches_pytorch(name):
     torch = pytest.importorskip("torch")

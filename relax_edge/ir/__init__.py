@@ -1,3 +1,4 @@
+# ruff: noqa: F401
 """The cross-level IR: symbolic shapes, types, graph functions, builder,
 verifier and printer."""
 

@@ -194,6 +194,8 @@ class IntExpr(_Arith):
         if len(terms) == 1 and terms[0][1] == 1 and len(terms[0][0]) == 1 \
                 and terms[0][0][0][1] == 1 and isinstance(terms[0][0][0][0], SizeVar):
             self._hash = hash(terms[0][0][0][0])  # equal to its SizeVar's hash
+        elif not terms or (len(terms) == 1 and terms[0][0] == ()):
+            self._hash = hash(terms[0][1] if terms else 0)  # equal to its int's hash
         else:
             self._hash = hash(terms)
 

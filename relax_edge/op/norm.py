@@ -1,10 +1,10 @@
 """Normalization operators with ONNX inference semantics: batch_norm (channel
 axis 1, any rank >= 2), layer_norm (over axes [axis, rank), bias optional)
-and log_softmax (one axis, opset-13 meaning). References compute in float64
-and return the input dtype; training mode and the statistics outputs of
-ONNX (running mean/var, LayerNormalization's Mean and InvStdDev) are not
-provided. This module also exports the builder of `conv2d_transpose`, whose
-record lives in `op.nn` beside conv2d.
+and log_softmax (one axis, opset-13 meaning). All inputs share one float
+dtype. References compute in float64 and return the input dtype. Not
+provided: training mode and ONNX's extra outputs (running mean/var,
+LayerNormalization's Mean and InvStdDev). This module also exports the
+builder of `conv2d_transpose`, whose record lives in `op.nn` beside conv2d.
 """
 
 from __future__ import annotations

@@ -62,7 +62,8 @@ def _resize_rule(types, attrs):
     if attrs["mode"] == "linear":
         float_dtype(x)
     if attrs["exclude_outside"]:
-        raise RuleError("exclude_outside=1 changes only cubic or antialiased resizing, which is not supported")
+        raise RuleError("exclude_outside=1 changes only cubic or antialiased resizing, "
+                        "which is not supported")
     if rank == 0:
         raise RuleError("cannot resize a scalar")
     sizes, scales = attrs["sizes"], attrs["scales"]

@@ -15,7 +15,7 @@ from relax_edge import op
 from relax_edge.errors import TypeInferenceError
 from relax_edge.ir import SizeVar, TensorType, Var, evaluate
 from tests.numeric.onnx_reference import run_node
-from tests.numeric.test_ops_vs_onnxruntime import concrete, random_inputs, run_ours
+from tests.numeric.test_ops_vs_onnxruntime import random_inputs, run_ours
 
 BATCH = [1, 2, 5]
 NO_ROI = np.zeros(0, np.float32)
@@ -104,6 +104,8 @@ CASES = [
          lambda x, s, b: op.layer_norm(x, s, b, axis=1, epsilon=1e-3)),
     Case("ln_axis1_no_bias", [("n", 2, 3, 4), (2, 3, 4)], "LayerNormalization", {"axis": 1},
          lambda x, s: op.layer_norm(x, s, axis=1)),
+    Case("ln_axis1_broadcast_params", [("n", 3, 8), (8,), (1, 8)], "LayerNormalization", {"axis": 1},
+         lambda x, s, b: op.layer_norm(x, s, b, axis=1)),
     *[Case(f"log_softmax_axis{a}", [("n", 4, 5)], "LogSoftmax", {"axis": a},
            (lambda a: lambda x: op.log_softmax(x, axis=a))(a)) for a in (0, 1, -1)],
     _conv_t("convt_plain", ("n", 2, 4, 5), (2, 3, 3, 3)),
@@ -249,7 +251,8 @@ def test_symbolic_shapes_of_new_ops():
      r"output height -1 is not positive"),
     (lambda n: op.resize(T(n, 4), sizes=(n, 7), scales=(1.0, 2.0)),
      r"resize: sizes\[1\] differs from floor\(scales\[1\] \* input dim\): 7 vs 8"),
-    (lambda n: op.resize(T(1, n), sizes=(1, 2 * n), scales=(1.0, 3.0)), r"sizes\[1\] differs.*n \* 2 vs n \* 3"),
+    (lambda n: op.resize(T(1, n), sizes=(1, 2 * n), scales=(1.0, 3.0)),
+     r"sizes\[1\] differs.*n \* 2 vs n \* 3"),
     (lambda n: op.resize(T(1, n), scales=(1.0, 0.3)), r"floor\(n \* 0.3\) has no exact symbolic form"),
     (lambda n: op.resize(T(1, n), sizes=(1, n), mode="cubic"), r"mode 'cubic' is not supported"),
     (lambda n: op.resize(T(1, n, dtype="int32"), sizes=(1, n), mode="linear"), r"must be floating point"),

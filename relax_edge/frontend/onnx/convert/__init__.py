@@ -1,3 +1,3 @@
 """ONNX op type -> converter, one module per operator family."""
 
-from . import elementwise, nn, reduce, tensor  # noqa: F401  (register the converters)
+from . import conv, elementwise, nn, reduce, resize, tensor  # noqa: F401  (register the converters)
