@@ -309,7 +309,15 @@ def get_model(name):
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not path.exists():
             _export_atomically(name, path)
+            _remove_stale(name, path)
     return path, SPECS[name]()
+
+
+def _remove_stale(name, current):
+    """Drop exports of ``name`` made under other cache keys."""
+    for old in current.parent.glob(f"{name}-*.onnx"):
+        if old != current:
+            old.unlink(missing_ok=True)
 
 
 def _export_atomically(name, path):

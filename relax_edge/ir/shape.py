@@ -690,6 +690,13 @@ def prove_le(a: IntLike, b: IntLike) -> Proof:
         return Proof.YES
     if hi < 0:
         return Proof.NO
+    # min(x, y) <= x, y and max(x, y) >= x, y
+    ma = _single_atom(a, _Min)
+    if ma is not None and any(prove_le(x, b) is Proof.YES for x in ma.args):
+        return Proof.YES
+    mb = _single_atom(b, _Max)
+    if mb is not None and any(prove_le(a, x) is Proof.YES for x in mb.args):
+        return Proof.YES
     # floor division by one positive constant is monotone: X <= Y gives X // c <= Y // c
     da, db = _single_atom(a, _FloorDiv), _single_atom(b, _FloorDiv)
     if da is not None and db is not None and da.args[1] == db.args[1] \

@@ -271,3 +271,24 @@ register(Op("arange", _arange_rule, _arange_ref,
             kind="injective", num_args=(0, 0)))
 register(Op("shape_to_tensor", _shape_to_tensor_rule, lambda values: np.array(values, np.int64),
             attrs={"values": REQUIRED}, kind="injective", num_args=(0, 0)))
+
+
+def _gather_elements_rule(types, attrs):
+    x, idx = tensor(types[0], 0), tensor(types[1], 1)
+    if idx.dtype not in ("int32", "int64"):
+        raise RuleError(f"indices must be int32 or int64, got {idx.dtype}")
+    if len(idx.shape) != len(x.shape):
+        raise RuleError(f"indices rank {len(idx.shape)} differs from data rank {len(x.shape)}")
+    normalize_axis(attrs["axis"], len(x.shape))
+    return TensorType(idx.shape, x.dtype)
+
+
+def _gather_elements_ref(x, indices, axis):
+    dim = x.shape[axis]
+    if indices.size and (indices.min() < -dim or indices.max() >= dim):
+        raise IndexError(f"gather index out of range [-{dim}, {dim}) on axis {axis}")
+    return np.take_along_axis(x, np.where(indices < 0, indices + dim, indices), axis=axis)
+
+
+register(Op("gather_elements", _gather_elements_rule, _gather_elements_ref, attrs={"axis": 0},
+            kind="injective", num_args=(2, 2)))

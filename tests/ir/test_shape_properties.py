@@ -28,7 +28,7 @@ from relax_edge.ir.shape import (IntExpr, Proof, SizeVar, as_expr, bounds, const
                                  max_expr, min_expr, prove_equal, prove_le, prove_lt,
                                  substitute)
 
-SETTINGS = settings(max_examples=250, deadline=None,
+SETTINGS = settings(max_examples=200, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 # A fixed pool of variables with every kind of bound. Names are distinct so the

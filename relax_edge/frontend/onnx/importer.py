@@ -85,9 +85,11 @@ class OnnxImporter:
 
     # checks -------------------------------------------------------------
     def check_model(self) -> None:
-        if not MIN_OPSET <= self.opset <= MAX_OPSET:
+        if not 1 <= self.opset <= MAX_OPSET:
             raise OnnxImportError(f"the model uses ONNX opset {self.opset}; relax_edge imports "
                                   f"opsets {MIN_OPSET} to {MAX_OPSET}")
+        if self.opset < MIN_OPSET:
+            self.check_old_opset()
         missing = collections.Counter()
         for node in self.graph.node:
             if node.domain not in ("", "ai.onnx"):
@@ -102,6 +104,24 @@ class OnnxImporter:
             raise OnnxImportError(f"dim_bounds names {', '.join(sorted(unknown))}, which no input "
                                   f"dimension uses (the model's named dims: "
                                   f"{', '.join(sorted(self._dim_params())) or 'none'})")
+
+    def check_old_opset(self) -> None:
+        """Below opset 7 (legacy broadcasting, consumed_inputs), accept a model
+        only if each of its operators is defined as it is at opset 7."""
+        changed = set()
+        for node in self.graph.node:
+            try:
+                old = onnx.defs.get_schema(node.op_type, self.opset, "").since_version
+                new = onnx.defs.get_schema(node.op_type, MIN_OPSET, "").since_version
+            except onnx.defs.SchemaError:
+                continue  # unknown operators are reported as unsupported
+            if old != new:
+                changed.add(node.op_type)
+        if changed:
+            raise OnnxImportError(
+                f"the model uses ONNX opset {self.opset}; relax_edge imports opsets {MIN_OPSET} to "
+                f"{MAX_OPSET}, and older ones only for operators unchanged since; "
+                f"these changed: {', '.join(sorted(changed))}")
 
     def _dim_params(self) -> set:
         return {d.dim_param for i in self.graph.input for d in i.type.tensor_type.shape.dim if d.dim_param}

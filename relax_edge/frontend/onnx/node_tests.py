@@ -47,7 +47,8 @@ def _ops_of(model) -> set:
     return ops
 
 
-def _scope(model) -> str:
+def scope_problem(model) -> str:
+    """Why a case is out of scope (other operators, dtypes), or "" when in scope."""
     ops = _ops_of(model)
     outside = sorted(ops - SUPPORTED_OPS)
     if outside:
@@ -81,7 +82,7 @@ def run_case(case) -> CaseResult:
     from .importer import from_onnx
     model = case.model
     ops = tuple(sorted(_ops_of(model)))
-    why = _scope(model)
+    why = scope_problem(model)
     if why:
         return CaseResult(case.name, ops, "out_of_scope", why)
     input_names = [i.name for i in model.graph.input]

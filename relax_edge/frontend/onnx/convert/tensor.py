@@ -291,3 +291,8 @@ def convert_pad(ctx, inputs):
         raise ctx.error(f"pads has {len(pads)} values, rank {rank} needs {2 * rank}")
     return ctx.emit("pad", [data], {"pads": tuple(pads), "mode": mode, "value": value})
 
+
+
+@converter("GatherElements")
+def convert_gather_elements(ctx, inputs):
+    return ctx.emit("gather_elements", inputs, {"axis": ctx.attr("axis", 0, int)})
