@@ -4,7 +4,9 @@ and log_softmax (one axis, opset-13 meaning). All inputs share one float
 dtype. References compute in float64 and return the input dtype. Not
 provided: training mode and ONNX's extra outputs (running mean/var,
 LayerNormalization's Mean and InvStdDev). This module also exports the
-builder of `conv2d_transpose`, whose record lives in `op.nn` beside conv2d.
+builders of `conv2d_transpose` and of the 3-D (NCDHW) operators `conv3d`,
+`conv3d_transpose`, `max_pool3d` and `avg_pool3d`, whose records live in
+`op.nn` beside their 2-D forms.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from ..ir.types import TensorType, shape_str
 from .registry import Op, RuleError, make_call, register
 from .rules import check_equal, float_dtype, normalize_axis, same_dtype, tensor
 
-__all__ = ["batch_norm", "layer_norm", "log_softmax", "conv2d_transpose"]
+__all__ = ["batch_norm", "layer_norm", "log_softmax", "conv2d_transpose",
+           "conv3d", "conv3d_transpose", "max_pool3d", "avg_pool3d"]
 
 
 def _batch_norm_rule(types, attrs):
@@ -109,3 +112,35 @@ def conv2d_transpose(x, weight, strides=(1, 1), padding=(0, 0, 0, 0), output_pad
     return make_call("conv2d_transpose", [x, weight],
                      {"strides": strides, "padding": padding, "output_padding": output_padding,
                       "dilation": dilation, "groups": groups}, span=span)
+
+
+def conv3d(x, weight, strides=(1, 1, 1), padding=(0,) * 6, dilation=(1, 1, 1), groups=1, span=None):
+    """NCDHW input, OIDHW weight; padding is (front, top, left, back, bottom, right)."""
+    return make_call("conv3d", [x, weight], {"strides": strides, "padding": padding,
+                                             "dilation": dilation, "groups": groups}, span=span)
+
+
+def conv3d_transpose(x, weight, strides=(1, 1, 1), padding=(0,) * 6, output_padding=(0, 0, 0),
+                     dilation=(1, 1, 1), groups=1, span=None):
+    """NCDHW input, weight (C_in, C_out/groups, kD, kH, kW); padding is
+    (front, top, left, back, bottom, right)."""
+    return make_call("conv3d_transpose", [x, weight],
+                     {"strides": strides, "padding": padding, "output_padding": output_padding,
+                      "dilation": dilation, "groups": groups}, span=span)
+
+
+def max_pool3d(x, kernel_size, strides=None, padding=(0,) * 6, dilation=(1, 1, 1),
+               ceil_mode=False, span=None):
+    """NCDHW input; strides default to the kernel size."""
+    return make_call("max_pool3d", [x], {"kernel_size": kernel_size, "strides": strides,
+                                         "padding": padding, "dilation": dilation,
+                                         "ceil_mode": ceil_mode}, span=span)
+
+
+def avg_pool3d(x, kernel_size, strides=None, padding=(0,) * 6, dilation=(1, 1, 1),
+               ceil_mode=False, count_include_pad=False, span=None):
+    """NCDHW input; strides default to the kernel size."""
+    return make_call("avg_pool3d", [x], {"kernel_size": kernel_size, "strides": strides,
+                                         "padding": padding, "dilation": dilation,
+                                         "ceil_mode": ceil_mode,
+                                         "count_include_pad": count_include_pad}, span=span)

@@ -254,10 +254,10 @@ def test_symbolic_shapes_of_new_ops():
     (lambda n: op.resize(T(1, n), sizes=(1, 2 * n), scales=(1.0, 3.0)),
      r"sizes\[1\] differs.*n \* 2 vs n \* 3"),
     (lambda n: op.resize(T(1, n), scales=(1.0, 0.3)), r"floor\(n \* 0.3\) has no exact symbolic form"),
-    (lambda n: op.resize(T(1, n), sizes=(1, n), mode="cubic"), r"mode 'cubic' is not supported"),
+    (lambda n: op.resize(T(1, n), sizes=(1, n), mode="area"), r"mode 'area' is not supported"),
     (lambda n: op.resize(T(1, n, dtype="int32"), sizes=(1, n), mode="linear"), r"must be floating point"),
     (lambda n: op.resize(T(1, n), sizes=(1, n), coordinate_transformation_mode="tf_crop_and_resize"),
-     r"tf_crop_and_resize' is not supported"),
+     r"tf_crop_and_resize needs a roi"),
     (lambda n: op.argmax(T(n, 4), axis=2), r"argmax: axis 2 out of range for rank 2"),
     (lambda n: op.argmax(T(n, 0), axis=1), r"argmax over axis 1 of length 0"),
     (lambda n: op.reduce_max(T(n, 4), axis=(1, -1)), r"max: axis \(1, -1\) repeats an axis"),
@@ -271,3 +271,113 @@ def test_unknown_relation_is_left_to_run_time():
     n, c = SizeVar("n"), SizeVar("c")
     assert op.batch_norm(T(n, c), T(3), T(3), T(3), T(3)).type == TensorType((n, c))
     assert op.conv2d_transpose(T(n, c, 4, 4), T(3, 2, 3, 3)).type == TensorType((n, 2, 6, 6))
+
+
+# ------------------------------------- resize: cubic, antialias, tf_crop_and_resize
+
+def _resize_more(name, shape, mode, ctm="half_pixel", sizes=None, scales=None, roi=None, **kw):
+    """A Resize case over batch axis 0 ("n") with the newer attributes: kw holds
+    cubic_coeff_a, exclude_outside, antialias or extrapolation_value."""
+    attrs = {"mode": mode, "coordinate_transformation_mode": ctm, **kw}
+    roi_input = NO_ROI if roi is None else np.array(roi, np.float32)
+
+    def build(x):
+        out = None if sizes is None else _dims(sizes, x.type.shape[0])
+        return op.resize(x, sizes=out, scales=scales, roi=roi, **attrs)
+
+    def constants(n):
+        if sizes is None:
+            return [roi_input, np.array(scales, np.float32)]
+        return [roi_input, np.zeros(0, np.float32), np.array(_dims(sizes, n), np.int64)]
+    return Case(name, [shape], "Resize", attrs, build, constants, opset=19)
+
+
+def _keep_aspect(name, shape, policy, sizes, scale):
+    """ONNX keep_aspect_ratio_policy over axes 2, 3 against our sizes and scales."""
+    out = ("n", shape[1], *(int(scale * d + 0.5) for d in shape[2:]))
+    attrs = {"axes": [2, 3], "keep_aspect_ratio_policy": policy}
+    return Case(name, [shape], "Resize", attrs,
+                lambda x: op.resize(x, sizes=_dims(out, x.type.shape[0]), scales=(1.0, 1.0, scale, scale)),
+                [NO_ROI, np.zeros(0, np.float32), np.array(sizes, np.int64)], opset=19)
+
+
+CROP = (0, 0, 0.2, 0.3, 1, 1, 0.9, 0.7)        # starts, then ends; axes 0 and 1 uncropped
+CROP_PAST_EDGES = (0, 0, -0.3, 0.4, 1, 1, 1.2, 1.6)
+
+RESIZE_MORE_CASES = [
+    *[_resize_more(f"cubic_{c}_{kind}", shape, "cubic", c, sizes=sizes, scales=scales)
+      for c in COORD_MODES
+      for kind, shape, sizes, scales in [
+          ("up", ("n", 2, 4, 5), ("n", 2, 7, 9), None),
+          ("down", ("n", 2, 7, 9), ("n", 2, 3, 4), None),
+          ("scales", ("n", 2, 5, 6), None, (1.0, 1.0, 1.7, 0.55))]],
+    _resize_more("cubic_pytorch_to_one", ("n", 2, 5, 4), "cubic", "pytorch_half_pixel", sizes=("n", 2, 1, 7)),
+    _resize_more("cubic_2d", ("n", 6), "cubic", sizes=("n", 11)),
+    _resize_more("cubic_a_exclude_outside_up", ("n", 2, 4, 4), "cubic", scales=(1.0, 1.0, 2.0, 2.0),
+                 cubic_coeff_a=-0.5, exclude_outside=1),
+    _resize_more("cubic_a_exclude_outside_down", ("n", 2, 7, 9), "cubic", "asymmetric", sizes=("n", 2, 3, 5),
+                 cubic_coeff_a=-0.5, exclude_outside=1),
+    *[_resize_more(f"{m}_antialias_{kind}", shape, m, c, sizes=sizes, scales=scales, antialias=1, **kw)
+      for m in ("linear", "cubic")
+      for kind, shape, c, sizes, scales, kw in [
+          ("down", ("n", 2, 9, 7), "half_pixel", ("n", 2, 3, 2), None, {}),
+          ("scales", ("n", 2, 9, 7), "half_pixel", None, (1.0, 1.0, 0.6, 0.35), {}),
+          ("strong", ("n", 1, 13, 16), "half_pixel", None, (1.0, 1.0, 0.25, 0.1), {}),
+          ("mixed", ("n", 2, 4, 9), "half_pixel", ("n", 2, 7, 4), None, {}),
+          ("align_corners", ("n", 2, 9, 7), "align_corners", ("n", 2, 4, 3), None, {}),
+          ("symmetric", ("n", 2, 9, 7), "half_pixel_symmetric", None, (1.0, 1.0, 0.7, 0.45), {}),
+          ("exclude_outside", ("n", 2, 9, 7), "half_pixel", ("n", 2, 4, 3), None, {"exclude_outside": 1}),
+          ("nhwc", ("n", 9, 7, 3), "asymmetric", ("n", 3, 4, 3), None, {})]],
+    *[_resize_more(f"crop_{m}_{kind}", ("n", 2, 5, 6), m, "tf_crop_and_resize", sizes=sizes, scales=scales,
+                   roi=roi, **kw)
+      for m in ("nearest", "linear", "cubic")
+      for kind, sizes, scales, roi, kw in [
+          ("inside", ("n", 2, 4, 7), None, CROP, {}),
+          ("past_edges", ("n", 2, 4, 7), None, CROP_PAST_EDGES, {"extrapolation_value": 2.5}),
+          ("to_one", ("n", 2, 1, 3), None, CROP, {}),
+          ("scales", None, (1.0, 1.0, 0.6, 1.5), CROP_PAST_EDGES, {"extrapolation_value": -1.0})]],
+    _resize_more("crop_nearest_ceil", ("n", 2, 5, 6), "nearest", "tf_crop_and_resize", sizes=("n", 2, 7, 4),
+                 roi=CROP_PAST_EDGES, nearest_mode="ceil"),
+    _resize_more("crop_linear_antialias", ("n", 2, 9, 8), "linear", "tf_crop_and_resize", sizes=("n", 2, 2, 3),
+                 roi=CROP, antialias=1),
+    _resize_more("crop_cubic_exclude_outside", ("n", 2, 5, 6), "cubic", "tf_crop_and_resize",
+                 sizes=("n", 2, 4, 7), roi=CROP_PAST_EDGES, exclude_outside=1, cubic_coeff_a=-0.5),
+    _keep_aspect("keep_aspect_not_smaller_rounds_up", ("n", 2, 2, 4), "not_smaller", [1, 3], 0.75),
+    _keep_aspect("keep_aspect_not_larger", ("n", 2, 6, 4), "not_larger", [3, 3], 0.5),
+]
+
+
+@pytest.mark.parametrize("n", [1, 3], ids=lambda n: f"n{n}")
+@pytest.mark.parametrize("case", RESIZE_MORE_CASES, ids=[c.name for c in RESIZE_MORE_CASES])
+def test_resize_modes_match_onnxruntime(case, n):
+    test_op_matches_onnxruntime(case, n)
+
+
+def test_resize_types_of_cubic_antialias_and_crop():
+    n = SizeVar("n")
+    crop = (0, 0, 0.25, 1, 1, 0.75)
+    assert op.resize(T(n, 3, 8), scales=(1.0, 1.0, 0.5), mode="cubic", antialias=1).type == \
+        TensorType((n, 3, 4))
+    # tf_crop_and_resize sizes from scales ignore the roi, as ONNX Runtime does
+    assert op.resize(T(n, 3, 8), scales=(1.0, 2.0, 0.5), coordinate_transformation_mode="tf_crop_and_resize",
+                     roi=crop).type == TensorType((n, 6, 4))
+    # keep_aspect_ratio_policy rounds half up: floor(0.75 * 2 + 1/2) = 2
+    assert op.resize(T(n, 3, 2, 4), sizes=(n, 3, 2, 3), scales=(1.0, 1.0, 0.75, 0.75)).type == \
+        TensorType((n, 3, 2, 3))
+    assert op.resize(T(1, n), sizes=(1, (6 * n + 4) // 8), scales=(1.0, 0.75)).type == \
+        TensorType((1, (6 * n + 4) // 8))
+
+
+@pytest.mark.parametrize("build,message", [
+    (lambda n: op.resize(T(n, 4), sizes=(n, 2), mode="nearest", antialias=1),
+     r"antialias applies to modes linear and cubic only"),
+    (lambda n: op.resize(T(n, 4, dtype="int32"), sizes=(n, 2), mode="cubic"), r"must be floating point"),
+    (lambda n: op.resize(T(n, 4), sizes=(n, 2), coordinate_transformation_mode="tf_crop_and_resize",
+                         roi=(0, 0.5, 1)), r"roi \(0.0, 0.5, 1.0\) must have 2 \* 2 entries"),
+    (lambda n: op.resize(T(n, 4), sizes=(n, 2), mode="cubic", exclude_outside=2), r"exclude_outside 2"),
+    (lambda n: op.resize(T(n, 3, 2, 4), sizes=(n, 3, 3, 3), scales=(1.0, 1.0, 0.75, 0.75)),
+     r"sizes\[2\] differs from floor\(scales\[2\] \* input dim\): 3 vs 1"),
+])
+def test_resize_bad_new_attributes_are_rejected(build, message):
+    with pytest.raises(TypeInferenceError, match=message):
+        build(SizeVar("n"))

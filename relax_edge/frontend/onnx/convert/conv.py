@@ -1,20 +1,34 @@
 """Converters for ONNX convolutions and pooling: Conv, ConvTranspose,
 MaxPool, AveragePool.
 
-1-D convolutions and pools run as 2-D ones over a height of 1; 3-D ones
-are not supported. auto_pad SAME_* needs static spatial sizes."""
+2-D and 3-D ones map to conv2d / conv3d, conv2d_transpose /
+conv3d_transpose, max_pool2d / max_pool3d and avg_pool2d / avg_pool3d;
+1-D ones run as 2-D ones over a height of 1. auto_pad SAME_* of Conv and the
+pools needs static spatial sizes. ConvTranspose turns output_shape and
+auto_pad SAME_* into pads by the ONNX rule (see `_transpose_pads`);
+output_shape needs static spatial sizes. Not supported: more than 3 spatial
+axes, MaxPool's Indices output and storage_order 1."""
 
 from __future__ import annotations
 
 from ....ir.shape import as_expr
 from ..context import converter
 
+_SAME = ("SAME_UPPER", "SAME_LOWER")
 
-def _spatial(ctx, x, w_shape=None):
-    rank = len(ctx.type_of(x).shape)
-    if rank not in (3, 4):
-        raise ctx.error(f"only 1-D and 2-D spatial inputs are supported, got rank {rank}")
-    return rank - 2
+
+def _spatial_rank(ctx, x):
+    nd = len(ctx.type_of(x).shape) - 2
+    if nd not in (1, 2, 3):
+        raise ctx.error(f"{nd} spatial axes are not supported (1-D, 2-D and 3-D are)")
+    return nd
+
+
+def _static_kernel(ctx, w):
+    kernel = [d.value if d.is_const else None for d in ctx.type_of(w).shape[2:]]
+    if None in kernel:
+        raise ctx.error("the kernel size must be static")
+    return kernel
 
 
 def _to_2d(ctx, x):
@@ -28,14 +42,41 @@ def _from_2d(ctx, y):
     return ctx.emit("reshape", [y], {"shape": (n, c, length)})
 
 
+def _lift_1d(name, value):
+    """A 1-D attribute as the 2-D one over a height of 1."""
+    if name == "padding":
+        return (0, value[0], 0, value[1])
+    if name == "output_padding":
+        return (0, *value)
+    if name in ("kernel_size", "strides", "dilation"):
+        return (1, *value)
+    return value
+
+
+def _emit_spatial(ctx, op_name, nd, args, attrs):
+    """Emit `op_name` ("conv{}d", ...) for nd spatial axes; 1-D runs as 2-D."""
+    if nd > 1:
+        return ctx.emit(op_name.format(nd), args, attrs)
+    lifted = {k: _lift_1d(k, v) for k, v in attrs.items()}
+    return _from_2d(ctx, ctx.emit(op_name.format(2), [_to_2d(ctx, a) for a in args], lifted))
+
+
+def _add_bias(ctx, y, bias):
+    if bias is None:
+        return y
+    shape = ctx.type_of(y).shape
+    along_c = (1, shape[1]) + (1,) * (len(shape) - 2)
+    return ctx.emit("add", [y, ctx.emit("reshape", [bias], {"shape": along_c})])
+
+
 def _window(ctx, nd, kernel, in_dims):
-    """strides, padding (top, left, bottom, right), dilation from the
-    attributes, resolving auto_pad; all as 2-D tuples."""
+    """strides, pads (all begins, then all ends) and dilations from the
+    attributes, resolving auto_pad; ONNX layout, nd entries per axis."""
     strides = list(ctx.attr("strides", [1] * nd))
     dilations = list(ctx.attr("dilations", [1] * nd))
     pads = list(ctx.attr("pads", [0] * (2 * nd)))
     auto_pad = ctx.attr("auto_pad", "NOTSET", str)
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+    if auto_pad in _SAME:
         pads = [0] * (2 * nd)
         for i in range(nd):
             size = in_dims[i]
@@ -45,53 +86,79 @@ def _window(ctx, nd, kernel, in_dims):
             total = max((out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - size.value, 0)
             small, big = total // 2, total - total // 2
             pads[i], pads[i + nd] = (small, big) if auto_pad == "SAME_UPPER" else (big, small)
-    elif auto_pad not in ("NOTSET", "VALID"):
+    elif auto_pad == "VALID":
+        pads = [0] * (2 * nd)
+    elif auto_pad != "NOTSET":
         raise ctx.error(f"unknown auto_pad {auto_pad!r}")
-    if nd == 1:
-        return (1, strides[0]), (0, pads[0], 0, pads[1]), (1, dilations[0])
-    return tuple(strides), (pads[0], pads[1], pads[2], pads[3]), tuple(dilations)
+    return tuple(strides), tuple(pads), tuple(dilations)
+
+
+def _transpose_pads(ctx, nd, kernel, strides, dilations, out_pad, in_dims):
+    """ConvTranspose pads, all begins then all ends, possibly negative.
+
+    Given output_shape, or with auto_pad SAME_* (output_shape = input * stride),
+    total = stride * (in - 1) + output_padding + (k - 1) * dilation + 1 - out
+    is split in halves, the larger half at the end for SAME_UPPER and at the
+    begin otherwise; explicit pads are then ignored. A negative total (an
+    output longer than the full result) becomes zeros appended at the end,
+    as in ONNX Runtime."""
+    auto_pad = ctx.attr("auto_pad", "NOTSET", str)
+    if auto_pad not in ("NOTSET", "VALID", *_SAME):
+        raise ctx.error(f"unknown auto_pad {auto_pad!r}")
+    output_shape = ctx.attr("output_shape", None, list)
+    if output_shape is None and auto_pad not in _SAME:
+        return list(ctx.attr("pads", [0] * (2 * nd))) if auto_pad == "NOTSET" else [0] * (2 * nd)
+    if output_shape is not None and len(output_shape) != nd:
+        raise ctx.error(f"output_shape {output_shape} must hold the {nd} spatial sizes")
+    begins, ends = [], []
+    for i in range(nd):
+        full = (kernel[i] - 1) * dilations[i] + 1 + out_pad[i]
+        if output_shape is None:    # SAME: total is the same for every input size
+            total = full - strides[i]
+        elif in_dims[i].is_const:
+            total = strides[i] * (in_dims[i].value - 1) + full - output_shape[i]
+        else:
+            raise ctx.error(f"output_shape needs a static spatial size, got {in_dims[i]}")
+        small, big = total // 2, total - total // 2
+        if total < 0:
+            begins.append(0)
+            ends.append(total)
+        else:
+            begins.append(small if auto_pad == "SAME_UPPER" else big)
+            ends.append(big if auto_pad == "SAME_UPPER" else small)
+    return begins + ends
 
 
 @converter("Conv")
 def convert_conv(ctx, inputs):
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
-    nd = _spatial(ctx, x)
-    w_dims = ctx.type_of(w).shape
-    kernel = [d.value if d.is_const else None for d in w_dims[2:]]
-    if None in kernel:
-        raise ctx.error("the kernel size must be static")
-    strides, padding, dilation = _window(ctx, nd, kernel, ctx.type_of(x).shape[2:])
-    if nd == 1:
-        x, w = _to_2d(ctx, x), _to_2d(ctx, w)
-    y = ctx.emit("conv2d", [x, w], {"strides": strides, "padding": padding, "dilation": dilation,
-                                    "groups": ctx.attr("group", 1, int)})
-    if bias is not None:
-        out_c = ctx.type_of(y).shape[1]
-        y = ctx.emit("add", [y, ctx.emit("reshape", [bias], {"shape": (1, out_c, 1, 1)})])
-    return _from_2d(ctx, y) if nd == 1 else y
+    nd = _spatial_rank(ctx, x)
+    strides, pads, dilations = _window(ctx, nd, _static_kernel(ctx, w), ctx.type_of(x).shape[2:])
+    y = _emit_spatial(ctx, "conv{}d", nd, [x, w], {"strides": strides, "padding": pads,
+                                                   "dilation": dilations,
+                                                   "groups": ctx.attr("group", 1, int)})
+    return _add_bias(ctx, y, bias)
 
 
 @converter("ConvTranspose")
 def convert_conv_transpose(ctx, inputs):
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
-    nd = _spatial(ctx, x)
-    kernel = [d.value for d in ctx.type_of(w).shape[2:]]
-    if ctx.has_attr("output_shape") or ctx.attr("auto_pad", "NOTSET", str) not in ("NOTSET", "VALID"):
-        raise ctx.error("output_shape and auto_pad SAME are not supported; give pads")
-    strides, padding, dilation = _window(ctx, nd, kernel, ctx.type_of(x).shape[2:])
+    nd = _spatial_rank(ctx, x)
+    kernel = _static_kernel(ctx, w)
+    strides = list(ctx.attr("strides", [1] * nd))
+    dilations = list(ctx.attr("dilations", [1] * nd))
     out_pad = list(ctx.attr("output_padding", [0] * nd))
-    out_pad = (0, out_pad[0]) if nd == 1 else tuple(out_pad)
-    if nd == 1:
-        x, w = _to_2d(ctx, x), _to_2d(ctx, w)
-    y = ctx.emit("conv2d_transpose", [x, w], {"strides": strides, "padding": padding,
-                                              "output_padding": out_pad, "dilation": dilation,
-                                              "groups": ctx.attr("group", 1, int)})
-    if bias is not None:
-        out_c = ctx.type_of(y).shape[1]
-        y = ctx.emit("add", [y, ctx.emit("reshape", [bias], {"shape": (1, out_c, 1, 1)})])
-    return _from_2d(ctx, y) if nd == 1 else y
+    pads = _transpose_pads(ctx, nd, kernel, strides, dilations, out_pad, ctx.type_of(x).shape[2:])
+    y = _emit_spatial(ctx, "conv{}d_transpose", nd, [x, w],
+                      {"strides": tuple(strides), "padding": tuple(max(p, 0) for p in pads),
+                       "output_padding": tuple(out_pad), "dilation": tuple(dilations),
+                       "groups": ctx.attr("group", 1, int)})
+    grow = [max(-p, 0) for p in pads]
+    if any(grow):
+        y = ctx.emit("pad", [y], {"pads": (0, 0, *grow[:nd], 0, 0, *grow[nd:])})
+    return _add_bias(ctx, y, bias)
 
 
 @converter("MaxPool", "AveragePool")
@@ -101,17 +168,14 @@ def convert_pool(ctx, inputs):
         raise ctx.error("the Indices output of MaxPool is not supported")
     if ctx.attr("storage_order", 0, int) != 0:
         raise ctx.error("storage_order 1 is not supported")
-    nd = _spatial(ctx, x)
-    kernel = list(ctx.attr("kernel_shape", kind=list))
-    strides, padding, dilation = _window(ctx, nd, kernel, ctx.type_of(x).shape[2:])
-    if nd == 1:
-        x = _to_2d(ctx, x)
-        kernel = [1] + kernel
-    attrs = {"kernel_size": tuple(kernel), "strides": strides, "padding": padding, "dilation": dilation,
+    nd = _spatial_rank(ctx, x)
+    if not ctx.has_attr("kernel_shape"):
+        raise ctx.error("attribute kernel_shape is required")
+    kernel = tuple(ctx.attr("kernel_shape", kind=list))
+    strides, pads, dilations = _window(ctx, nd, kernel, ctx.type_of(x).shape[2:])
+    attrs = {"kernel_size": kernel, "strides": strides, "padding": pads, "dilation": dilations,
              "ceil_mode": bool(ctx.attr("ceil_mode", 0, int))}
     if ctx.node.op_type == "AveragePool":
         attrs["count_include_pad"] = bool(ctx.attr("count_include_pad", 0, int))
-        y = ctx.emit("avg_pool2d", [x], attrs)
-    else:
-        y = ctx.emit("max_pool2d", [x], attrs)
-    return _from_2d(ctx, y) if nd == 1 else y
+        return _emit_spatial(ctx, "avg_pool{}d", nd, [x], attrs)
+    return _emit_spatial(ctx, "max_pool{}d", nd, [x], attrs)

@@ -1,5 +1,9 @@
-"""Converter for ONNX Resize (nearest and linear; sizes or scales, the axes
-attribute, keep_aspect_ratio_policy)."""
+"""Converter for ONNX Resize: modes nearest, linear and cubic; sizes or
+scales, the axes attribute, keep_aspect_ratio_policy, tf_crop_and_resize
+with a roi known at compile time, cubic_coeff_a, exclude_outside, antialias.
+
+Not supported: a roi, scales or sizes computed at run time (they decide the
+output shape or the coordinates, so they must be known when importing)."""
 
 from __future__ import annotations
 
@@ -10,7 +14,15 @@ from ..context import converter
 from ..values import static_array
 
 
-def _resize_targets(ctx, inputs, rank):
+def _scatter(values, axes, base):
+    """`base` (one entry per axis) with `values` written at `axes`."""
+    out = list(base)
+    for a, v in zip(axes, values):
+        out[a] = v
+    return out
+
+
+def _resize_targets(ctx, inputs, rank, axes):
     """(sizes, scales) over every axis from the inputs and the axes attribute."""
     if ctx.opset < 11:
         scales_in, sizes_in = inputs[1], None
@@ -25,60 +37,56 @@ def _resize_targets(ctx, inputs, rank):
         sizes = None
     if scales_in is not None and scales is None and static_array(scales_in) is None:
         ctx.require_known(scales_in, 2, "scales")
-    axes = ctx.attr("axes")
-    dims = ctx.type_of(inputs[0]).shape
-    if axes is not None:
-        axes = [a % rank for a in axes]
-        if scales is not None:
-            full = [1.0] * rank
-            for a, s in zip(axes, scales):
-                full[a] = float(s)
-            scales = np.array(full, np.float32)
-        if sizes is not None:
-            full = list(dims)
-            for a, s in zip(axes, sizes.reshape(-1)):
-                full[a] = s
-            sizes = np.array(full + [None], dtype=object)[:-1]
+    if scales is not None:
+        scales = _scatter((float(s) for s in scales.reshape(-1)), axes, [1.0] * rank)
+    if sizes is not None:
+        sizes = _scatter((as_expr(s) for s in sizes.reshape(-1)), axes, ctx.type_of(inputs[0]).shape)
     return sizes, scales
+
+
+def _roi(ctx, inputs, rank, axes):
+    """The roi over every axis (starts, then ends), for tf_crop_and_resize."""
+    roi_in = inputs[1] if ctx.opset >= 11 and len(inputs) > 1 else None
+    if roi_in is None:
+        raise ctx.error("coordinate_transformation_mode tf_crop_and_resize needs the roi input")
+    roi = ctx.require_known(roi_in, 1, "roi").reshape(-1).astype(np.float64)
+    if roi.size != 2 * len(axes):
+        raise ctx.error(f"roi has {roi.size} entries; expected 2 * {len(axes)} (starts, then ends)")
+    starts = _scatter(roi[:len(axes)], axes, [0.0] * rank)
+    ends = _scatter(roi[len(axes):], axes, [1.0] * rank)
+    return tuple(float(r) for r in starts + ends)
+
+
+def _keep_aspect_ratio(ctx, policy, dims, sizes, axes):
+    """keep_aspect_ratio_policy not_larger / not_smaller: one float32 scale for
+    every resized axis, from static sizes, rounded as ONNX Runtime does."""
+    if sizes is None or any(not dims[a].is_const for a in axes):
+        raise ctx.error(f"keep_aspect_ratio_policy {policy} needs static sizes and dims")
+    ratios = [np.float32(sizes[a].value) / np.float32(dims[a].value) for a in axes]
+    scale = min(ratios) if policy == "not_larger" else max(ratios)
+    out = _scatter((as_expr(int(np.floor(float(scale * np.float32(dims[a].value)) + 0.5))) for a in axes),
+                   axes, dims)
+    return out, _scatter([float(scale)] * len(axes), axes, [1.0] * len(dims))
 
 
 @converter("Resize")
 def convert_resize(ctx, inputs):
     x = inputs[0]
-    rank = len(ctx.type_of(x).shape)
-    mode = ctx.attr("mode", "nearest", str)
-    coord = ctx.attr("coordinate_transformation_mode", "half_pixel", str)
-    if mode == "cubic" or ctx.attr("antialias", 0, int):
-        raise ctx.error("cubic and antialiased resize are not supported")
-    if coord == "tf_crop_and_resize":
-        raise ctx.error("coordinate_transformation_mode tf_crop_and_resize is not supported")
-    if ctx.attr("keep_aspect_ratio_policy", "stretch", str) != "stretch":
-        sizes, _ = _resize_targets(ctx, inputs, rank)
-        return ctx.emit("resize", [x], _aspect_sizes(ctx, x, sizes, mode, coord))
-    sizes, scales = _resize_targets(ctx, inputs, rank)
-    attrs = {"mode": mode, "coordinate_transformation_mode": coord,
-             "nearest_mode": ctx.attr("nearest_mode", "round_prefer_floor", str),
-             "exclude_outside": ctx.attr("exclude_outside", 0, int),
-             "extrapolation_value": ctx.attr("extrapolation_value", 0.0, float),
-             "sizes": None if sizes is None else tuple(as_expr(s) for s in sizes.reshape(-1)),
-             "scales": None if scales is None else tuple(float(s) for s in scales.reshape(-1))}
-    return ctx.emit("resize", [x], attrs)
-
-
-def _aspect_sizes(ctx, x, sizes, mode, coord):
-    """keep_aspect_ratio_policy not_larger / not_smaller: one scale for every
-    resized axis, from static sizes."""
-    policy = ctx.attr("keep_aspect_ratio_policy", "stretch", str)
     dims = ctx.type_of(x).shape
-    axes = [a % len(dims) for a in ctx.attr("axes", list(range(len(dims))))]
-    if sizes is None or any(not dims[a].is_const for a in axes):
-        raise ctx.error(f"keep_aspect_ratio_policy {policy} needs static sizes and dims")
-    ratios = [float(as_expr(sizes[a]).value) / dims[a].value for a in axes]
-    scale = min(ratios) if policy == "not_larger" else max(ratios)
-    out = list(dims)
-    for a in axes:
-        out[a] = as_expr(int(np.floor(scale * dims[a].value + 0.5)))
-    scales = tuple(scale if a in axes else 1.0 for a in range(len(dims)))
-    return {"mode": mode, "coordinate_transformation_mode": coord,
-            "nearest_mode": ctx.attr("nearest_mode", "round_prefer_floor", str),
-            "sizes": tuple(out), "scales": scales}
+    rank = len(dims)
+    axes = [a % rank for a in ctx.attr("axes", list(range(rank)))]
+    coord = ctx.attr("coordinate_transformation_mode", "half_pixel", str)
+    sizes, scales = _resize_targets(ctx, inputs, rank, axes)
+    policy = ctx.attr("keep_aspect_ratio_policy", "stretch", str)
+    if policy != "stretch":
+        sizes, scales = _keep_aspect_ratio(ctx, policy, dims, sizes, axes)
+    attrs = {"mode": ctx.attr("mode", "nearest", str), "coordinate_transformation_mode": coord,
+             "nearest_mode": ctx.attr("nearest_mode", "round_prefer_floor", str),
+             "cubic_coeff_a": ctx.attr("cubic_coeff_a", -0.75, float),
+             "exclude_outside": ctx.attr("exclude_outside", 0, int),
+             "antialias": ctx.attr("antialias", 0, int),
+             "extrapolation_value": ctx.attr("extrapolation_value", 0.0, float),
+             "roi": _roi(ctx, inputs, rank, axes) if coord == "tf_crop_and_resize" else None,
+             "sizes": None if sizes is None else tuple(sizes),
+             "scales": None if scales is None else tuple(scales)}
+    return ctx.emit("resize", [x], attrs)

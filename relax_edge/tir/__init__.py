@@ -1,0 +1,12 @@
+# ruff: noqa: F401
+"""Tensor programs (loop level): expressions, statements, a small compute
+language that lowers to loop nests, a printer, a verifier and a numpy
+interpreter."""
+
+from .compute import Reduce, Tensor, compute, lower, placeholder, reduce_axis, reduce_max, reduce_min, reduce_sum
+from .expr import (Cast, Const, Index, Load, PrimExpr, ScalarVar, cast, const, eq, intrinsic, logical_and,
+                   logical_not, logical_or, maximum, minimum, ne, select, wrap)
+from .printer import print_program
+from .stmt import Allocate, Buffer, For, IfThenElse, Let, Seq, Store, TensorProgram, loop_var
+
+__all__ = [name for name in dir() if not name.startswith("_")]

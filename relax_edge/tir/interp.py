@@ -1,0 +1,158 @@
+"""The numpy interpreter of tensor programs: the executable meaning of a
+program, so that legalization is testable without a C compiler.
+
+The program is rendered as Python source (the same expression walk as the
+C backend, through a Python table), executed once per call on flat numpy
+views of the buffers. Arithmetic happens in Python floats (float64) and is
+rounded when stored; integer division and modulo follow the IR's floor
+semantics, `div` on integers truncates as C does. It runs element by element:
+use it on small shapes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import InterpretError
+from ..ir.shape import evaluate
+from .expr import is_float
+from .render import Renderer
+from .stmt import Allocate, For, IfThenElse, Let, Seq, Store, TensorProgram
+
+
+def _tdiv(a, b):
+    if isinstance(a, float) or isinstance(b, float):
+        return a / b
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+_RUNTIME = {"math": math, "_tdiv": _tdiv, "_min": min, "_max": max,
+            "_fmin": lambda a, b: a if a < b or a != a else b,
+            "_fmax": lambda a, b: a if a > b or a != a else b,
+            "_erf": math.erf, "_exp": lambda x: math.exp(x) if x < 709 else math.inf,
+            "_pow": lambda a, b: math.pow(a, b) if not (a < 0 and b != int(b)) else math.nan,
+            "_log": lambda x: math.log(x) if x > 0 else (-math.inf if x == 0 else math.nan),
+            "_sqrt": lambda x: math.sqrt(x) if x >= 0 else math.nan,
+            "_int": lambda x: int(x) if x == x and abs(x) != math.inf else 0}
+
+
+class PythonRenderer(Renderer):
+    BINARY = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})",
+              "floordiv": "({a} // {b})", "floormod": "({a} % {b})", "pow": "_pow({a}, {b})"}
+    LOGICAL = {"and": "({a} and {b})", "or": "({a} or {b})"}
+    NOT = "(not {a})"
+    SELECT = "({a} if {c} else {b})"
+    INTRINSICS = {"exp": "_exp({0})", "log": "_log({0})", "sqrt": "_sqrt({0})", "tanh": "math.tanh({0})",
+                  "erf": "_erf({0})", "pow": "_pow({0}, {1})", "fabs": "abs({0})",
+                  "floor": "float(math.floor({0}))", "ceil": "float(math.ceil({0}))",
+                  "round": "float(round({0}))"}
+    RESERVED = frozenset({"math", "abs", "min", "max", "float", "int", "bool", "round", "lambda", "in",
+                          "if", "else", "for", "and", "or", "not", "is", "def", "return"})
+
+    def int_division(self, kind, x, y, nonneg):
+        return f"({x} // {y})" if kind == "div" else f"({x} % {y})"
+
+    def int_minmax(self, kind, x, y):
+        return f"_{kind}({x}, {y})"
+
+    def binary(self, op, a, b, dtype):
+        if op == "div":
+            return f"({a} / {b})" if is_float(dtype) else f"_tdiv({a}, {b})"
+        if op in ("min", "max"):
+            return f"_f{op}({a}, {b})" if is_float(dtype) else f"_{op}({a}, {b})"
+        return super().binary(op, a, b, dtype)
+
+    def constant(self, value, dtype):
+        if isinstance(value, float) and (value != value or value in (math.inf, -math.inf)):
+            return f"float('{value}')"
+        return repr(value)
+
+    def cast(self, x, src, dst):
+        if is_float(dst):
+            return f"float({x})"
+        if dst == "bool":
+            return f"bool({x})"
+        return f"_int({x})" if is_float(src) else f"int({x})"
+
+    def intrinsic(self, name, args, dtype):
+        return self.INTRINSICS[name].format(*args)
+
+
+def render_python(program: TensorProgram) -> str:
+    r = PythonRenderer()
+    params = [r.name(b, b.name) for b in program.params] + [r.name(v, v.name) for v in program.size_params]
+    lines = [f"def {r.name(program, 'kernel')}({', '.join(params)}):"]
+
+    def emit(s, depth):
+        pad = "    " * depth
+        if isinstance(s, Store):
+            target = f"{r.name(s.buffer, s.buffer.name)}[{r.expr(s.buffer.flat_index(s.indices))}]"
+            lines.append(f"{pad}{target} = {r.expr(s.value)}")
+        elif isinstance(s, For):
+            lines.append(f"{pad}for {r.name(s.var, s.var.name)} in range({r.int_expr(s.extent)}):")
+            emit(s.body, depth + 1)
+        elif isinstance(s, IfThenElse):
+            lines.append(f"{pad}if {r.expr(s.cond)}:")
+            emit(s.then_body, depth + 1)
+            if s.else_body is not None:
+                lines.append(f"{pad}else:")
+                emit(s.else_body, depth + 1)
+        elif isinstance(s, Let):
+            lines.append(f"{pad}{r.name(s.var, s.var.name)} = {r.expr(s.value)}")
+            emit(s.body, depth)
+        elif isinstance(s, Allocate):
+            size = int(s.buffer.numel())
+            lines.append(f"{pad}{r.name(s.buffer, s.buffer.name)} = [0] * {size}")
+            emit(s.body, depth)
+        elif isinstance(s, Seq):
+            for x in s.stmts:
+                emit(x, depth)
+            if not s.stmts:
+                lines.append(f"{pad}pass")
+        else:
+            raise TypeError(f"cannot render {type(s).__name__}")
+
+    emit(program.body, 1)
+    lines.append("    pass")
+    return "\n".join(lines) + "\n", r.name(program, "kernel")
+
+
+def _compiled(program: TensorProgram):
+    cached = program.attrs.get("_python")
+    if cached is None:
+        source, name = render_python(program)
+        scope = dict(_RUNTIME)
+        exec(compile(source, f"<tensor program {program.name}>", "exec"), scope)
+        cached = program.attrs["_python"] = scope[name]
+    return cached
+
+
+def run_program(program: TensorProgram, args, size_values):
+    """Run `program` on numpy `args` (its inputs) with its size parameters
+    given in order; returns the outputs (one array or a tuple)."""
+    if len(args) != len(program.inputs):
+        raise InterpretError(f"program {program.name} takes {len(program.inputs)} inputs, got {len(args)}")
+    env = dict(zip(program.size_params, (int(v) for v in size_values)))
+    flat = []
+    for buf, arr in zip(program.inputs, args):
+        arr = np.ascontiguousarray(arr)
+        want = int(evaluate(buf.numel(), env))
+        if arr.size != want:
+            raise InterpretError(f"program {program.name}: input {buf.name} has {arr.size} elements, "
+                                 f"its buffer {want}")
+        flat.append(arr.reshape(-1).tolist())
+    outs = []
+    for buf in tuple(program.outputs) + tuple(program.scratch):
+        outs.append([0] * int(evaluate(buf.numel(), env)))
+    try:
+        _compiled(program)(*flat, *outs, *[env[v] for v in program.size_params])
+    except (ZeroDivisionError, IndexError, OverflowError, ValueError) as err:
+        raise InterpretError(f"program {program.name}: {type(err).__name__}: {err}") from None
+    results = []
+    for buf, data in zip(program.outputs, outs):
+        shape = tuple(int(evaluate(d, env)) for d in buf.shape)
+        results.append(np.array(data, dtype=buf.dtype).reshape(shape))
+    return results[0] if len(results) == 1 else tuple(results)

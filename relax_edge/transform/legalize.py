@@ -1,0 +1,125 @@
+"""legalize: every operator call becomes a call to a tensor program.
+
+1. For each `Call` of an operator in a graph function, the operator's
+   legalization (relax_edge/legalize) builds a tensor program whose size
+   parameters are fresh copies of the call's size variables, so the program
+   is generic in them: one kernel serves every `seq`.
+2. The call becomes `call_tensor(@program, args, out_type, sizes)`, keeping
+   its span; the program is added to the module.
+3. An operator without a legalization is a compile error naming it (every
+   such operator of the module, at once).
+
+Does not fuse, schedule or deduplicate programs; calls of graph functions,
+externs and existing tensor programs are left as they are.
+"""
+
+from __future__ import annotations
+
+import collections
+
+from ..errors import RelaxEdgeError
+from ..ir.expr import Call, CallTensor, GlobalVar, IRModule
+from ..ir.shape import IntExpr, SizeVar, as_expr, free_vars, substitute
+from ..ir.types import TensorType, type_free_vars
+from ..ir.visitor import ExprMutator, ExprVisitor
+from ..legalize import LegalizeContext
+from ..op.registry import Op
+from ..tir.compute import lower, placeholder
+
+__all__ = ["legalize", "LegalizeError"]
+
+
+class LegalizeError(RelaxEdgeError):
+    """An operator cannot be lowered to a tensor program."""
+
+
+def _attr_vars(v) -> set:
+    if isinstance(v, IntExpr):
+        return set(free_vars(v))
+    if isinstance(v, tuple):
+        out = set()
+        for x in v:
+            out |= _attr_vars(x)
+        return out
+    return set()
+
+
+def _rename_attr(v, mapping):
+    if isinstance(v, IntExpr):
+        return substitute(v, mapping)
+    if isinstance(v, tuple):
+        return tuple(_rename_attr(x, mapping) for x in v)
+    return v
+
+
+class _Missing(ExprVisitor):
+    def __init__(self):
+        self.missing = collections.Counter()
+
+    def visit_Call(self, call):
+        if isinstance(call.op, Op) and call.op.legalize is None:
+            self.missing[call.op.name] += 1
+        super().visit_Call(call)
+
+    def visit_binding(self, b):
+        self.visit(b.value)
+
+
+class _Legalizer(ExprMutator):
+    def __init__(self, mod: IRModule):
+        super().__init__()
+        self.programs = dict(mod.tensor_programs)
+        self.taken = set(mod.names())
+        self.counts = collections.Counter()
+
+    def fresh_name(self, base: str) -> str:
+        while True:
+            name = f"{base}_{self.counts[base]}" if self.counts[base] else base
+            self.counts[base] += 1
+            if name not in self.taken:
+                self.taken.add(name)
+                return name
+
+    def rewrite_call(self, call: Call):
+        if not isinstance(call.op, Op):
+            return call
+        arg_types = [a.type for a in call.args]
+        if not isinstance(call.type, TensorType) or not all(isinstance(t, TensorType) for t in arg_types):
+            raise LegalizeError(f"{call.op.name}: only tensor arguments and results can be legalized")
+        outer = set(type_free_vars(call.type))
+        for t in arg_types:
+            outer |= type_free_vars(t)
+        for v in call.attrs.values():
+            outer |= _attr_vars(v)
+        outer = sorted(outer, key=lambda v: (v.name, id(v)))
+        inner = [SizeVar(v.name, upper=v.upper, lower=v.lower) for v in outer]
+        mapping = dict(zip(outer, (as_expr(v) for v in inner)))
+        inputs = [placeholder([substitute(d, mapping) for d in t.shape], t.dtype, f"x{i}")
+                  for i, t in enumerate(arg_types)]
+        ctx = LegalizeContext(call.op.name, inputs, {k: _rename_attr(v, mapping) for k, v in call.attrs.items()},
+                              tuple(substitute(d, mapping) for d in call.type.shape), call.type.dtype)
+        try:
+            outs = call.op.legalize(ctx)
+        except RelaxEdgeError as err:
+            where = f" (node {call.span})" if call.span else ""
+            raise LegalizeError(f"{call.op.name}{where}: {err}") from None
+        outs = outs if isinstance(outs, list) else [outs]
+        name = self.fresh_name(call.op.name)
+        program = lower(name, inputs, outs, size_params=tuple(inner))
+        self.programs[name] = program
+        return CallTensor(GlobalVar(name), call.args, call.type, size_args=tuple(as_expr(v) for v in outer),
+                          span=call.span)
+
+
+def legalize(mod: IRModule) -> IRModule:
+    """The module with every operator call replaced by a tensor-program call."""
+    from .. import legalize as _families  # noqa: F401  (registers the legalizations)
+    missing = _Missing()
+    for f in mod.functions.values():
+        missing.visit(f)
+    if missing.missing:
+        listed = ", ".join(f"{op} ({n} call{'s' * (n > 1)})" for op, n in sorted(missing.missing.items()))
+        raise LegalizeError(f"no legalization for: {listed}")
+    mutator = _Legalizer(mod)
+    functions = {name: mutator.visit_Function(f) for name, f in mod.functions.items()}
+    return IRModule(functions, mutator.programs, mod.externs)
