@@ -58,3 +58,23 @@ def broadcast_indices(in_shape, out_shape, idx):
 
 def load_broadcast(t: Tensor, out_shape, idx):
     return t[broadcast_indices(t.shape, out_shape, idx)]
+
+
+def broadcast_checks(arg_types, out_type, skip_trailing: int = 0):
+    """Dims that broadcasting cannot settle at compile time: a list of
+    (argument index, argument dim, output dim, argument dim expr, output dim
+    expr) to check at run time (equal, or the argument dim is 1)."""
+    out_shape = out_type.shape
+    out_rank = len(out_shape) - skip_trailing
+    checks = []
+    for a, t in enumerate(arg_types):
+        shape = t.shape[:len(t.shape) - skip_trailing] if skip_trailing else t.shape
+        offset = out_rank - len(shape)
+        for d, dim in enumerate(shape):
+            if d + offset < 0:
+                continue
+            out_dim = out_shape[d + offset]
+            if dim == 1 or prove_equal(dim, out_dim) is Proof.YES:
+                continue
+            checks.append((a, d, d + offset, dim, out_dim))
+    return checks

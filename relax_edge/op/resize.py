@@ -8,8 +8,9 @@ allowed) or derived from scales.
 Source coordinates are computed in float32 exactly as ONNX Runtime computes
 them (so rounding ties fall the same way); the scale of an axis is
 `scales[i]` when scales are given, else `float32(out) / float32(in)`, and an
-axis with scale 1 maps each index to itself (tf_crop_and_resize applies its
-roi even then). Like ONNX Runtime and unlike the ONNX reference
+axis with scale 1 maps each index to itself, except that tf_crop_and_resize
+still applies its roi there (as the ONNX reference does; ONNX Runtime
+ignores the roi of such an axis). Like ONNX Runtime and unlike the ONNX reference
 implementation, align_corners and tf_crop_and_resize divide by the integer
 output length `out - 1` also when scales are given (the spec's
 `length_resized`). Linear and cubic resizing weigh the input samples within
@@ -27,7 +28,7 @@ floor(scales[i] * dim), or floor(scales[i] * dim + 1/2), the rounding of
 ONNX keep_aspect_ratio_policy.
 
 Not supported: linear and cubic on integer tensors, antialias with nearest
-(ONNX leaves it undefined). Sizes derived from scales are symbolic only
+(the ONNX reference rejects it too). Sizes derived from scales are symbolic only
 where floor(scale * dim) is exact: a float32 scale p / 2**k with p <= 4096.
 """
 

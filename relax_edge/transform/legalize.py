@@ -106,6 +106,9 @@ class _Legalizer(ExprMutator):
         outs = outs if isinstance(outs, list) else [outs]
         name = self.fresh_name(call.op.name)
         program = lower(name, inputs, outs, size_params=tuple(inner))
+        program.attrs["op"] = call.op.name
+        if call.op.kind == "broadcast" or call.op.name == "matmul":
+            program.attrs["broadcast_skip"] = 2 if call.op.name == "matmul" else 0
         self.programs[name] = program
         return CallTensor(GlobalVar(name), call.args, call.type, size_args=tuple(as_expr(v) for v in outer),
                           span=call.span)

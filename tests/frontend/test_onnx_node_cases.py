@@ -24,6 +24,13 @@ KNOWN_UNSUPPORTED = {
     "test_maxpool_with_argmax_2d_precomputed_strides": "MaxPool's Indices output",
 }
 
+# ONNX Runtime and relax_edge follow the spec (align_corners divides by the
+# integer output length - 1); the stored expectation divides by scale * in - 1.
+KNOWN_DISAGREEMENTS = {
+    "test_resize_downsample_scales_linear_align_corners": "spec and ONNX Runtime differ from the expectation",
+    "test_resize_downsample_scales_cubic_align_corners": "spec and ONNX Runtime differ from the expectation",
+}
+
 SELECTED = [c for c in collect_cases() if scope_problem(c.model) == ""]
 
 
@@ -32,5 +39,7 @@ def test_node_case(case):
     result = run_case(case)
     if case.name in KNOWN_UNSUPPORTED:
         assert result.status == "unsupported", (result.status, result.detail)
+    elif case.name in KNOWN_DISAGREEMENTS:
+        assert result.status == "fail" and "values differ" in result.detail, (result.status, result.detail)
     else:
         assert result.status == "pass", result.detail

@@ -11,6 +11,7 @@ Used by scripts/onnx_node_tests.py and the test suite.
 from __future__ import annotations
 
 import collections
+import functools
 import dataclasses
 import warnings
 
@@ -117,11 +118,12 @@ def run_case(case) -> CaseResult:
     return CaseResult(case.name, ops, "pass")
 
 
+@functools.lru_cache(maxsize=1)
 def collect_cases():
     from onnx.backend.test.case.node import collect_testcases
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return collect_testcases(None)
+        return tuple(collect_testcases(None))
 
 
 def summarize(results) -> dict:

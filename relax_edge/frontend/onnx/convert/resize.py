@@ -3,7 +3,10 @@ scales, the axes attribute, keep_aspect_ratio_policy, tf_crop_and_resize
 with a roi known at compile time, cubic_coeff_a, exclude_outside, antialias.
 
 Not supported: a roi, scales or sizes computed at run time (they decide the
-output shape or the coordinates, so they must be known when importing)."""
+output shape or the coordinates, so they must be known when importing).
+Caveat: Resize-10 (opset < 11) is read with the Resize-11 defaults
+(half_pixel, round_prefer_floor); ONNX Runtime reads it as asymmetric with
+floor (upscaling) or ceil (downscaling), so some results differ."""
 
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""Code generators: C (codegen/c), and the ABI mirror (abi.py)."""

@@ -1,0 +1,63 @@
+"""Python mirror of runtime_c/include/relax_edge/abi.h (change both together)."""
+
+from __future__ import annotations
+
+import ctypes
+
+ABI_VERSION = 1
+MAX_NDIM = 8
+ERROR_MESSAGE_BYTES = 256
+WORKSPACE_ALIGNMENT = 64
+
+STATUS_NAMES = {
+    0: "RXE_OK", 1: "RXE_ERR_ARGUMENT_COUNT", 2: "RXE_ERR_DTYPE", 3: "RXE_ERR_RANK", 4: "RXE_ERR_SHAPE",
+    5: "RXE_ERR_BOUND", 6: "RXE_ERR_WORKSPACE", 7: "RXE_ERR_NULL", 8: "RXE_ERR_NOT_FOUND",
+    9: "RXE_ERR_ABI", 10: "RXE_ERR_INTERNAL",
+}
+
+# dtype name -> (DLPack code, bits, C type)
+DTYPES = {
+    "float32": (2, 32, "float"),
+    "float16": (2, 16, None),
+    "float64": (2, 64, "double"),
+    "int8": (0, 8, "int8_t"),
+    "int32": (0, 32, "int32_t"),
+    "int64": (0, 64, "int64_t"),
+    "uint8": (1, 8, "uint8_t"),
+    "bool": (6, 8, "uint8_t"),
+}
+
+
+class DType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
+                ("ndim", ctypes.c_int32), ("dtype", DType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class Error(ctypes.Structure):
+    _fields_ = [("status", ctypes.c_int), ("message", ctypes.c_char * ERROR_MESSAGE_BYTES)]
+
+
+class ArgInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", DType), ("ndim", ctypes.c_int32), ("shape", ctypes.c_char_p)]
+
+
+PLAN_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Tensor), ctypes.POINTER(ctypes.c_int64),
+                           ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(Error))
+RUN_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Tensor), ctypes.POINTER(Tensor), ctypes.c_void_p,
+                          ctypes.c_uint64, ctypes.POINTER(Error))
+
+
+class Function(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("num_inputs", ctypes.c_int32), ("num_outputs", ctypes.c_int32),
+                ("inputs", ctypes.POINTER(ArgInfo)), ("outputs", ctypes.POINTER(ArgInfo)),
+                ("plan", PLAN_FN), ("run", RUN_FN), ("max_workspace_bytes", ctypes.c_uint64)]
+
+
+class Module(ctypes.Structure):
+    _fields_ = [("abi_version", ctypes.c_uint32), ("name", ctypes.c_char_p), ("num_functions", ctypes.c_int32),
+                ("functions", ctypes.POINTER(Function))]

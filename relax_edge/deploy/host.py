@@ -1,0 +1,120 @@
+"""Running artifacts on the host: the shared library loaded with ctypes.
+
+    with rxe.connect("host") as dev:
+        m = dev.load(art)
+        outs = m.run(x)          # list of numpy arrays
+
+`run` asks the module's plan entry for the output shapes and workspace size,
+allocates them (the only allocation, on the Python side), and calls run.
+A status other than RXE_OK becomes a RuntimeCheckError with the runtime's
+message (naming the input and dimension).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from ..codegen import abi
+from ..errors import RelaxEdgeError
+
+
+class RuntimeCheckError(RelaxEdgeError):
+    """The compiled model rejected its inputs (or failed) with a status."""
+
+    def __init__(self, status: int, message: str):
+        self.status = abi.STATUS_NAMES.get(status, str(status))
+        super().__init__(f"{self.status}: {message}")
+
+
+def _tensor(arr: np.ndarray, keep: list) -> abi.Tensor:
+    code, bits, _ = abi.DTYPES[arr.dtype.name if arr.dtype != np.bool_ else "bool"]
+    shape = (ctypes.c_int64 * max(arr.ndim, 1))(*arr.shape)
+    keep.append(shape)
+    t = abi.Tensor()
+    t.data = arr.ctypes.data if arr.size else ctypes.cast(shape, ctypes.c_void_p).value
+    t.device_type, t.device_id, t.ndim = 1, 0, arr.ndim
+    t.dtype = abi.DType(code, bits, 1)
+    t.shape = shape
+    t.strides = None
+    t.byte_offset = 0
+    return t
+
+
+class LoadedModule:
+    def __init__(self, artifact, function: str = "main"):
+        self.artifact = artifact
+        self.lib = ctypes.CDLL(str(artifact.shared_library))
+        module = abi.Module.in_dll(self.lib, f"{artifact.prefix}_module")
+        if module.abi_version != abi.ABI_VERSION:
+            raise RelaxEdgeError(f"{artifact.shared_library}: built for ABI {module.abi_version}, "
+                                 f"this relax_edge speaks ABI {abi.ABI_VERSION}")
+        names = [module.functions[i].name.decode() for i in range(module.num_functions)]
+        if function not in names:
+            raise RelaxEdgeError(f"the module has no function {function!r} (it has {', '.join(names)})")
+        self.fn = module.functions[names.index(function)]
+        self.signature = artifact.signature[function]
+
+    def _prepare(self, inputs):
+        if len(inputs) != self.fn.num_inputs:
+            names = ", ".join(i["name"] for i in self.signature["inputs"])
+            raise RuntimeCheckError(1, f"takes {self.fn.num_inputs} inputs ({names}), got {len(inputs)}")
+        keep = []
+        arrays = [np.ascontiguousarray(np.asarray(x)) for x in inputs]
+        for info, arr in zip(self.signature["inputs"], arrays):
+            if arr.dtype.name not in abi.DTYPES:
+                raise RuntimeCheckError(2, f"input {info['name']}: dtype {arr.dtype.name}, expected {info['dtype']}")
+        tensors = (abi.Tensor * max(len(arrays), 1))(*[_tensor(a, keep) for a in arrays])
+        return arrays, tensors, keep
+
+    def plan(self, *inputs):
+        """Output shapes and workspace bytes for these inputs."""
+        _, tensors, _ = self._prepare(inputs)
+        dims = sum(o["ndim"] for o in self.signature["outputs"])
+        shapes = (ctypes.c_int64 * max(dims, 1))()
+        ws = ctypes.c_uint64()
+        err = abi.Error()
+        status = self.fn.plan(tensors, shapes, ctypes.byref(ws), ctypes.byref(err))
+        if status != 0:
+            raise RuntimeCheckError(status, err.message.decode(errors="replace"))
+        out, k = [], 0
+        for o in self.signature["outputs"]:
+            out.append(tuple(shapes[k:k + o["ndim"]]))
+            k += o["ndim"]
+        return out, ws.value
+
+    def run(self, *inputs) -> list:
+        arrays, tensors, keep = self._prepare(inputs)
+        out_shapes, ws_bytes = self.plan(*arrays)
+        outputs = [np.empty(shape, dtype=np.bool_ if o["dtype"] == "bool" else o["dtype"])
+                   for shape, o in zip(out_shapes, self.signature["outputs"])]
+        out_tensors = (abi.Tensor * len(outputs))(*[_tensor(a, keep) for a in outputs])
+        raw = np.empty(ws_bytes + abi.WORKSPACE_ALIGNMENT, dtype=np.uint8)
+        start = (-raw.ctypes.data) % abi.WORKSPACE_ALIGNMENT
+        workspace = raw.ctypes.data + start if ws_bytes else None
+        err = abi.Error()
+        status = self.fn.run(tensors, out_tensors, workspace, ws_bytes, ctypes.byref(err))
+        if status != 0:
+            raise RuntimeCheckError(status, err.message.decode(errors="replace"))
+        return outputs
+
+    def workspace_bytes(self, *inputs) -> int:
+        return self.plan(*inputs)[1]
+
+
+class HostDevice:
+    """The machine relax_edge runs on."""
+
+    name = "host"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def load(self, artifact, function: str = "main") -> LoadedModule:
+        if artifact.board != "host":
+            raise RelaxEdgeError(f"artifact built for board {artifact.board}, not host")
+        return LoadedModule(artifact, function)

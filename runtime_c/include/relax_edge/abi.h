@@ -1,0 +1,116 @@
+/*
+ * relax_edge ABI: the contract between generated model code and the runtime.
+ *
+ * This header is standalone (stdint.h and stddef.h only) and versioned: a
+ * module records RXE_ABI_VERSION and a loader refuses a module built against
+ * another version. It is mirrored in Python by relax_edge/codegen/abi.py;
+ * change both together and bump the version.
+ *
+ * A compiled model exports one rxe_module_t. Each function of the module has
+ * two entry points:
+ *   plan(inputs, out_shapes, out_workspace_bytes, err)
+ *       checks the inputs against the signature, binds the symbolic sizes and
+ *       reports every output's shape and the workspace the run needs;
+ *   run(inputs, outputs, workspace, workspace_bytes, err)
+ *       checks again and computes. The caller owns all memory: outputs are
+ *       caller-allocated tensors and the workspace is caller memory of at
+ *       least the planned size. Nothing is allocated on the run path.
+ * Every entry point returns a status; on failure err->message names the
+ * input, the dimension and the expected value.
+ */
+#ifndef RELAX_EDGE_ABI_H_
+#define RELAX_EDGE_ABI_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RXE_ABI_VERSION 1u
+
+/* Limits (compile-time configuration). */
+#ifndef RXE_MAX_NDIM
+#define RXE_MAX_NDIM 8
+#endif
+#ifndef RXE_ERROR_MESSAGE_BYTES
+#define RXE_ERROR_MESSAGE_BYTES 256
+#endif
+#define RXE_WORKSPACE_ALIGNMENT 64
+
+typedef enum {
+  RXE_OK = 0,
+  RXE_ERR_ARGUMENT_COUNT = 1, /* wrong number of inputs or outputs */
+  RXE_ERR_DTYPE = 2,          /* an input or output has the wrong dtype */
+  RXE_ERR_RANK = 3,           /* ... the wrong number of dimensions */
+  RXE_ERR_SHAPE = 4,          /* a dimension contradicts the signature */
+  RXE_ERR_BOUND = 5,          /* a size variable is outside its bounds */
+  RXE_ERR_WORKSPACE = 6,      /* the workspace is too small or misaligned */
+  RXE_ERR_NULL = 7,           /* a required pointer is NULL */
+  RXE_ERR_NOT_FOUND = 8,      /* no function of that name */
+  RXE_ERR_ABI = 9,            /* module built against another ABI version */
+  RXE_ERR_INTERNAL = 10
+} rxe_status_t;
+
+/* DLPack-compatible dtype: code 0 int, 1 uint, 2 float, 6 bool. */
+typedef struct {
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+} rxe_dtype_t;
+
+enum { RXE_DTYPE_INT = 0, RXE_DTYPE_UINT = 1, RXE_DTYPE_FLOAT = 2, RXE_DTYPE_BOOL = 6 };
+
+/* DLPack DLTensor layout (device fields kept for compatibility; CPU = 1). */
+typedef struct {
+  void* data;
+  int32_t device_type;
+  int32_t device_id;
+  int32_t ndim;
+  rxe_dtype_t dtype;
+  int64_t* shape;
+  int64_t* strides; /* NULL: compact row-major (the only layout accepted) */
+  uint64_t byte_offset;
+} rxe_tensor_t;
+
+typedef struct {
+  rxe_status_t status;
+  char message[RXE_ERROR_MESSAGE_BYTES];
+} rxe_error_t;
+
+/* One parameter or result of a function, as declared at compile time. */
+typedef struct {
+  const char* name;
+  rxe_dtype_t dtype;
+  int32_t ndim;
+  const char* shape; /* printable, e.g. "(n, 784)" */
+} rxe_arg_info_t;
+
+typedef rxe_status_t (*rxe_plan_fn)(const rxe_tensor_t* inputs, int64_t* out_shapes,
+                                    uint64_t* out_workspace_bytes, rxe_error_t* err);
+typedef rxe_status_t (*rxe_run_fn)(const rxe_tensor_t* inputs, rxe_tensor_t* outputs,
+                                   void* workspace, uint64_t workspace_bytes, rxe_error_t* err);
+
+typedef struct {
+  const char* name;
+  int32_t num_inputs;
+  int32_t num_outputs;
+  const rxe_arg_info_t* inputs;
+  const rxe_arg_info_t* outputs;
+  rxe_plan_fn plan; /* out_shapes: the outputs' dims, concatenated */
+  rxe_run_fn run;
+  uint64_t max_workspace_bytes; /* 0 when some size is unbounded */
+} rxe_function_t;
+
+typedef struct {
+  uint32_t abi_version;
+  const char* name;
+  int32_t num_functions;
+  const rxe_function_t* functions;
+} rxe_module_t;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RELAX_EDGE_ABI_H_ */
