@@ -30,7 +30,7 @@ from .errors import RelaxEdgeError
 from .ir.expr import Call, IRModule
 
 RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime_c"
-RUNTIME_SOURCES = ("status.c", "check.c", "module.c", "math.c")
+RUNTIME_SOURCES = ("status.c", "check.c", "module.c", "math.c")  # runtime_c/src, the core
 
 
 class BuildError(RelaxEdgeError):
@@ -115,6 +115,30 @@ def _run(cmd, what: str) -> None:
         raise BuildError(f"{what} failed ({' '.join(str(c) for c in cmd[:3])} ...):\n" + "\n".join(tail))
 
 
+def cache_root() -> Path:
+    return Path(os.environ.get("RXE_CACHE_DIR", Path.home() / ".cache" / "relax_edge"))
+
+
+def runtime_objects_for(cc: str, cflags: list) -> list:
+    """The runtime's object files for this compiler and flags, compiled once
+    into the cache (keyed by a hash of the sources and flags)."""
+    digest = hashlib.sha256(" ".join([cc] + cflags).encode())
+    for path in sorted((RUNTIME_DIR / "src").glob("*.c")) + sorted((RUNTIME_DIR / "include").rglob("*.h")):
+        digest.update(path.read_bytes())
+    where = cache_root() / "runtime" / digest.hexdigest()[:16]
+    objects = [where / f"rxe_{Path(s).stem}.o" for s in RUNTIME_SOURCES]
+    if all(o.exists() for o in objects):
+        return objects
+    where.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=where, prefix=".tmp-") as tmp:
+        for src, obj in zip(RUNTIME_SOURCES, objects):
+            staged = Path(tmp) / obj.name
+            _run([cc, *cflags, "-c", str(RUNTIME_DIR / "src" / src), "-o", str(staged)], f"compiling runtime {src}")
+        for obj in objects:
+            os.replace(Path(tmp) / obj.name, obj)
+    return objects
+
+
 def build(mod: IRModule, board: str = "host", backend: str = "c", out_dir=None, name: str = "model",
           opt_level: str = "-O2", quiet: bool = True) -> Artifact:
     """Compile `mod` for `board` into `out_dir` and return the Artifact."""
@@ -141,10 +165,8 @@ def build(mod: IRModule, board: str = "host", backend: str = "c", out_dir=None, 
         digest.update(sources.files[fname].encode())
     digest.update(sources.weights)
     digest.update(" ".join([cc] + cflags).encode())
-    for src in RUNTIME_SOURCES:
-        digest.update((RUNTIME_DIR / "src" / src).read_bytes())
-    for hdr in sorted((RUNTIME_DIR / "include" / "relax_edge").glob("*.h")):
-        digest.update(hdr.read_bytes())
+    for path in sorted((RUNTIME_DIR / "src").glob("*.c")) + sorted((RUNTIME_DIR / "include").rglob("*.h")):
+        digest.update(path.read_bytes())
     key = digest.hexdigest()[:16]
 
     shared = out_dir / f"lib{prefix}.so"
@@ -161,16 +183,16 @@ def build(mod: IRModule, board: str = "host", backend: str = "c", out_dir=None, 
     for fname, text in sources.files.items():
         write_atomic(out_dir / fname, text)
     write_atomic(out_dir / f"{prefix}_weights.bin", sources.weights)
+    runtime_objects = runtime_objects_for(cc, cflags)
     _progress(f"compiling {prefix} with {cc} ({len(sources.weights) / 1e6:.1f} MB of constants)", quiet)
-    objects = []
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".obj-") as objdir:
-        units = [(out_dir / f"{prefix}.c", "model"), (out_dir / f"{prefix}_weights.S", "weights")]
-        units += [(RUNTIME_DIR / "src" / s, f"rxe_{Path(s).stem}") for s in RUNTIME_SOURCES]
-        for src, stem in units:
-            obj = Path(objdir) / f"{stem}.o"
+        objects = []
+        for src in (out_dir / f"{prefix}.c", out_dir / f"{prefix}_weights.S"):
+            obj = Path(objdir) / f"{src.stem}{src.suffix.replace('.', '_')}.o"
             extra = [f"-Wa,-I{out_dir}"] if src.suffix == ".S" else []
             _run([cc, *cflags, *extra, "-c", str(src), "-o", str(obj)], f"compiling {src.name}")
             objects.append(str(obj))
+        objects += [str(o) for o in runtime_objects]
         tmp_shared = Path(objdir) / shared.name
         _run([cc, "-shared", "-o", str(tmp_shared), *objects, "-lm"], "linking the shared library")
         tmp_static = Path(objdir) / static.name

@@ -23,10 +23,14 @@ from ..ir.shape import IntExpr, SizeVar, as_expr, free_vars, substitute
 from ..ir.types import TensorType, type_free_vars
 from ..ir.visitor import ExprMutator, ExprVisitor
 from ..legalize import LegalizeContext
+from ..legalize.elementwise import BINARY
 from ..op.registry import Op
 from ..tir.compute import lower, placeholder
 
-__all__ = ["legalize", "LegalizeError"]
+__all__ = ["legalize", "LegalizeError", "NUMPY_BROADCASTING"]
+
+# operators whose arguments broadcast against each other by numpy's rules
+NUMPY_BROADCASTING = frozenset(BINARY) | {"where", "matmul"}
 
 
 class LegalizeError(RelaxEdgeError):
@@ -107,7 +111,7 @@ class _Legalizer(ExprMutator):
         name = self.fresh_name(call.op.name)
         program = lower(name, inputs, outs, size_params=tuple(inner))
         program.attrs["op"] = call.op.name
-        if call.op.kind == "broadcast" or call.op.name == "matmul":
+        if call.op.name in NUMPY_BROADCASTING:  # the host checks what the prover could not
             program.attrs["broadcast_skip"] = 2 if call.op.name == "matmul" else 0
         self.programs[name] = program
         return CallTensor(GlobalVar(name), call.args, call.type, size_args=tuple(as_expr(v) for v in outer),

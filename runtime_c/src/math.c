@@ -4,11 +4,10 @@
  * ulp of double, far below float32 rounding. Freestanding: no headers
  * beyond stdint.h.
  */
+#ifdef RXE_NO_LIBM
 #include <stdint.h>
 
 #include "relax_edge/kernel.h"
-
-#ifdef RXE_NO_LIBM
 
 static const double kLn2Hi = 6.93147180369123816490e-01;
 static const double kLn2Lo = 1.90821492927058770002e-10;
