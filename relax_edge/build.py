@@ -204,3 +204,18 @@ def build(mod: IRModule, board: str = "host", backend: str = "c", out_dir=None, 
     write_atomic(stamp, key)
     _progress(f"built {shared} in {artifact.build_seconds:.1f}s", quiet)
     return artifact
+
+
+def build_runner(artifact: Artifact, out_path, cc: str | None = None, extra_cflags=(), extra_ldflags=()) -> Path:
+    """A standalone executable that runs the artifact's model on tensor files
+    (runtime_c/tools/runner.c); extra flags e.g. for sanitizers."""
+    cc = cc or host_compiler()
+    out_path = Path(out_path)
+    d = artifact.out_dir
+    sources = [d / f"{artifact.prefix}.c", d / f"{artifact.prefix}_weights.S", RUNTIME_DIR / "tools" / "runner.c"]
+    sources += [RUNTIME_DIR / "src" / s for s in RUNTIME_SOURCES]
+    cmd = [cc, "-std=c99", "-O1", "-g", f"-I{RUNTIME_DIR / 'include'}", f"-Wa,-I{d}",
+           f"-DRXE_MODULE={artifact.prefix}_module", *extra_cflags, *map(str, sources), "-o", str(out_path),
+           *extra_ldflags, "-lm"]
+    _run(cmd, "building the runner")
+    return out_path

@@ -1,0 +1,195 @@
+/*
+ * runner: runs a compiled model on tensors read from a file, writes the
+ * outputs to a file. Hosted C99 (stdio, malloc). Build it with the model's
+ * sources and -DRXE_MODULE=<prefix>_module.
+ *
+ *   runner [-f FUNCTION] INPUTS.rxt OUTPUTS.rxt
+ *
+ * Tensor file: "RXT1", uint32 count, then per tensor: uint8 dtype code,
+ * uint8 bits, uint16 ndim, int64 dims[ndim], the data (little-endian,
+ * compact row-major). Prints "RXE_OK" on success; on a model error prints
+ * "RXE_ERROR <status>: <message>" to stderr and exits with 3 (usage or I/O
+ * errors exit with 2).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "relax_edge/runtime.h"
+
+#ifndef RXE_MODULE
+#error "compile with -DRXE_MODULE=<prefix>_module"
+#endif
+extern const rxe_module_t RXE_MODULE;
+
+typedef struct {
+  rxe_tensor_t* tensors;
+  int64_t* dims;
+  void** blocks;
+  uint32_t count;
+} tensor_list_t;
+
+static uint64_t numel(const rxe_tensor_t* t) {
+  uint64_t n = 1;
+  int32_t d;
+  for (d = 0; d < t->ndim; ++d) n *= (uint64_t)t->shape[d];
+  return n;
+}
+
+static int read_exact(FILE* f, void* dst, size_t bytes) { return fread(dst, 1, bytes, f) == bytes; }
+
+static int read_tensors(const char* path, tensor_list_t* out) {
+  FILE* f = fopen(path, "rb");
+  char magic[4];
+  uint32_t i;
+  if (f == NULL) return 0;
+  if (!read_exact(f, magic, 4) || memcmp(magic, "RXT1", 4) != 0 || !read_exact(f, &out->count, 4) ||
+      out->count > 1024) {
+    fclose(f);
+    return 0;
+  }
+  out->tensors = (rxe_tensor_t*)calloc(out->count + 1, sizeof(rxe_tensor_t));
+  out->dims = (int64_t*)calloc((size_t)(out->count + 1) * RXE_MAX_NDIM, sizeof(int64_t));
+  out->blocks = (void**)calloc(out->count + 1, sizeof(void*));
+  for (i = 0; i < out->count; ++i) {
+    rxe_tensor_t* t = &out->tensors[i];
+    uint8_t code, bits;
+    uint16_t ndim;
+    uint64_t bytes;
+    if (!read_exact(f, &code, 1) || !read_exact(f, &bits, 1) || !read_exact(f, &ndim, 2) || ndim > RXE_MAX_NDIM) {
+      fclose(f);
+      return 0;
+    }
+    t->ndim = ndim;
+    t->dtype.code = code;
+    t->dtype.bits = bits;
+    t->dtype.lanes = 1;
+    t->device_type = 1;
+    t->shape = out->dims + (size_t)i * RXE_MAX_NDIM;
+    if (ndim > 0 && !read_exact(f, t->shape, sizeof(int64_t) * ndim)) {
+      fclose(f);
+      return 0;
+    }
+    bytes = numel(t) * (bits / 8u);
+    out->blocks[i] = malloc(bytes > 0 ? bytes : 1);
+    t->data = out->blocks[i];
+    if (bytes > 0 && !read_exact(f, t->data, bytes)) {
+      fclose(f);
+      return 0;
+    }
+  }
+  fclose(f);
+  return 1;
+}
+
+static int write_tensors(const char* path, const rxe_tensor_t* tensors, uint32_t count) {
+  FILE* f = fopen(path, "wb");
+  uint32_t i;
+  if (f == NULL) return 0;
+  fwrite("RXT1", 1, 4, f);
+  fwrite(&count, 4, 1, f);
+  for (i = 0; i < count; ++i) {
+    const rxe_tensor_t* t = &tensors[i];
+    uint16_t ndim = (uint16_t)t->ndim;
+    fwrite(&t->dtype.code, 1, 1, f);
+    fwrite(&t->dtype.bits, 1, 1, f);
+    fwrite(&ndim, 2, 1, f);
+    if (ndim > 0) fwrite(t->shape, sizeof(int64_t), ndim, f);
+    fwrite(t->data, 1, numel(t) * (t->dtype.bits / 8u), f);
+  }
+  return fclose(f) == 0;
+}
+
+static void free_tensors(tensor_list_t* list) {
+  uint32_t i;
+  for (i = 0; list->blocks != NULL && i < list->count; ++i) free(list->blocks[i]);
+  free(list->tensors);
+  free(list->dims);
+  free(list->blocks);
+}
+
+static int model_error(rxe_status_t st, const rxe_error_t* err) {
+  fprintf(stderr, "RXE_ERROR %s: %s\n", rxe_status_name(st), err->message);
+  return 3;
+}
+
+int main(int argc, char** argv) {
+  const char* fname = "main";
+  const rxe_function_t* fn;
+  tensor_list_t in, out;
+  uint64_t ws_bytes = 0, total_dims = 0;
+  void* ws_block = NULL;
+  void* workspace;
+  rxe_error_t err;
+  rxe_status_t st;
+  int32_t k;
+  int argi = 1, rc = 0;
+  if (argc > 2 && strcmp(argv[1], "-f") == 0) {
+    fname = argv[2];
+    argi = 3;
+  }
+  if (argc - argi != 2) {
+    fprintf(stderr, "usage: %s [-f FUNCTION] INPUTS.rxt OUTPUTS.rxt\n", argv[0]);
+    return 2;
+  }
+  if ((st = rxe_module_check(&RXE_MODULE, &err)) != RXE_OK) return model_error(st, &err);
+  fn = rxe_module_find(&RXE_MODULE, fname);
+  if (fn == NULL) {
+    fprintf(stderr, "RXE_ERROR RXE_ERR_NOT_FOUND: no function %s\n", fname);
+    return 3;
+  }
+  memset(&in, 0, sizeof(in));
+  memset(&out, 0, sizeof(out));
+  if (!read_tensors(argv[argi], &in)) {
+    fprintf(stderr, "cannot read tensors from %s\n", argv[argi]);
+    free_tensors(&in);
+    return 2;
+  }
+  if ((int32_t)in.count != fn->num_inputs) {
+    fprintf(stderr, "RXE_ERROR RXE_ERR_ARGUMENT_COUNT: %s takes %d inputs, got %u\n", fname, fn->num_inputs,
+            in.count);
+    free_tensors(&in);
+    return 3;
+  }
+  for (k = 0; k < fn->num_outputs; ++k) total_dims += (uint64_t)fn->outputs[k].ndim;
+  out.count = (uint32_t)fn->num_outputs;
+  out.dims = (int64_t*)calloc(total_dims + 1, sizeof(int64_t));
+  out.tensors = (rxe_tensor_t*)calloc(out.count + 1, sizeof(rxe_tensor_t));
+  out.blocks = (void**)calloc(out.count + 1, sizeof(void*));
+  st = fn->plan(in.tensors, out.dims, &ws_bytes, &err);
+  if (st != RXE_OK) {
+    rc = model_error(st, &err);
+    goto done;
+  }
+  total_dims = 0;
+  for (k = 0; k < fn->num_outputs; ++k) {
+    rxe_tensor_t* t = &out.tensors[k];
+    uint64_t bytes;
+    t->ndim = fn->outputs[k].ndim;
+    t->dtype = fn->outputs[k].dtype;
+    t->device_type = 1;
+    t->shape = out.dims + total_dims;
+    total_dims += (uint64_t)t->ndim;
+    bytes = numel(t) * (t->dtype.bits / 8u);
+    out.blocks[k] = malloc(bytes > 0 ? bytes : 1);
+    t->data = out.blocks[k];
+  }
+  ws_block = malloc(ws_bytes + RXE_WORKSPACE_ALIGNMENT);
+  workspace = (void*)(((uintptr_t)ws_block + RXE_WORKSPACE_ALIGNMENT - 1) & ~(uintptr_t)(RXE_WORKSPACE_ALIGNMENT - 1));
+  st = fn->run(in.tensors, out.tensors, workspace, ws_bytes, &err);
+  if (st != RXE_OK) {
+    rc = model_error(st, &err);
+    goto done;
+  }
+  if (!write_tensors(argv[argi + 1], out.tensors, out.count)) {
+    fprintf(stderr, "cannot write %s\n", argv[argi + 1]);
+    rc = 2;
+    goto done;
+  }
+  printf("RXE_OK\n");
+done:
+  free(ws_block);
+  free_tensors(&in);
+  free_tensors(&out);
+  return rc;
+}

@@ -1,0 +1,85 @@
+"""The C runtime: unit tests through CMake/ctest (plain and under
+AddressSanitizer + UndefinedBehaviorSanitizer), a freestanding build for an
+Android and a Cortex-M target, and a whole model run under the sanitizers."""
+
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import relax_edge as rxe
+from relax_edge.build import RUNTIME_DIR, RUNTIME_SOURCES, build_runner
+from relax_edge.deploy import tensorfile
+from tests.models import build_cnn, cnn_weights
+
+ROOT = RUNTIME_DIR.parent
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+@pytest.mark.parametrize("sanitize", ["OFF", "ON"], ids=["plain", "asan_ubsan"])
+def test_runtime_unit_tests_under_ctest(sanitize, tmp_path):
+    cfg = run(["cmake", "-S", str(ROOT), "-B", str(tmp_path), f"-DRXE_SANITIZE={sanitize}"])
+    assert cfg.returncode == 0, cfg.stderr
+    built = run(["cmake", "--build", str(tmp_path), "-j", "2"])
+    assert built.returncode == 0, built.stdout + built.stderr
+    tested = run(["ctest", "--test-dir", str(tmp_path), "--output-on-failure"])
+    assert tested.returncode == 0, tested.stdout
+    assert "100% tests passed, 0 tests failed out of 2" in tested.stdout
+    out = run([str(tmp_path / "test_runtime")]).stdout
+    assert "RXE_TESTS_PASSED" in out
+
+
+FREESTANDING = {
+    "android_aarch64": ["clang", "--target=aarch64-linux-android24", "-ffreestanding", "-nostdlibinc"],
+    "cortex_m4": ["arm-none-eabi-gcc", "-ffreestanding", "-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard",
+                  "-mfpu=fpv4-sp-d16"],
+}
+
+
+@pytest.mark.parametrize("target", list(FREESTANDING))
+def test_runtime_core_compiles_freestanding(target, tmp_path):
+    cmd = FREESTANDING[target]
+    assert shutil.which(cmd[0]), f"{cmd[0]} is missing: scripts/setup.sh installs it"
+    for src in RUNTIME_SOURCES:
+        obj = tmp_path / (src + ".o")
+        proc = run([*cmd, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-DRXE_NO_LIBM",
+                    f"-I{RUNTIME_DIR / 'include'}", "-c", str(RUNTIME_DIR / "src" / src), "-o", str(obj)])
+        assert proc.returncode == 0, proc.stderr
+        assert obj.stat().st_size > 0
+
+
+@pytest.mark.parametrize("target", list(FREESTANDING))
+def test_generated_model_compiles_freestanding(target, tmp_path):
+    art = rxe.build(build_cnn(cnn_weights()), out_dir=tmp_path / "cnn", name="cnn")
+    proc = run([*FREESTANDING[target], "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-DRXE_NO_LIBM",
+                f"-I{RUNTIME_DIR / 'include'}", "-c", str(art.out_dir / "cnn.c"), "-o", str(tmp_path / "cnn.o")])
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_whole_model_under_sanitizers(tmp_path):
+    """A CNN with a symbolic batch runs in a runner built with ASan + UBSan:
+    right answers at two batch sizes, and a clean error for a wrong shape."""
+    weights = cnn_weights()
+    mod = build_cnn(weights)
+    art = rxe.build(mod, out_dir=tmp_path / "cnn", name="cnn")
+    flags = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all"]
+    runner = build_runner(art, tmp_path / "runner", extra_cflags=flags, extra_ldflags=flags[:1])
+    env = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0", "UBSAN_OPTIONS": "print_stacktrace=1"}
+    for batch in (1, 3):
+        x = np.random.default_rng(batch).standard_normal((batch, 1, 16, 16)).astype(np.float32)
+        (tmp_path / "in.rxt").write_bytes(tensorfile.encode([x]))
+        proc = run([str(runner), str(tmp_path / "in.rxt"), str(tmp_path / "out.rxt")], env=env)
+        assert proc.returncode == 0 and "RXE_OK" in proc.stdout, proc.stderr
+        (out,) = tensorfile.decode((tmp_path / "out.rxt").read_bytes())
+        np.testing.assert_allclose(out, rxe.interpret(mod, x), rtol=1e-5, atol=1e-6)
+    bad = np.zeros((2, 1, 16, 15), np.float32)
+    (tmp_path / "bad.rxt").write_bytes(tensorfile.encode([bad]))
+    proc = run([str(runner), str(tmp_path / "bad.rxt"), str(tmp_path / "out.rxt")], env=env)
+    assert proc.returncode == 3, proc.stderr
+    assert "RXE_ERROR RXE_ERR_SHAPE: input x dimension 3 is 15, but it must be 16" in proc.stderr
+    assert "AddressSanitizer" not in proc.stderr and "runtime error" not in proc.stderr
