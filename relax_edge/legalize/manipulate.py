@@ -8,7 +8,7 @@ from ..ir.shape import as_expr
 from ..op.manipulate import slice_extent
 from ..ir.shape import max_expr, min_expr
 from ..tir.compute import compute
-from ..tir.expr import Load, cast, const, eq, index, logical_and, select, wrap
+from ..tir.expr import Load, cast, const, eq, index, logical_and, maximum, minimum, select, wrap
 from .common import legalization, load_broadcast
 
 
@@ -95,9 +95,19 @@ def legalize_strided_slice(ctx):
 
 
 def _wrap_index(idx_value, dim):
-    """A gather index (possibly negative) as a non-negative int64 index."""
+    """A gather index (possibly negative) as an int64 index clamped into
+    [0, dim), so no load leaves the buffer; `_index_check` reports the
+    out-of-range ones."""
     v = cast(idx_value, "int64")
-    return select(v < const(0, "int64"), v + cast(wrap(dim, "int64"), "int64"), v)
+    d = wrap(dim, "int64")
+    v = select(v < const(0, "int64"), v + d, v)
+    return maximum(const(0, "int64"), minimum(v, d - wrap(1, "int64")))
+
+
+def _index_check(idx_value, dim, axis):
+    v, d = cast(idx_value, "int64"), wrap(dim, "int64")
+    ok = logical_and(v >= const(0, "int64") - d, v < d)
+    return [(ok, f"index {{}} out of range [-{{}}, {{}}) on axis {axis}", (v, d, d))]
 
 
 @legalization("take")
@@ -109,7 +119,8 @@ def legalize_take(ctx):
     def element(*i):
         pos = _wrap_index(ind[i[axis:axis + k]], x.shape[axis])
         return x[tuple(i[:axis]) + (pos,) + tuple(i[axis + k:])]
-    return compute(ctx.out_shape, element, "take", ctx.out_dtype)
+    return compute(ctx.out_shape, element, "take", ctx.out_dtype,
+                   asserts=lambda *i: _index_check(ind[i[axis:axis + k]], x.shape[axis], axis))
 
 
 @legalization("gather_elements")
@@ -121,7 +132,8 @@ def legalize_gather_elements(ctx):
         src = list(i)
         src[axis] = _wrap_index(ind[i], x.shape[axis])
         return x[tuple(src)]
-    return compute(ctx.out_shape, element, "gather_elements", ctx.out_dtype)
+    return compute(ctx.out_shape, element, "gather_elements", ctx.out_dtype,
+                   asserts=lambda *i: _index_check(ind[i], x.shape[axis], axis))
 
 
 @legalization("broadcast_to")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from ..errors import RelaxEdgeError
 from ..ir.shape import IntExpr, SizeVar, as_expr, free_vars
 from .expr import Load, PrimExpr, binop, const, wrap
-from .stmt import Allocate, Buffer, For, Seq, Store, TensorProgram, loop_var
+from .stmt import Allocate, Assert, Buffer, For, Seq, Store, TensorProgram, loop_var
 from .visit import map_expr
 
 __all__ = ["Tensor", "placeholder", "compute", "reduce_axis", "Reduce", "reduce_sum", "reduce_max",
@@ -40,10 +40,11 @@ _PRODUCERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 class Tensor:
     """A tensor of the expression language: a placeholder or a computed one."""
 
-    def __init__(self, name, shape, dtype, axes=None, body=None):
+    def __init__(self, name, shape, dtype, axes=None, body=None, asserts=()):
         self.buffer = Buffer(name, dtype, shape)
         self.axes = axes
         self.body = body
+        self.asserts = tuple(asserts)
         if body is not None:
             _PRODUCERS[self.buffer] = self
 
@@ -125,13 +126,17 @@ def reduce_min(source, axes) -> Reduce:
 _counter = [0]
 
 
-def compute(shape, fn, name: str, dtype: str | None = None) -> Tensor:
+def compute(shape, fn, name: str, dtype: str | None = None, asserts=None) -> Tensor:
+    """`asserts(*axes)` may return [(condition, message, values)] checked
+    for each element before it is stored (e.g. an index read from a tensor
+    is in range)."""
     shape = tuple(as_expr(d) for d in shape)
     axes = tuple(loop_var(f"i{k}") for k in range(len(shape)))
     body = wrap(fn(*axes), dtype or "float32")
     if dtype is not None and body.dtype != dtype:
         raise RelaxEdgeError(f"compute {name}: body has dtype {body.dtype}, declared {dtype}")
-    return Tensor(name, shape, body.dtype, axes, body)
+    checks = [Assert(c, m, tuple(v)) for c, m, v in (asserts(*axes) if asserts else [])]
+    return Tensor(name, shape, body.dtype, axes, body, checks)
 
 
 # ------------------------------------------------------------------ lowering
@@ -170,13 +175,13 @@ def _lower_stage(t: Tensor):
     if len(reductions) > 1:
         raise RelaxEdgeError(f"compute {t.name}: at most one reduction per tensor")
     if not reductions:
-        return _nest(t.axes, t.shape, Store(t.buffer, t.axes, t.body))
+        return _nest(t.axes, t.shape, Seq([*t.asserts, Store(t.buffer, t.axes, t.body)]))
     red = reductions[0]
     acc = Buffer(f"{t.name}_acc", red.dtype, (1,))
     combined = binop(red.combiner, Load(acc, (0,)), red.source)
     inner = _nest([a.var for a in red.axes], [a.extent for a in red.axes], Store(acc, (0,), combined))
     result = map_expr(t.body, lambda e: Load(acc, (0,)) if e is red else None)
-    body = Allocate(acc, Seq([Store(acc, (0,), red.init), inner, Store(t.buffer, t.axes, result)]))
+    body = Allocate(acc, Seq([Store(acc, (0,), red.init), inner, *t.asserts, Store(t.buffer, t.axes, result)]))
     return _nest(t.axes, t.shape, body)
 
 

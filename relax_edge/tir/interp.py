@@ -19,7 +19,7 @@ from ..errors import InterpretError
 from ..ir.shape import evaluate
 from .expr import is_float
 from .render import Renderer
-from .stmt import Allocate, For, IfThenElse, Let, Seq, Store, TensorProgram
+from .stmt import Allocate, Assert, For, IfThenElse, Let, Seq, Store, TensorProgram
 
 
 def _tdiv(a, b):
@@ -29,7 +29,11 @@ def _tdiv(a, b):
     return q if (a >= 0) == (b >= 0) else -q
 
 
-_RUNTIME = {"math": math, "_tdiv": _tdiv, "_min": min, "_max": max,
+class _Failed(Exception):
+    pass
+
+
+_RUNTIME = {"_Failed": _Failed, "math": math, "_tdiv": _tdiv, "_min": min, "_max": max,
             "_fmin": lambda a, b: a if a < b or a != a else b,
             "_fmax": lambda a, b: a if a > b or a != a else b,
             "_erf": math.erf, "_exp": lambda x: math.exp(x) if x < 709 else math.inf,
@@ -112,6 +116,10 @@ def render_python(program: TensorProgram) -> str:
                 emit(x, depth)
             if not s.stmts:
                 lines.append(f"{pad}pass")
+        elif isinstance(s, Assert):
+            values = ", ".join(r.expr(v) for v in s.values)
+            lines.append(f"{pad}if not {r.expr(s.cond)}:")
+            lines.append(f"{pad}    raise _Failed({s.message!r}.format({values}))")
         else:
             raise TypeError(f"cannot render {type(s).__name__}")
 
@@ -149,6 +157,8 @@ def run_program(program: TensorProgram, args, size_values):
         outs.append([0] * int(evaluate(buf.numel(), env)))
     try:
         _compiled(program)(*flat, *outs, *[env[v] for v in program.size_params])
+    except _Failed as err:
+        raise InterpretError(f"program {program.name}: {err}") from None
     except (ZeroDivisionError, IndexError, OverflowError, ValueError) as err:
         raise InterpretError(f"program {program.name}: {type(err).__name__}: {err}") from None
     results = []

@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..ir.types import shape_str
 from .expr import (BinOp, Cast, Compare, Const, Index, Intrinsic, Load, Logical, Not, ScalarVar,
                    Select)
-from .stmt import Allocate, For, IfThenElse, Let, Seq, Store, TensorProgram
+from .stmt import Allocate, Assert, For, IfThenElse, Let, Seq, Store, TensorProgram
 
 _OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "floormod": "%"}
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
@@ -84,6 +84,9 @@ def print_program(p: TensorProgram) -> str:
         elif isinstance(s, Seq):
             for x in s.stmts:
                 emit(x, depth)
+        elif isinstance(s, Assert):
+            values = "".join(f", {expr_str(v)}" for v in s.values)
+            lines.append(f"{pad}assert {expr_str(s.cond)}, {s.message!r}{values}")
 
     emit(p.body, 0)
     return "\n".join(lines) + "\n"

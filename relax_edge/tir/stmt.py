@@ -5,7 +5,8 @@
 2. Statements: `Store`, `For` (a loop from 0 to a symbolic extent, annotated
    serial / parallel / vectorized / unrolled for the scheduler), `IfThenElse`,
    `Let` (a scalar), `Allocate` (local scratch with a constant size, for
-   accumulators), and `Seq`.
+   accumulators), `Assert` (fail with a message, e.g. an index read from a
+   tensor out of range), and `Seq`.
 3. A `TensorProgram` is destination-passing: parameters are input buffers,
    then output buffers, then scratch buffers that the caller places in its
    workspace; `size_params` are the symbolic sizes it is generic over (one
@@ -21,7 +22,7 @@ from ..ir.shape import IntExpr, SizeVar, as_expr
 from ..ir.types import shape_str
 from .expr import PrimExpr, ScalarVar, wrap
 
-__all__ = ["Buffer", "Stmt", "Store", "For", "IfThenElse", "Let", "Allocate", "Seq",
+__all__ = ["Buffer", "Stmt", "Store", "For", "IfThenElse", "Let", "Allocate", "Assert", "Seq",
            "TensorProgram", "LOOP_KINDS", "loop_var"]
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
@@ -144,6 +145,15 @@ class Allocate(Stmt):
             raise RelaxEdgeError(f"local buffer {buffer.name} must have a constant shape, got {shape_str(buffer.shape)}")
         object.__setattr__(self, "buffer", buffer)
         object.__setattr__(self, "body", body)
+
+
+@dataclass(frozen=True, eq=False)
+class Assert(Stmt):
+    """Stop the program with an error when `cond` is false. `message` may
+    show integer values: each "{}" is replaced by the next of `values`."""
+    cond: PrimExpr
+    message: str
+    values: tuple = ()
 
 
 @dataclass(frozen=True, eq=False)

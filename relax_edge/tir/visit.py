@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from .expr import BinOp, Cast, Compare, Intrinsic, Load, Logical, Not, PrimExpr, Select
-from .stmt import Allocate, For, IfThenElse, Let, Seq, Stmt, Store
+from .stmt import Allocate, Assert, For, IfThenElse, Let, Seq, Stmt, Store
 
 __all__ = ["map_expr", "map_stmt_exprs", "walk_stmt"]
 
@@ -52,6 +52,8 @@ def map_stmt_exprs(s: Stmt, fn) -> Stmt:
         return Allocate(s.buffer, map_stmt_exprs(s.body, fn))
     if isinstance(s, Seq):
         return Seq([map_stmt_exprs(x, fn) for x in s.stmts])
+    if isinstance(s, Assert):
+        return Assert(map_expr(s.cond, fn), s.message, tuple(map_expr(v, fn) for v in s.values))
     raise TypeError(f"unknown statement {type(s).__name__}")
 
 

@@ -14,6 +14,7 @@ const char* rxe_status_name(rxe_status_t status) {
     case RXE_ERR_NOT_FOUND: return "RXE_ERR_NOT_FOUND";
     case RXE_ERR_ABI: return "RXE_ERR_ABI";
     case RXE_ERR_INTERNAL: return "RXE_ERR_INTERNAL";
+    case RXE_ERR_INDEX: return "RXE_ERR_INDEX";
   }
   return "RXE_ERR_UNKNOWN";
 }

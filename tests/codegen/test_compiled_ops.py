@@ -46,3 +46,22 @@ NN = nn.CONV + nn.POOL + nn.NORM
 def test_nn_operator_compiled(case, tmp_path):
     name, templates, dtypes, build = case[:4]
     check_compiled(templates, dtypes, build, nn.SIZES, tmp_path, rtol=2e-5, atol=1e-5)
+
+
+def test_gather_index_out_of_range_is_an_error_not_a_read(tmp_path):
+    """An index read from a tensor is checked: a status naming the range, in
+    the interpreter of the legalized program and in the compiled kernel."""
+    import relax_edge as rxe
+    from relax_edge.transform.legalize import legalize
+    from tests.legalize.harness import one_op_module
+    mod = one_op_module([("n", 4), ("m",)], ["float32", "int64"],
+                        lambda x, i: make_call("take", [x, i], {"axis": 1}))
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    for bad in (4, -5, 1000):
+        idx = np.array([0, bad], np.int64)
+        with pytest.raises(rxe.InterpretError, match=rf"index {bad} out of range \[-4, 4\) on axis 1"):
+            rxe.interpret(legalize(mod), x, idx)
+    loaded = rxe.connect("host").load(rxe.build(mod, out_dir=tmp_path, name="gather"))
+    np.testing.assert_array_equal(loaded.run(x, np.array([3, -1], np.int64))[0], x[:, [3, -1]])
+    with pytest.raises(rxe.RuntimeCheckError, match=r"RXE_ERR_INDEX: take: index 1000 out of range \[-4, 4\) on axis 1"):
+        loaded.run(x, np.array([1000], np.int64))

@@ -234,7 +234,9 @@ class HostEmitter:
             nbytes = substitute(buf.numel(), mapping) * _itemsize(buf.dtype)
             args.append(f"({c_type(buf.dtype)}*)({self.slot(f'{var.name}_{buf.name}', nbytes)})")
         args += [self.struct_expr(s) for s in call.size_args]
-        lines.append(f"  {self.kernels[call.program.name]}({', '.join(args)});")
+        args.append("err")
+        lines.append(f"  st = {self.kernels[call.program.name]}({', '.join(args)});")
+        lines.append("  if (st != RXE_OK) return st;")
         return lines
 
     def emit(self) -> str:

@@ -14,12 +14,16 @@ import math
 from ...errors import RelaxEdgeError
 from ...tir.expr import is_float
 from ...tir.render import Renderer
-from ...tir.stmt import Allocate, For, IfThenElse, Let, Seq, Store, TensorProgram
+from ...tir.stmt import Allocate, Assert, For, IfThenElse, Let, Seq, Store, TensorProgram
 from ..abi import DTYPES
 
 C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern float for
 goto if inline int long register restrict return short signed sizeof static struct switch typedef union
 unsigned void volatile while _Bool int8_t int16_t int32_t int64_t uint8_t uint64_t size_t main""".split())
+
+
+def c_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def c_type(dtype: str) -> str:
@@ -87,7 +91,8 @@ class CRenderer(Renderer):
 
 def render_kernel(program: TensorProgram, symbol: str) -> str:
     """A static C function for `program`: buffers as pointers (inputs const),
-    then the size parameters as int64_t."""
+    the size parameters as int64_t, and the error record; it returns a
+    status (not RXE_OK only when an Assert fails)."""
     r = CRenderer()
     params = []
     inputs = set(program.inputs)
@@ -95,7 +100,8 @@ def render_kernel(program: TensorProgram, symbol: str) -> str:
         qual = "const " if buf in inputs else ""
         params.append(f"{qual}{c_type(buf.dtype)}* restrict {r.name(buf, buf.name)}")
     params += [f"int64_t {r.name(v, v.name)}" for v in program.size_params]
-    lines = [f"static void {symbol}({', '.join(params) or 'void'}) {{"]
+    params.append("rxe_error_t* err")
+    lines = [f"static rxe_status_t {symbol}({', '.join(params)}) {{", "  (void)err;"]
 
     def emit(s, depth):
         pad = "  " * depth
@@ -127,9 +133,13 @@ def render_kernel(program: TensorProgram, symbol: str) -> str:
         elif isinstance(s, Seq):
             for x in s.stmts:
                 emit(x, depth)
+        elif isinstance(s, Assert):
+            message = c_string(f"{program.name}: " + s.message.replace("%", "%%").replace("{}", "%d"))
+            values = "".join(f", (int64_t)({r.expr(v)})" for v in s.values)
+            lines.append(f"{pad}if (!{r.expr(s.cond)}) return rxe_error_set(err, RXE_ERR_INDEX, {message}{values});")
         else:
             raise RelaxEdgeError(f"C backend: cannot emit {type(s).__name__}")
 
     emit(program.body, 1)
-    lines.append("}")
+    lines += ["  return RXE_OK;", "}"]
     return "\n".join(lines) + "\n"
