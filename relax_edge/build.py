@@ -49,6 +49,7 @@ class Artifact:
     signature: dict
     build_seconds: float = 0.0
     cached: bool = False
+    source: dict | None = None   # how the module was imported, for `relax-edge run --check`
 
     def to_json(self) -> dict:
         d = dataclasses.asdict(self)
@@ -140,7 +141,7 @@ def runtime_objects_for(cc: str, cflags: list) -> list:
 
 
 def build(mod: IRModule, board: str = "host", backend: str = "c", out_dir=None, name: str = "model",
-          opt_level: str = "-O2", quiet: bool = True) -> Artifact:
+          opt_level: str = "-O2", quiet: bool = True, source: dict | None = None) -> Artifact:
     """Compile `mod` for `board` into `out_dir` and return the Artifact."""
     from .codegen.c.module import generate_c
     from .transform.legalize import legalize
@@ -172,11 +173,12 @@ def build(mod: IRModule, board: str = "host", backend: str = "c", out_dir=None, 
     shared = out_dir / f"lib{prefix}.so"
     static = out_dir / f"lib{prefix}.a"
     artifact = Artifact(out_dir, prefix, board, backend, shared, static, out_dir / f"{prefix}.h",
-                        sources.signature)
+                        sources.signature, source=source)
     stamp = out_dir / ".build-key"
     if stamp.exists() and stamp.read_text() == key and shared.exists() and static.exists():
         artifact.cached = True
         artifact.build_seconds = time.perf_counter() - start
+        write_atomic(out_dir / "artifact.json", json.dumps(artifact.to_json(), indent=1))
         _progress(f"{out_dir}: up to date", quiet)
         return artifact
 

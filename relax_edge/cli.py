@@ -1,37 +1,224 @@
 """The `relax-edge` command line.
 
-Subcommands arrive with the stages that implement them (compile, run, bench,
-boards); `relax-edge --help` lists what this version has.
+    relax-edge compile MODEL.onnx [--board host] [--backend c] [-o DIR] [--dim seq=1..512]
+    relax-edge run MODEL.onnx|DIR [--board host] [--inputs in.npz] [--dim seq=16] [--check] [--output out.npz]
+    relax-edge ops
+
+Long steps print progress on stderr. Errors print one line naming the
+problem and exit with status 1 (2 for usage errors).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import json
+import re
 import sys
+import time
+from pathlib import Path
+
+import numpy as np
 
 from . import __version__
 from .errors import RelaxEdgeError
 
+DEFAULT_BOARD = "host"
 
-def _cmd_ops(args) -> int:
-    """List the registered operators with their pattern kind and attributes."""
+
+def _say(msg: str) -> None:
+    print(f"[relax-edge] {msg}", file=sys.stderr, flush=True)
+
+
+def parse_dims(items) -> dict:
+    """--dim NAME=LO..HI | NAME=..HI | NAME=N  ->  {name: (lo, hi) or n}"""
+    out = {}
+    for item in items or []:
+        m = re.fullmatch(r"(\w+)=(?:(\d*)\.\.(\d+)|(\d+))", item)
+        if not m:
+            raise RelaxEdgeError(f"--dim {item!r}: expected NAME=LO..HI, NAME=..HI or NAME=N")
+        name, lo, hi, exact = m.groups()
+        out[name] = int(exact) if exact else (int(lo) if lo else 1, int(hi))
+    return out
+
+
+def _import(model: str, dims: dict):
+    from .frontend import from_onnx
+    bounds = {k: (v if isinstance(v, tuple) else (v, v)) for k, v in dims.items()}
+    start = time.perf_counter()
+    _say(f"importing {model}")
+    mod = from_onnx(model, dim_bounds=bounds or None)
+    _say(f"imported in {time.perf_counter() - start:.1f}s")
+    return mod, {"onnx": str(Path(model).resolve()), "dim_bounds": {k: list(v) for k, v in bounds.items()}}
+
+
+def _compile(model: str, board: str, backend: str, out_dir, dims: dict, name: str | None):
+    from .build import build
+    mod, source = _import(model, dims)
+    name = name or Path(model).stem
+    out_dir = Path(out_dir) if out_dir else Path("build") / name
+    art = build(mod, board=board, backend=backend, out_dir=out_dir, name=name, quiet=False, source=source)
+    return mod, art
+
+
+def cmd_compile(args) -> int:
+    _, art = _compile(args.model, args.board, args.backend, args.output, parse_dims(args.dim), args.name)
+    sig = art.signature["main"]
+    print(f"compiled {args.model} for {art.board} ({art.backend}) into {art.out_dir}")
+    print("  inputs:  " + ", ".join(f"{i['name']}: {i['dtype']}{i['shape']}" for i in sig["inputs"]))
+    print("  outputs: " + ", ".join(f"{o['dtype']}{o['shape']}" for o in sig["outputs"]))
+    print(f"  library: {art.shared_library.name} (shared), {art.static_library.name} (static), header {art.header.name}")
+    return 0
+
+
+def _random_inputs(signature: dict, sizes: dict, seed: int) -> list:
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for info in signature["inputs"]:
+        dims = [d.strip() for d in info["shape"].strip("(),").split(",") if d.strip()]
+        shape = []
+        for d in dims:
+            if d.isdigit():
+                shape.append(int(d))
+            elif d in sizes:
+                shape.append(sizes[d])
+            else:
+                raise RelaxEdgeError(f"input {info['name']}: dimension {d} needs a value: pass --dim {d}=N")
+        dtype = info["dtype"]
+        if dtype.startswith("float"):
+            arrays.append(rng.standard_normal(shape).astype(dtype))
+        elif dtype == "bool":
+            arrays.append(rng.random(shape) > 0.5)
+        else:
+            arrays.append(rng.integers(0, 10, shape).astype(dtype))
+    return arrays
+
+
+def _default_sizes(art, given: dict) -> dict:
+    sizes = {k: (v if isinstance(v, int) else v[1]) for k, v in given.items()}
+    bounds = (art.source or {}).get("dim_bounds", {})
+    for info in art.signature["main"]["inputs"]:
+        for d in info["shape"].strip("(),").split(","):
+            d = d.strip()
+            if d and not d.isdigit() and d not in sizes:
+                sizes[d] = min(bounds[d][1], 8) if d in bounds else 8
+    return sizes
+
+
+def _load_inputs(path: str, signature: dict) -> list:
+    data = np.load(path)
+    names = [i["name"] for i in signature["inputs"]]
+    if all(n in data for n in names):
+        return [data[n] for n in names]
+    if all(f"arr_{k}" in data for k in range(len(names))):
+        return [data[f"arr_{k}"] for k in range(len(names))]
+    raise RelaxEdgeError(f"{path}: expected arrays named {', '.join(names)} (or arr_0, arr_1, ...), "
+                         f"found {', '.join(data.files) or 'none'}")
+
+
+def _save_npz_atomic(path: str, arrays: dict) -> None:
+    from .build import write_atomic
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    write_atomic(Path(path), buf.getvalue())
+
+
+def cmd_run(args) -> int:
+    from .build import Artifact
+    from .deploy import connect
+    dims = parse_dims(args.dim)
+    target = Path(args.model)
+    if target.is_dir():
+        art = Artifact.load(target)
+    else:
+        compile_dims = {k: v for k, v in dims.items() if isinstance(v, tuple)}
+        _, art = _compile(args.model, args.board, "c", args.build_dir, compile_dims, None)
+    if args.board != art.board:
+        raise RelaxEdgeError(f"{art.out_dir} was built for board {art.board}, not {args.board}")
+    sizes = _default_sizes(art, {k: v for k, v in dims.items() if isinstance(v, int)})
+    if args.inputs:
+        inputs = _load_inputs(args.inputs, art.signature["main"])
+    else:
+        inputs = _random_inputs(art.signature["main"], sizes, args.seed)
+        _say("random inputs with " + (", ".join(f"{k}={v}" for k, v in sizes.items()) or "static shapes"))
+    with connect(args.board) as dev:
+        loaded = dev.load(art)
+        start = time.perf_counter()
+        outputs = loaded.run(*inputs)
+        ms = (time.perf_counter() - start) * 1e3
+    print(f"ran {art.prefix} on {args.board} in {ms:.2f} ms")
+    for k, out in enumerate(outputs):
+        flat = out.reshape(-1)
+        print(f"  output {k}: {out.dtype}{tuple(out.shape)} first values {np.array2string(flat[:4], precision=4)}")
+    if args.output:
+        _save_npz_atomic(args.output, {f"output{k}": o for k, o in enumerate(outputs)})
+        print(f"  saved to {args.output}")
+    if args.check:
+        return _check(art, inputs, outputs)
+    return 0
+
+
+def _check(art, inputs, outputs) -> int:
+    from . import interpret
+    from .frontend import from_onnx
+    source = art.source or {}
+    if "onnx" not in source:
+        raise RelaxEdgeError(f"{art.out_dir}: --check needs the source model, which this artifact does not record")
+    bounds = {k: tuple(v) for k, v in source.get("dim_bounds", {}).items()}
+    reference = interpret(from_onnx(source["onnx"], dim_bounds=bounds or None), *inputs)
+    reference = list(reference) if isinstance(reference, tuple) else [reference]
+    worst, ok = 0.0, True
+    for ours, ref in zip(outputs, reference):
+        if ours.shape != ref.shape:
+            print(f"check: FAIL, shape {ours.shape} vs reference {ref.shape}")
+            return 1
+        if ours.dtype.kind == "f":
+            worst = max(worst, float(np.max(np.abs(ours - ref))) if ours.size else 0.0)
+            ok &= bool(np.allclose(ours, ref, rtol=1e-4, atol=1e-5))
+        else:
+            ok &= bool(np.array_equal(ours, ref))
+    print(f"check against the numpy reference: {'PASS' if ok else 'FAIL'} (max abs error {worst:.3g})")
+    return 0 if ok else 1
+
+
+def cmd_ops(args) -> int:
     from .op import OPS
     for name in sorted(OPS):
         op = OPS[name]
         attrs = ", ".join(f"{k}={v!r}" for k, v in op.attrs.items()) or "-"
-        print(f"{name:<14} {op.kind:<12} {attrs}")
+        print(f"{name:<18} {op.kind:<12} {attrs}")
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="relax-edge",
-        description="relax_edge: compile ML models with dynamic shapes for embedded and mobile boards.",
-    )
+        description="relax_edge: compile ML models with dynamic shapes for embedded and mobile boards.")
     parser.add_argument("--version", action="version", version=f"relax-edge {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    ops = sub.add_parser("ops", help="list the operators relax_edge knows")
-    ops.set_defaults(func=_cmd_ops)
+
+    p = sub.add_parser("compile", help="compile an ONNX model to a library for a board")
+    p.add_argument("model", help="the ONNX file")
+    p.add_argument("--board", default=DEFAULT_BOARD, help=f"target board (default {DEFAULT_BOARD})")
+    p.add_argument("--backend", default="c", choices=["c"], help="code generator (default c)")
+    p.add_argument("-o", "--output", help="output directory (default build/<model name>)")
+    p.add_argument("--dim", action="append", metavar="NAME=LO..HI", help="bounds of a dynamic dimension")
+    p.add_argument("--name", help="symbol prefix of the generated code (default: the file's stem)")
+    p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("run", help="run a model (compiling it first if given an ONNX file)")
+    p.add_argument("model", help="an ONNX file or a directory made by `relax-edge compile`")
+    p.add_argument("--board", default=DEFAULT_BOARD, help=f"target board (default {DEFAULT_BOARD})")
+    p.add_argument("--inputs", help=".npz with one array per input (by input name)")
+    p.add_argument("--dim", action="append", metavar="NAME=N", help="size of a dynamic dimension for random inputs")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--check", action="store_true", help="compare with the numpy reference of the source model")
+    p.add_argument("--output", help="write the outputs to this .npz")
+    p.add_argument("--build-dir", help="where to compile an ONNX file (default build/<model name>)")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("ops", help="list the operators relax_edge knows")
+    p.set_defaults(func=cmd_ops)
     return parser
 
 
@@ -46,6 +233,9 @@ def main(argv=None) -> int:
     except RelaxEdgeError as err:
         print(f"relax-edge: error: {err}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("relax-edge: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

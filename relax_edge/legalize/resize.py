@@ -42,7 +42,7 @@ import numpy as np
 
 from ..ir.shape import Proof, as_expr, max_expr, prove_equal
 from ..tir.compute import compute, reduce_axis, reduce_sum
-from ..tir.expr import (BinOp, Cast, Const, cast, const, eq, index, intrinsic, logical_or, maximum, minimum,
+from ..tir.expr import (BinOp, Cast, Const, Index, cast, const, eq, index, intrinsic, logical_or, maximum, minimum,
                         select, wrap)
 from .common import legalization
 
@@ -65,6 +65,8 @@ def _fold(e):
         return BinOp(e.op, a, b, e.dtype)
     if isinstance(e, Cast):
         a = _fold(e.a)
+        if isinstance(a, Index) and a.value.is_const:
+            a = const(a.value.value, I64)
         if isinstance(a, Const) and e.dtype in (F32, F64):
             return const(float(np.dtype(e.dtype).type(a.value)), e.dtype)
         return cast(a, e.dtype)
