@@ -292,3 +292,44 @@ def _gather_elements_ref(x, indices, axis):
 
 register(Op("gather_elements", _gather_elements_rule, _gather_elements_ref, attrs={"axis": 0},
             kind="injective", num_args=(2, 2)))
+
+
+# ------------------------------------------------ data-dependent shapes
+# Results whose shape depends on tensor values have an unknown shape (known
+# rank); the importer follows them with a match_cast that binds fresh size
+# variables at run time.
+
+def _nonzero_rule(types, attrs):
+    x = tensor(types[0], 0, need_shape=False)
+    if x.ndim is None:
+        raise RuleError("the input's rank must be known")
+    return TensorType(None, "int64", ndim=2)
+
+
+def _reshape_dynamic_rule(types, attrs):
+    x, shape = tensor(types[0], 0, need_shape=False), tensor(types[1], 1)
+    if shape.dtype != "int64" or len(shape.shape) != 1 or not shape.shape[0].is_const:
+        raise RuleError(f"the new shape must be a 1-D int64 tensor of static length, got {shape}")
+    return TensorType(None, x.dtype, ndim=shape.shape[0].value)
+
+
+def reshape_target_values(data_shape, target, allowzero):
+    """ONNX Reshape's target on concrete values: 0 copies a dim, -1 infers one."""
+    out = [data_shape[i] if (t == 0 and not allowzero) else int(t) for i, t in enumerate(target)]
+    if out.count(-1) == 1:
+        known = int(np.prod([d for d in out if d != -1], dtype=np.int64))
+        total = int(np.prod(data_shape, dtype=np.int64))
+        if known == 0 or total % known:
+            raise ValueError(f"cannot reshape {tuple(data_shape)} to {tuple(int(t) for t in target)}")
+        out[out.index(-1)] = total // known
+    return tuple(out)
+
+
+def _reshape_dynamic_ref(x, shape, allowzero):
+    return np.reshape(x, reshape_target_values(x.shape, shape.tolist(), allowzero))
+
+
+register(Op("nonzero", _nonzero_rule, lambda x: np.array(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1),
+            kind="opaque"))
+register(Op("reshape_dynamic", _reshape_dynamic_rule, _reshape_dynamic_ref, attrs={"allowzero": False},
+            kind="opaque", num_args=(2, 2)))

@@ -116,12 +116,12 @@ def test_truncated_and_non_onnx_files(tmp_path):
 
 
 def test_unsupported_operators_listed_at_once():
-    nodes = [helper.make_node("NonZero", ["x"], ["nz"]), helper.make_node("FooBar", ["x"], ["a"]),
+    nodes = [helper.make_node("TopK", ["x", "k"], ["nz", "ix"]), helper.make_node("FooBar", ["x"], ["a"]),
              helper.make_node("FooBar", ["a"], ["b"]), helper.make_node("Relu", ["b"], ["y"])]
     model = make_model(nodes, [vi("x", [3])], [vi("y", [3]), vi("nz", None, TensorProto.INT64)])
     with pytest.raises(OnnxImportError) as info:
         rxe.from_onnx(model)
-    assert str(info.value) == "unsupported ONNX operators: FooBar (2 nodes), NonZero (1 node)"
+    assert str(info.value) == "unsupported ONNX operators: FooBar (2 nodes), TopK (1 node)"
 
 
 def test_missing_initializer_names_node_and_input():
@@ -170,10 +170,32 @@ def test_dim_bounds_for_an_unknown_dim():
 
 
 def test_runtime_value_in_a_static_slot_is_explained():
-    model = make_model([helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape_dyn")],
-                       [vi("x", [2, 3]), vi("shape", [2], TensorProto.INT64)], [vi("y", None)])
-    with pytest.raises(OnnxImportError, match=r"node reshape_dyn \(Reshape\): input 1 \(shape, 'shape'\) "
+    model = make_model([helper.make_node("Expand", ["x", "shape"], ["y"], name="expand_dyn")],
+                       [vi("x", [2, 1]), vi("shape", [2], TensorProto.INT64)], [vi("y", None)])
+    with pytest.raises(OnnxImportError, match=r"node expand_dyn \(Expand\): input 1 \(shape, 'shape'\) "
                                               "must be known at compile time"):
         rxe.from_onnx(model)
-    mod = rxe.from_onnx(model, constant_inputs={"shape": np.array([3, 2], np.int64)})
-    assert rxe.interpret(mod, np.arange(6, dtype=np.float32).reshape(2, 3)).shape == (3, 2)
+    mod = rxe.from_onnx(model, constant_inputs={"shape": np.array([2, 3], np.int64)})
+    assert rxe.interpret(mod, np.ones((2, 1), np.float32)).shape == (2, 3)
+
+
+def test_data_dependent_shapes_become_match_casts():
+    """NonZero and a Reshape whose target is read from a tensor get fresh size
+    variables bound at run time; later shapes use them symbolically."""
+    nodes = [helper.make_node("NonZero", ["x"], ["nz"], name="find"),
+             helper.make_node("Transpose", ["nz"], ["t"]),
+             helper.make_node("Reshape", ["y", "shape"], ["r"], name="dyn")]
+    model = make_model(nodes, [vi("x", [3, 4]), vi("y", [6]), vi("shape", [2], TensorProto.INT64)],
+                       [vi("t", None, TensorProto.INT64), vi("r", None)])
+    mod = rxe.from_onnx(model)
+    text = str(mod)
+    assert 'match_cast(lv0, Tensor((2, find_count1), "int64"))' in text
+    assert 'Tensor((find_count1, 2), "int64") = transpose' in text
+    assert "match_cast(lv3, Tensor((dyn_reshape0, dyn_reshape1)" in text
+    x = np.array([[0, 1, 0, 2], [3, 0, 0, 0], [0, 0, 5, 0]], np.float32)
+    for shape in ([3, -1], [1, 6]):
+        args = (x, np.arange(6, dtype=np.float32), np.array(shape, np.int64))
+        for ours, ref in zip(rxe.interpret(mod, *args), ort(model, *args)):
+            np.testing.assert_array_equal(ours, ref)
+    with pytest.raises(rxe.InterpretError, match="cannot reshape"):
+        rxe.interpret(mod, x, np.arange(6, dtype=np.float32), np.array([4, -1], np.int64))

@@ -10,6 +10,7 @@ report problems with `ctx.error`, which names the node and its op type.
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 import numpy as np
@@ -18,7 +19,7 @@ from onnx import helper, numpy_helper
 from ...errors import RelaxEdgeError
 from ...ir.builder import Builder
 from ...ir.expr import Call, Constant, Expr
-from ...ir.shape import IntExpr
+from ...ir.shape import IntExpr, SizeVar
 from ...ir.types import DTYPES, TensorType
 from ...op import REQUIRED, get_op, make_call
 from .values import SymInts, from_static, static_array, to_object
@@ -209,6 +210,17 @@ class ConvertContext:
         except Exception as err:
             raise self.error(f"evaluating {call.op.name} on constants failed: {err}") from None
         return np.asarray(out)
+
+    def match_cast_fresh(self, value, what: str, lower: int = 1, known=None):
+        """Give a value of unknown shape (known rank) fresh size variables
+        (except where `known` gives a dim), bound and checked at run time by
+        a match_cast."""
+        t = value.type
+        base = re.sub(r"\W", "_", self.span)
+        base = base if base[:1].isalpha() else f"d_{base}"
+        known = known or [None] * t.ndim
+        dims = [k if k is not None else SizeVar(f"{base}_{what}{i}", lower=lower) for i, k in enumerate(known)]
+        return self.builder.match_cast(value, TensorType(dims, t.dtype))
 
     def type_of(self, value) -> TensorType:
         """The tensor type of any value (known arrays and SymInts included)."""

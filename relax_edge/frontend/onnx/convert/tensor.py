@@ -94,9 +94,19 @@ def reshape_target(ctx, data_dims, target, allowzero):
 @converter("Reshape")
 def convert_reshape(ctx, inputs):
     data, shape = inputs
+    allowzero = ctx.attr("allowzero", 0, int)
+    if static_array(shape) is None:  # a shape read from a tensor: bound at run time
+        out = ctx.emit("reshape_dynamic", [data, shape], {"allowzero": bool(allowzero)})
+        return ctx.match_cast_fresh(out, "reshape")
     target = ctx.require_static(shape, 1, "shape")
-    dims = reshape_target(ctx, _dims(ctx, data), target, ctx.attr("allowzero", 0, int))
+    dims = reshape_target(ctx, _dims(ctx, data), target, allowzero)
     return ctx.emit("reshape", [data], {"shape": dims})
+
+
+@converter("NonZero")
+def convert_nonzero(ctx, inputs):
+    rank = len(_dims(ctx, inputs[0]))
+    return ctx.match_cast_fresh(ctx.emit("nonzero", inputs), "count", lower=0, known=[rank, None])
 
 
 @converter("Flatten")
