@@ -142,7 +142,9 @@ def print_module(mod: IRModule) -> str:
     for name, decl in mod.externs.items():
         params = ", ".join(str(t) for t in decl.param_types)
         p.emit(0, f'# extern {name}({params}) -> {decl.ret_type}  from "{decl.library}"')
-    for name in mod.tensor_programs:
-        p.emit(0, f"# tensor program @{name}")
+    for name, program in mod.tensor_programs.items():
+        p.emit(0, "")
+        text = str(program) if hasattr(program, "body") else f"# tensor program @{name}\n"
+        p.lines.extend(text.rstrip("\n").splitlines())
     p.meta_section()
     return "\n".join(p.lines) + "\n"

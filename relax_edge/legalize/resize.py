@@ -242,7 +242,7 @@ def _filter(src, ax, attrs, finish):
         y = i[ax.axis]
         src_index = list(i)
         src_index[ax.axis] = ax.clamp(tap(y, t.var))
-        norm = const(1.0, F64)
+        norm = select(eq(total[y], 0.0), 1.0, total[y])
         value = reduce_sum(cast(src[tuple(src_index)], F64) * (weights[y, t.var] / norm), [t])
         return finish(value, i)
     return compute(shape, element, f"resize_axis{ax.axis}", None)

@@ -6,6 +6,7 @@ import numpy as np
 
 import relax_edge as rxe
 from relax_edge.ir import Builder, SizeVar, TensorType, Var, verify
+from relax_edge.tir.verify import verify_program
 from relax_edge.transform.legalize import legalize
 
 
@@ -41,6 +42,8 @@ def check_legalized(templates, dtypes, build, sizes_list, make_arrays=None, rtol
     mod = one_op_module(templates, dtypes, build)
     lowered = legalize(mod)
     verify(lowered)
+    for program in lowered.tensor_programs.values():
+        verify_program(program)
     assert not any(True for f in lowered.functions.values()
                    for blk in f.body.blocks for b in blk.bindings
                    if type(b.value).__name__ == "Call"), "an operator call survived legalization"
