@@ -50,6 +50,8 @@ class Artifact:
     build_seconds: float = 0.0
     cached: bool = False
     source: dict | None = None   # how the module was imported, for `relax-edge run --check`
+    workspace_bytes: int | None = None   # the fixed arena when every size is bounded
+    memory_plan: str = ""                # the plan dump (relax-edge compile --show-memory)
 
     def to_json(self) -> dict:
         d = dataclasses.asdict(self)
@@ -172,8 +174,11 @@ def build(mod: IRModule, board: str = "host", backend: str = "c", out_dir=None, 
 
     shared = out_dir / f"lib{prefix}.so"
     static = out_dir / f"lib{prefix}.a"
+    from .memory import dump_plan
     artifact = Artifact(out_dir, prefix, board, backend, shared, static, out_dir / f"{prefix}.h",
-                        sources.signature, source=source)
+                        sources.signature, source=source,
+                        workspace_bytes=sources.signature["main"]["fixed_workspace_bytes"],
+                        memory_plan=dump_plan(sources.plans["main"]))
     stamp = out_dir / ".build-key"
     if stamp.exists() and stamp.read_text() == key and shared.exists() and static.exists():
         artifact.cached = True

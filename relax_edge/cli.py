@@ -68,6 +68,13 @@ def cmd_compile(args) -> int:
     print("  inputs:  " + ", ".join(f"{i['name']}: {i['dtype']}{i['shape']}" for i in sig["inputs"]))
     print("  outputs: " + ", ".join(f"{o['dtype']}{o['shape']}" for o in sig["outputs"]))
     print(f"  library: {art.shared_library.name} (shared), {art.static_library.name} (static), header {art.header.name}")
+    if art.workspace_bytes is not None:
+        print(f"  workspace: a fixed arena of {art.workspace_bytes} bytes ({art.prefix.upper()}_WORKSPACE_BYTES)")
+    else:
+        sizes = ", ".join(art.signature["main"]["sizes"])
+        print(f"  workspace: depends on {sizes}; ask {art.prefix}_main_workspace_size() before the first run")
+    if args.show_memory:
+        print(art.memory_plan, end="")
     return 0
 
 
@@ -204,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="output directory (default build/<model name>)")
     p.add_argument("--dim", action="append", metavar="NAME=LO..HI", help="bounds of a dynamic dimension")
     p.add_argument("--name", help="symbol prefix of the generated code (default: the file's stem)")
+    p.add_argument("--show-memory", action="store_true", help="print the memory plan (table and timeline)")
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("run", help="run a model (compiling it first if given an ONNX file)")

@@ -50,12 +50,15 @@ PLAN_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Tensor), ctypes.POINTER(
                            ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(Error))
 RUN_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Tensor), ctypes.POINTER(Tensor), ctypes.c_void_p,
                           ctypes.c_uint64, ctypes.POINTER(Error))
+WORKSPACE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_uint64),
+                                ctypes.POINTER(Error))
 
 
 class Function(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("num_inputs", ctypes.c_int32), ("num_outputs", ctypes.c_int32),
                 ("inputs", ctypes.POINTER(ArgInfo)), ("outputs", ctypes.POINTER(ArgInfo)),
-                ("plan", PLAN_FN), ("run", RUN_FN), ("max_workspace_bytes", ctypes.c_uint64)]
+                ("plan", PLAN_FN), ("run", RUN_FN), ("workspace", WORKSPACE_FN), ("num_sizes", ctypes.c_int32),
+                ("size_names", ctypes.POINTER(ctypes.c_char_p)), ("fixed_workspace_bytes", ctypes.c_uint64)]
 
 
 class Module(ctypes.Structure):

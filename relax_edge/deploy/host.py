@@ -99,8 +99,23 @@ class LoadedModule:
             raise RuntimeCheckError(status, err.message.decode(errors="replace"))
         return outputs
 
-    def workspace_bytes(self, *inputs) -> int:
-        return self.plan(*inputs)[1]
+    def workspace_bytes(self, **sizes) -> int:
+        """Workspace bytes for values of the size variables, e.g.
+        `m.workspace_bytes(seq=100)`: what to allocate before the first run."""
+        names = [self.fn.size_names[i].decode() for i in range(self.fn.num_sizes)]
+        missing = [n for n in names if n not in sizes]
+        unknown = sorted(set(sizes) - set(names))
+        if missing or unknown:
+            raise RelaxEdgeError(f"workspace_bytes takes the sizes {', '.join(names) or '(none)'}"
+                                 + (f"; missing {', '.join(missing)}" if missing else "")
+                                 + (f"; unknown {', '.join(unknown)}" if unknown else ""))
+        values = (ctypes.c_int64 * max(len(names), 1))(*[int(sizes[n]) for n in names])
+        out = ctypes.c_uint64()
+        err = abi.Error()
+        status = self.fn.workspace(values, ctypes.byref(out), ctypes.byref(err))
+        if status != 0:
+            raise RuntimeCheckError(status, err.message.decode(errors="replace"))
+        return out.value
 
 
 class HostDevice:

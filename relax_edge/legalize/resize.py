@@ -27,9 +27,11 @@ Guaranteed:
    taps each side, a bound on the reference's window whose extra taps
    weigh 0.
 
-Not guaranteed: the tensor-program interpreter evaluates float32 in
-float64, so it can put a coordinate that float32 rounding moves onto an
-integer or half (never an exact tie) on the other side of it. An axis whose
+Not guaranteed: the tensor-program interpreter evaluates float32 arithmetic
+in float64, so where float32 rounding lands a coordinate exactly on an
+integer or a half (1 / float32(2/3) is 1.5), the interpreter's coordinate
+stays beside it and may round the other way (exact ties, as from scales 2
+or 0.5, agree; linear and cubic differ by ~1e-7). An axis whose
 size only turns out equal at run time (symbolic dims) is resampled at
 coordinates y rather than copied: the same values, except that an inf or
 NaN neighbour, weighed 0, gives NaN. Taps are recomputed per output element
@@ -42,8 +44,8 @@ import numpy as np
 
 from ..ir.shape import Proof, as_expr, max_expr, prove_equal
 from ..tir.compute import compute, reduce_axis, reduce_sum
-from ..tir.expr import (BinOp, Cast, Const, Index, cast, const, eq, index, intrinsic, logical_or, maximum, minimum,
-                        select, wrap)
+from ..tir.expr import (BinOp, Cast, Const, Index, Select, cast, const, eq, index, intrinsic, logical_or, maximum,
+                        minimum, select)
 from .common import legalization
 
 F32, F64, I64 = "float32", "float64", "int64"
@@ -63,6 +65,8 @@ def _fold(e):
             kind = np.dtype(e.dtype).type
             return const(float(_FOLD[e.op](kind(a.value), kind(b.value))), e.dtype)
         return BinOp(e.op, a, b, e.dtype)
+    if isinstance(e, Select):
+        return select(e.cond, _fold(e.a), _fold(e.b))
     if isinstance(e, Cast):
         a = _fold(e.a)
         if isinstance(a, Index) and a.value.is_const:
@@ -125,11 +129,9 @@ def _coordinate(mode, y, in_len, out_len, scale, roi):
 class _Axis:
     """One resized axis: its lengths, scale and float32 coordinate table."""
 
-    def __init__(self, axis, in_len, out_len, attrs, roi):
-        self.axis, self.in_len, self.out_len = axis, in_len, out_len
-        self.scale = _scale(attrs, axis, in_len, out_len)
-        mode = attrs["coordinate_transformation_mode"]
-        self.coords = compute((out_len,), lambda y: _fold(_coordinate(mode, y, in_len, out_len, self.scale, roi)),
+    def __init__(self, axis, in_len, out_len, scale, mode, roi):
+        self.axis, self.in_len, self.out_len, self.scale = axis, in_len, out_len, scale
+        self.coords = compute((out_len,), lambda y: _fold(_coordinate(mode, y, in_len, out_len, scale, roi)),
                               f"resize_coord{axis}", F32)
 
     def coord(self, y):
@@ -147,16 +149,15 @@ class _Axis:
 def _resized_axes(x, out_shape, attrs):
     """The axes the reference resamples (it copies an axis of scale 1, equal
     sizes and, for tf_crop_and_resize, roi (0, 1))."""
-    rank = len(out_shape)
-    roi = attrs["roi"]
-    crop = attrs["coordinate_transformation_mode"] == "tf_crop_and_resize"
+    rank, roi = len(out_shape), attrs["roi"]
+    mode = attrs["coordinate_transformation_mode"]
     axes = []
     for a, (in_len, out_len) in enumerate(zip(x.shape, out_shape)):
-        axis_roi = (roi[a], roi[a + rank]) if crop else None
-        axis = _Axis(a, in_len, out_len, attrs, axis_roi)
-        unit = isinstance(axis.scale, Const) and axis.scale.value == 1
+        scale = _scale(attrs, a, in_len, out_len)
+        axis_roi = (roi[a], roi[a + rank]) if mode == "tf_crop_and_resize" else None
+        unit = isinstance(scale, Const) and scale.value == 1
         if not (unit and prove_equal(out_len, in_len) is Proof.YES and axis_roi in (None, (0, 1))):
-            axes.append(axis)
+            axes.append(_Axis(a, in_len, out_len, scale, mode, axis_roi))
     return axes
 
 
@@ -212,9 +213,9 @@ def _half_width(ax, reach, stretch):
     return (ax.in_len * reach + ax.out_len - 1) // ax.out_len + 1
 
 
-def _filter(src, ax, attrs, finish):
-    """Resample axis `ax` of float64 `src`: the weighted taps around each
-    coordinate, weights normalized to sum 1."""
+def _filter(src, ax, attrs, finish=None):
+    """Resample axis `ax` of `src`: the weighted taps around each coordinate,
+    weights normalized to sum 1, summed in float64 (then `finish`ed)."""
     kernel, reach = KERNELS[attrs["mode"]]
     stretch = _stretch(ax, attrs["antialias"])
     half = _half_width(ax, reach, stretch)
@@ -244,7 +245,7 @@ def _filter(src, ax, attrs, finish):
         src_index[ax.axis] = ax.clamp(tap(y, t.var))
         norm = select(eq(total[y], 0.0), 1.0, total[y])
         value = reduce_sum(cast(src[tuple(src_index)], F64) * (weights[y, t.var] / norm), [t])
-        return finish(value, i)
+        return value if finish is None else finish(value, i)
     return compute(shape, element, f"resize_axis{ax.axis}", None)
 
 
@@ -270,6 +271,6 @@ def legalize_resize(ctx):
     if attrs["mode"] == "nearest" or not axes:
         return _nearest(x, axes, ctx.out_shape, attrs, finish)
     out = x
-    for k, ax in enumerate(axes):
-        out = _filter(out, ax, attrs, finish if k == len(axes) - 1 else (lambda value, i: value))
-    return out
+    for ax in axes[:-1]:
+        out = _filter(out, ax, attrs)
+    return _filter(out, axes[-1], attrs, finish)

@@ -46,3 +46,30 @@ with warnings.catch_warnings():
 def test_resize_node_case(name):
     result = run_case(CASES[name])
     assert result.status == "pass", result.detail
+
+
+RESIZE_10 = [("nearest", (1, 1, 2, 1.5)), ("nearest", (1, 1, 0.6, 0.5)), ("nearest", (1, 2, 1.5, 0.4)),
+             ("nearest", (1, 1, 0.75, 7 / 3)), ("linear", (1, 1, 1.5, 0.6)), ("linear", (1, 1, 2, 2))]
+
+
+@pytest.mark.parametrize("mode, scales", RESIZE_10, ids=[f"{m}-{s}" for m, s in RESIZE_10])
+def test_resize_10_follows_onnxruntime(mode, scales):
+    """Resize-10 is asymmetric, and its nearest takes floor along axes that
+    grow and ceil along axes that shrink (not Resize-11's defaults)."""
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    import relax_edge as rxe
+    from tests.frontend.test_onnx_import import make_model, ort, vi
+
+    shape = [2, 2, 5, 7]
+    node = helper.make_node("Resize", ["x", "scales"], ["y"], mode=mode)
+    model = make_model([node], [vi("x", shape)], [vi("y", None, TensorProto.FLOAT)],
+                       {"scales": np.array(scales, np.float32)}, opset=10)
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = ort(model, x)[0]
+        actual = rxe.interpret(rxe.from_onnx(model), x)
+    assert actual.shape == expected.shape
+    np.testing.assert_allclose(actual, expected, rtol=1e-6, atol=1e-6)

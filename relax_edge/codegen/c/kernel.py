@@ -96,9 +96,10 @@ def render_kernel(program: TensorProgram, symbol: str) -> str:
     r = CRenderer()
     params = []
     inputs = set(program.inputs)
+    restrict = "" if program.attrs.get("inplace") else " restrict"  # in place: output aliases an input
     for buf in program.params:
         qual = "const " if buf in inputs else ""
-        params.append(f"{qual}{c_type(buf.dtype)}* restrict {r.name(buf, buf.name)}")
+        params.append(f"{qual}{c_type(buf.dtype)}*{restrict} {r.name(buf, buf.name)}")
     params += [f"int64_t {r.name(v, v.name)}" for v in program.size_params]
     params.append("rxe_error_t* err")
     lines = [f"static rxe_status_t {symbol}({', '.join(params)}) {{", "  (void)err;"]

@@ -28,7 +28,8 @@ class CSources:
     prefix: str
     files: dict        # file name -> text
     weights: bytes     # written as PREFIX_weights.bin
-    signature: dict    # function name -> {"inputs": [...], "outputs": [...]}
+    signature: dict    # function name -> {"inputs": [...], "outputs": [...], "sizes": [...], ...}
+    plans: dict        # function name -> memory.Plan
 
 
 def symbol_prefix(name: str) -> str:
@@ -41,23 +42,20 @@ def generate_c(mod: IRModule, prefix: str = "model") -> CSources:
     prefix = symbol_prefix(prefix)
     if mod.externs:
         raise CodegenError(f"extern kernels ({', '.join(mod.externs)}) are not supported by the C backend yet")
-    kernels, symbols = [], {}
-    for name, program in mod.tensor_programs.items():
-        symbols[name] = "k_" + re.sub(r"\W", "_", name)
-        try:
-            kernels.append(render_kernel(program, symbols[name]))
-        except RelaxEdgeError as err:
-            raise CodegenError(f"tensor program {name}: {err}") from None
+    symbols = {name: "k_" + re.sub(r"\W", "_", name) for name in mod.tensor_programs}
     weights = WeightsBlob(f"{prefix}_weights")
-    functions, signature = [], {}
+    functions, signature, plans, used = [], {}, {}, set()
     for fname, func in mod.functions.items():
-        emitter = HostEmitter(mod, func, prefix, symbols, weights)
+        emitter = HostEmitter(mod, func, prefix, symbols, weights)   # plans memory, marks in-place kernels
+        used |= {s.call.program.name for s in emitter.live.steps if s.view_of is None}
         body = emitter.emit()
         ins, outs = emitter.arg_info()
-        outputs = emitter.output_vars()
+        outputs = emitter.live.outputs
+        plans[fname] = emitter.plan
         functions.append({
             "name": fname, "symbol": f"{prefix}_{fname}", "body": body, "inputs": ins, "outputs": outs,
-            "max_workspace": 0, "output_dims": max(sum(len(v.type.shape) for v in outputs), 1),
+            "fixed_workspace": emitter.fixed_workspace(), "size_names": [v.name for v in emitter.size_vars],
+            "output_dims": max(sum(len(v.type.shape) for v in outputs), 1),
             "signature": ", ".join(f"{p.name}: {p.type}" for p in func.params) + " -> "
                          + ", ".join(str(v.type) for v in outputs),
         })
@@ -65,7 +63,17 @@ def generate_c(mod: IRModule, prefix: str = "model") -> CSources:
             "inputs": [{"name": p.name, "dtype": p.type.dtype, "shape": shape_str(p.type.shape)} for p in func.params],
             "outputs": [{"dtype": v.type.dtype, "shape": shape_str(v.type.shape), "ndim": len(v.type.shape)}
                         for v in outputs],
+            "sizes": [v.name for v in emitter.size_vars],
+            "fixed_workspace_bytes": emitter.fixed_workspace(),
         }
+    kernels = []
+    for name, program in mod.tensor_programs.items():
+        if name not in used:
+            continue  # only ever a view: no kernel
+        try:
+            kernels.append(render_kernel(program, symbols[name]))
+        except RelaxEdgeError as err:
+            raise CodegenError(f"tensor program {name}: {err}") from None
     if "main" not in mod.functions:
         raise CodegenError("the module has no function named main")
     main = next(f for f in functions if f["name"] == "main")
@@ -78,4 +86,4 @@ def generate_c(mod: IRModule, prefix: str = "model") -> CSources:
         f"{prefix}_weights.S": _ENV.get_template("weights.S.j2").render(
             prefix=prefix, size=len(blob), blob=f"{prefix}_weights.bin"),
     }
-    return CSources(prefix, files, blob, signature)
+    return CSources(prefix, files, blob, signature, plans)

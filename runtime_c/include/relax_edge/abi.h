@@ -92,6 +92,10 @@ typedef rxe_status_t (*rxe_plan_fn)(const rxe_tensor_t* inputs, int64_t* out_sha
                                     uint64_t* out_workspace_bytes, rxe_error_t* err);
 typedef rxe_status_t (*rxe_run_fn)(const rxe_tensor_t* inputs, rxe_tensor_t* outputs,
                                    void* workspace, uint64_t workspace_bytes, rxe_error_t* err);
+/* Workspace bytes for given values of the size variables (in size_names
+ * order), without inputs: what a caller asks before the first run. */
+typedef rxe_status_t (*rxe_workspace_fn)(const int64_t* size_values, uint64_t* out_bytes,
+                                         rxe_error_t* err);
 
 typedef struct {
   const char* name;
@@ -101,7 +105,12 @@ typedef struct {
   const rxe_arg_info_t* outputs;
   rxe_plan_fn plan; /* out_shapes: the outputs' dims, concatenated */
   rxe_run_fn run;
-  uint64_t max_workspace_bytes; /* 0 when some size is unbounded */
+  rxe_workspace_fn workspace;
+  int32_t num_sizes;
+  const char* const* size_names; /* the size variables, as workspace() takes them */
+  /* The fixed arena when every size is bounded (a compile-time constant);
+   * 0 when the workspace depends on unbounded sizes (ask workspace()). */
+  uint64_t fixed_workspace_bytes;
 } rxe_function_t;
 
 typedef struct {

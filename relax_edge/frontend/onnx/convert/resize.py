@@ -2,11 +2,13 @@
 scales, the axes attribute, keep_aspect_ratio_policy, tf_crop_and_resize
 with a roi known at compile time, cubic_coeff_a, exclude_outside, antialias.
 
+Resize-10 (opset < 11, scales only) is read as ONNX Runtime runs it:
+asymmetric coordinates, and nearest rounds down along axes that grow or keep
+their size and up along axes that shrink (its Upsample logic), so a nearest
+Resize-10 that does both becomes two resizes, one per rounding.
+
 Not supported: a roi, scales or sizes computed at run time (they decide the
-output shape or the coordinates, so they must be known when importing).
-Caveat: Resize-10 (opset < 11) is read with the Resize-11 defaults
-(half_pixel, round_prefer_floor); ONNX Runtime reads it as asymmetric with
-floor (upscaling) or ceil (downscaling), so some results differ."""
+output shape or the coordinates, so they must be known when importing)."""
 
 from __future__ import annotations
 
@@ -72,6 +74,20 @@ def _keep_aspect_ratio(ctx, policy, dims, sizes, axes):
     return out, _scatter([float(scale)] * len(axes), axes, [1.0] * len(dims))
 
 
+def _resize_10(ctx, x, scales):
+    """Resize-10 as ONNX Runtime runs it: asymmetric; nearest takes floor
+    along axes with scale >= 1 and ceil along axes with scale < 1."""
+    mode = ctx.attr("mode", "nearest", str)
+    attrs = {"mode": mode, "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+    grow = tuple(max(s, 1.0) for s in scales)
+    shrink = tuple(min(s, 1.0) for s in scales)
+    if mode != "nearest" or shrink == (1.0,) * len(scales):
+        return ctx.emit("resize", [x], {**attrs, "scales": tuple(scales)})
+    if grow != (1.0,) * len(scales):
+        x = ctx.emit("resize", [x], {**attrs, "scales": grow})
+    return ctx.emit("resize", [x], {**attrs, "nearest_mode": "ceil", "scales": shrink})
+
+
 @converter("Resize")
 def convert_resize(ctx, inputs):
     x = inputs[0]
@@ -80,6 +96,10 @@ def convert_resize(ctx, inputs):
     axes = [a % rank for a in ctx.attr("axes", list(range(rank)))]
     coord = ctx.attr("coordinate_transformation_mode", "half_pixel", str)
     sizes, scales = _resize_targets(ctx, inputs, rank, axes)
+    if ctx.opset < 11:
+        if scales is None:
+            raise ctx.error("Resize-10 needs its scales input")
+        return _resize_10(ctx, x, scales)
     policy = ctx.attr("keep_aspect_ratio_policy", "stretch", str)
     if policy != "stretch":
         sizes, scales = _keep_aspect_ratio(ctx, policy, dims, sizes, axes)

@@ -1,0 +1,9 @@
+"""The memory planner: algorithms over (size, first use, last use), a plan
+verifier and a plan dump; liveness.py turns a graph function into buffers."""
+
+from .dump import dump_plan
+from .plan import Buffer, Plan, lower_bound, plan_bounded, plan_memory, plan_symbolic
+from .verify import PlanError, verify_plan
+
+__all__ = ["Buffer", "Plan", "PlanError", "dump_plan", "lower_bound", "plan_bounded", "plan_memory",
+           "plan_symbolic", "verify_plan"]
