@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 OPSET = 17
-MODEL_NAMES = ("mobilenet_v2", "resnet18", "bert", "gpt2", "mlp")
+MODEL_NAMES = ("mobilenet_v2", "resnet18", "bert", "gpt2", "mlp", "bert_long", "gpt2_long")
 
 # Exports trace at this size for every dynamic dim, so that neither test size
 # can hide a length baked into the graph.
@@ -37,6 +37,9 @@ _TORCHVISION_SCHEMAS = None  # kept alive: the placeholder schemas live as long 
 _BERT = dict(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
              intermediate_size=128, max_position_embeddings=64)
 _GPT2 = dict(vocab_size=512, n_embd=64, n_layer=2, n_head=4, n_positions=64)
+# the same architectures with room for long sequences (memory benchmarks)
+_BERT_LONG = {**_BERT, "max_position_embeddings": 512}
+_GPT2_LONG = {**_GPT2, "n_positions": 1024}
 _MLP_SIZES = (32, 64, 64, 10)
 
 
@@ -103,7 +106,7 @@ def mlp_spec():
 
 
 SPECS = {"mobilenet_v2": _image_spec, "resnet18": _image_spec, "bert": bert_spec,
-         "gpt2": gpt2_spec, "mlp": mlp_spec}
+         "gpt2": gpt2_spec, "mlp": mlp_spec, "bert_long": bert_spec, "gpt2_long": gpt2_spec}
 
 
 # ---------------------------------------------------------------- torch models
@@ -183,20 +186,20 @@ def _hf_wrapper(model, *outputs):
     return Wrapper().eval()
 
 
-def build_bert(seed=0):
+def build_bert(seed=0, config=None):
     import torch
     tf = _import_transformers()
     torch.manual_seed(seed)
-    config = tf.BertConfig(**_BERT, attn_implementation="eager")
+    config = tf.BertConfig(**(config or _BERT), attn_implementation="eager")
     return _hf_wrapper(tf.BertModel(config), "last_hidden_state", "pooler_output")
 
 
-def build_gpt2(seed=0):
+def build_gpt2(seed=0, config=None):
     import torch
     tf = _import_transformers()
     torch.manual_seed(seed)
     last = _GPT2["vocab_size"] - 1
-    config = tf.GPT2Config(**_GPT2, bos_token_id=last, eos_token_id=last,
+    config = tf.GPT2Config(**(config or _GPT2), bos_token_id=last, eos_token_id=last,
                            attn_implementation="eager")
     return _hf_wrapper(tf.GPT2LMHeadModel(config), "logits")
 
@@ -211,7 +214,9 @@ def build_mlp(seed=0):
 
 
 BUILDERS = {"mobilenet_v2": build_mobilenet_v2, "resnet18": build_resnet18,
-            "bert": build_bert, "gpt2": build_gpt2, "mlp": build_mlp}
+            "bert": build_bert, "gpt2": build_gpt2, "mlp": build_mlp,
+            "bert_long": lambda seed=0: build_bert(seed, _BERT_LONG),
+            "gpt2_long": lambda seed=0: build_gpt2(seed, _GPT2_LONG)}
 
 
 # ---------------------------------------------------------------- export
