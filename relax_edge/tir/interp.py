@@ -5,13 +5,16 @@ The program is rendered as Python source (the same expression walk as the
 C backend, through a Python table), executed once per call on flat numpy
 views of the buffers. Arithmetic happens in Python floats (float64) and is
 rounded when stored; integer division and modulo follow the IR's floor
-semantics, `div` on integers truncates as C does. It runs element by element:
-use it on small shapes.
+semantics, `div` on integers truncates as C does. float32 arithmetic is
+rounded to float32 after every operation and store, as C computes it, so
+rounding ties (e.g. resize coordinates) fall the same way. It runs element
+by element: use it on small shapes.
 """
 
 from __future__ import annotations
 
 import math
+import struct
 
 import numpy as np
 
@@ -33,7 +36,18 @@ class _Failed(Exception):
     pass
 
 
-_RUNTIME = {"_Failed": _Failed, "math": math, "_tdiv": _tdiv, "_min": min, "_max": max,
+_F32 = struct.Struct("<f")
+
+
+def _f32(x):
+    """x rounded to float32 (inf and nan kept)."""
+    try:
+        return _F32.unpack(_F32.pack(x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+_RUNTIME = {"_Failed": _Failed, "_f32": _f32, "math": math, "_tdiv": _tdiv, "_min": min, "_max": max,
             "_fmin": lambda a, b: a if a < b or a != a else b,
             "_fmax": lambda a, b: a if a > b or a != a else b,
             "_erf": math.erf, "_exp": lambda x: math.exp(x) if x < 709 else math.inf,
@@ -64,10 +78,12 @@ class PythonRenderer(Renderer):
 
     def binary(self, op, a, b, dtype):
         if op == "div":
-            return f"({a} / {b})" if is_float(dtype) else f"_tdiv({a}, {b})"
-        if op in ("min", "max"):
-            return f"_f{op}({a}, {b})" if is_float(dtype) else f"_{op}({a}, {b})"
-        return super().binary(op, a, b, dtype)
+            text = f"({a} / {b})" if is_float(dtype) else f"_tdiv({a}, {b})"
+        elif op in ("min", "max"):
+            text = f"_f{op}({a}, {b})" if is_float(dtype) else f"_{op}({a}, {b})"
+        else:
+            text = super().binary(op, a, b, dtype)
+        return f"_f32({text})" if dtype == "float32" else text
 
     def constant(self, value, dtype):
         if isinstance(value, float) and (value != value or value in (math.inf, -math.inf)):
@@ -75,6 +91,8 @@ class PythonRenderer(Renderer):
         return repr(value)
 
     def cast(self, x, src, dst):
+        if dst == "float32":
+            return f"_f32(float({x}))"
         if is_float(dst):
             return f"float({x})"
         if dst == "bool":
@@ -82,7 +100,8 @@ class PythonRenderer(Renderer):
         return f"_int({x})" if is_float(src) else f"int({x})"
 
     def intrinsic(self, name, args, dtype):
-        return self.INTRINSICS[name].format(*args)
+        text = self.INTRINSICS[name].format(*args)
+        return f"_f32({text})" if dtype == "float32" else text
 
 
 def render_python(program: TensorProgram) -> str:
@@ -94,7 +113,8 @@ def render_python(program: TensorProgram) -> str:
         pad = "    " * depth
         if isinstance(s, Store):
             target = f"{r.name(s.buffer, s.buffer.name)}[{r.expr(s.buffer.flat_index(s.indices))}]"
-            lines.append(f"{pad}{target} = {r.expr(s.value)}")
+            value = r.expr(s.value)
+            lines.append(f"{pad}{target} = {'_f32(' + value + ')' if s.buffer.dtype == 'float32' else value}")
         elif isinstance(s, For):
             lines.append(f"{pad}for {r.name(s.var, s.var.name)} in range({r.int_expr(s.extent)}):")
             emit(s.body, depth + 1)

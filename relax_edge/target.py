@@ -1,0 +1,181 @@
+"""Targets and boards.
+
+A **target** is what the compiler needs: triples (GNU for the toolchain,
+LLVM for llvmlite), CPU, features, vector width, float ABI, operating system
+(linux / android / none), compiler and flags. A **board** is a target plus how
+to reach it: a transport (local, qemu, ssh, adb) and its connection fields.
+
+Boards are YAML files in `boards/` (or any path), loaded with
+`yaml.safe_load` and validated: an unknown key, a missing field, a bad triple
+or an absent toolchain gets a message naming the file, the field and what to
+do about it. The default board, where none is named, is `qemu-aarch64`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+from pathlib import Path
+
+import yaml
+
+from .errors import RelaxEdgeError
+
+BOARDS_DIR = Path(__file__).resolve().parent.parent / "boards"
+DEFAULT_BOARD = "qemu-aarch64"
+
+TRANSPORTS = ("local", "qemu", "ssh", "adb")
+OPERATING_SYSTEMS = ("linux", "android", "none")
+FLOAT_ABIS = ("hard", "softfp", "soft")
+_TRIPLE = re.compile(r"^[a-z0-9_]+(-[a-z0-9_.]+){1,3}$")
+
+
+class BoardError(RelaxEdgeError):
+    """A board file is invalid, or its toolchain is missing."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    triple: str                      # GNU triple of the toolchain, or "native"
+    llvm_triple: str                 # four-part LLVM triple
+    os: str = "linux"
+    cpu: str = "generic"
+    features: tuple = ()
+    vector_bits: int = 0
+    float_abi: str = "hard"
+    compiler: str = "cc"
+    cflags: tuple = ()
+    ldflags: tuple = ()
+    size_tool: str = "size"
+    packages: tuple = ()             # Debian packages that provide the toolchain
+
+    @property
+    def freestanding(self) -> bool:
+        return self.os == "none"
+
+
+@dataclasses.dataclass(frozen=True)
+class Board:
+    name: str
+    description: str
+    target: Target
+    transport: str
+    path: str
+    qemu: dict = dataclasses.field(default_factory=dict)
+    ssh: dict = dataclasses.field(default_factory=dict)
+    adb: dict = dataclasses.field(default_factory=dict)
+    timeout_s: float = 120.0
+
+
+# field -> (required, type, allowed values or None)
+_TARGET_FIELDS = {
+    "triple": (True, str, None), "llvm_triple": (True, str, None), "os": (True, str, OPERATING_SYSTEMS),
+    "cpu": (False, str, None), "features": (False, list, None), "vector_bits": (False, int, None),
+    "float_abi": (False, str, FLOAT_ABIS), "compiler": (True, str, None), "cflags": (False, list, None),
+    "ldflags": (False, list, None), "size_tool": (False, str, None), "packages": (False, list, None),
+}
+_BOARD_FIELDS = {
+    "name": (True, str, None), "description": (False, str, None), "target": (True, dict, None),
+    "transport": (True, str, TRANSPORTS), "qemu": (False, dict, None), "ssh": (False, dict, None),
+    "adb": (False, dict, None), "timeout_s": (False, (int, float), None),
+}
+_TRANSPORT_FIELDS = {
+    "qemu": {"command": (True, list, None), "system": (False, bool, None)},
+    "ssh": {"host": (True, str, None), "port": (False, int, None), "user": (True, str, None),
+            "key": (False, str, None), "workdir": (True, str, None), "known_hosts": (False, str, None),
+            "trust_on_first_use": (False, bool, None), "command_prefix": (False, list, None)},
+    "adb": {"serial": (False, str, None), "workdir": (True, str, None)},
+    "local": {},
+}
+
+
+def _check(where: str, data: dict, fields: dict) -> None:
+    if not isinstance(data, dict):
+        raise BoardError(f"{where}: expected a mapping, got {type(data).__name__}")
+    for key in data:
+        if key not in fields:
+            raise BoardError(f"{where}: unknown field '{key}' (known: {', '.join(fields)})")
+    for key, (required, kind, allowed) in fields.items():
+        if key not in data:
+            if required:
+                raise BoardError(f"{where}: missing field '{key}'")
+            continue
+        value = data[key]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            name = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            raise BoardError(f"{where}: field '{key}' must be a {name}, got {value!r}")
+        if allowed is not None and value not in allowed:
+            raise BoardError(f"{where}: field '{key}' is {value!r}; choose one of {', '.join(allowed)}")
+
+
+def _parse(path: Path, data) -> Board:
+    where = str(path)
+    _check(where, data, _BOARD_FIELDS)
+    _check(f"{where}: target", data["target"], _TARGET_FIELDS)
+    t = data["target"]
+    for key in ("triple", "llvm_triple"):
+        if t[key] != "native" and not _TRIPLE.match(t[key]):
+            raise BoardError(f"{where}: target.{key} {t[key]!r} is not a target triple "
+                             "(like aarch64-linux-gnu or aarch64-unknown-linux-gnu)")
+    if t["llvm_triple"] != "native" and len(t["llvm_triple"].split("-")) != 4:
+        raise BoardError(f"{where}: target.llvm_triple {t['llvm_triple']!r} must have four parts "
+                         "(arch-vendor-os-abi, e.g. armv7-unknown-linux-gnueabihf): short triples give wrong code")
+    transport = data["transport"]
+    if transport != "local" and transport not in data:
+        raise BoardError(f"{where}: transport is {transport} but the '{transport}' section is missing")
+    for name in ("qemu", "ssh", "adb"):
+        if name in data:
+            _check(f"{where}: {name}", data[name], _TRANSPORT_FIELDS[name])
+    target = Target(**{k: tuple(v) if isinstance(v, list) else v for k, v in t.items()})
+    return Board(name=data["name"], description=data.get("description", ""), target=target,
+                 transport=transport, path=where, qemu=data.get("qemu", {}), ssh=data.get("ssh", {}),
+                 adb=data.get("adb", {}), timeout_s=float(data.get("timeout_s", 120.0)))
+
+
+def load_board(name_or_path) -> Board:
+    """A board by name (boards/NAME.yaml) or by YAML path."""
+    if isinstance(name_or_path, Board):
+        return name_or_path
+    text = str(name_or_path)
+    path = Path(text)
+    if not (text.endswith((".yaml", ".yml")) or os.sep in text):
+        path = BOARDS_DIR / f"{text}.yaml"
+        if not path.exists():
+            raise BoardError(f"unknown board {text!r}; known boards: {', '.join(board_names())} "
+                             "(or give a path to a board YAML file)")
+    if not path.exists():
+        raise BoardError(f"{path}: no such board file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise BoardError(f"{path}: not valid YAML ({err})") from None
+    return _parse(path, data)
+
+
+def board_names() -> list:
+    return sorted(p.stem for p in BOARDS_DIR.glob("*.yaml"))
+
+
+def toolchain_problems(board: Board) -> list:
+    """What is missing to build for and run on this board, with what to install."""
+    t = board.target
+    problems = []
+    hint = f" (apt-get install {' '.join(t.packages)})" if t.packages else ""
+    if not shutil.which(t.compiler):
+        problems.append(f"compiler {t.compiler} not found{hint}")
+    if board.transport == "qemu":
+        emulator = board.qemu["command"][0]
+        if not shutil.which(emulator):
+            package = "qemu-system-arm" if "system" in emulator else "qemu-user"
+            problems.append(f"emulator {emulator} not found (apt-get install {package})")
+    if board.transport == "adb" and not shutil.which("adb"):
+        problems.append("adb not found (apt-get install adb)")
+    return problems
+
+
+def require_toolchain(board: Board) -> None:
+    problems = toolchain_problems(board)
+    if problems:
+        raise BoardError(f"board {board.name} ({board.path}): " + "; ".join(problems))
