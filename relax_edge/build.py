@@ -1,16 +1,17 @@
 """Build a module into an artifact: generated C plus the runtime, compiled
 with the board's toolchain.
 
-    art = rxe.build(mod, board="host", backend="c", out_dir="build/mlp")
+    art = rxe.build(mod, board="qemu-aarch64", backend="c", out_dir="build/mlp")
 
 The output directory keeps everything a user needs to embed the model:
-PREFIX.c / PREFIX.h / PREFIX_weights.{S,bin}, a shared library (loaded by
-`rxe.connect(...).load(art)`), a static library with the runtime inside,
-and `artifact.json` describing the signature. Files are written atomically.
-A build directory is reused: an unchanged model is not recompiled (the
-build is keyed by a hash of the sources and flags).
-
-Boards other than `host` arrive with cross-compilation support.
+PREFIX.c / PREFIX.h / PREFIX_weights.{S,bin}, a static library with the
+runtime inside (libPREFIX.a), a shared library on Linux targets
+(libPREFIX.so; the host loads it in process), the runner executable that runs
+the model on tensor files (PREFIX_runner, what emulators and boards run),
+and `artifact.json`. Files are written atomically. An unchanged model is not
+recompiled: the build is keyed by a hash of the sources, the board and the
+flags. Object sizes (.text, .data, .bss) of the model and the runtime are
+recorded on the artifact.
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ from pathlib import Path
 
 from .errors import RelaxEdgeError
 from .ir.expr import Call, IRModule
+from .target import DEFAULT_BOARD, Board, load_board, require_toolchain
 
 RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime_c"
 RUNTIME_SOURCES = ("status.c", "check.c", "module.c", "math.c")  # runtime_c/src, the core
+RUNNER_SOURCE = RUNTIME_DIR / "tools" / "runner.c"
 
 
 class BuildError(RelaxEdgeError):
@@ -43,20 +46,26 @@ class Artifact:
     prefix: str
     board: str
     backend: str
-    shared_library: Path
+    shared_library: Path | None
     static_library: Path
     header: Path
     signature: dict
     build_seconds: float = 0.0
     cached: bool = False
-    source: dict | None = None   # how the module was imported, for `relax-edge run --check`
+    source: dict | None = None           # how the module was imported, for `relax-edge run --check`
     workspace_bytes: int | None = None   # the fixed arena when every size is bounded
     memory_plan: str = ""                # the plan dump (relax-edge compile --show-memory)
+    runner: Path | None = None           # the executable that runs the model on tensor files
+    sizes: dict | None = None            # {"model": {"text":..}, "runtime": {...}} in bytes
+    board_file: str = ""
+
+    _PATHS = ("shared_library", "static_library", "header", "runner")
 
     def to_json(self) -> dict:
         d = dataclasses.asdict(self)
-        for k in ("out_dir", "shared_library", "static_library", "header"):
-            d[k] = str(Path(d[k]).relative_to(self.out_dir)) if k != "out_dir" else "."
+        d["out_dir"] = "."
+        for k in self._PATHS:
+            d[k] = None if d[k] is None else str(Path(d[k]).relative_to(self.out_dir))
         return d
 
     @classmethod
@@ -68,8 +77,8 @@ class Artifact:
             raise BuildError(f"{out_dir}: no artifact.json (is this a relax-edge build directory?)")
         d = json.loads(meta.read_text())
         d["out_dir"] = out_dir
-        for k in ("shared_library", "static_library", "header"):
-            d[k] = out_dir / d[k]
+        for k in cls._PATHS:
+            d[k] = None if d.get(k) is None else out_dir / d[k]
         d["cached"] = True
         return cls(**d)
 
@@ -112,19 +121,54 @@ def host_compiler() -> str:
 
 
 def _run(cmd, what: str) -> None:
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-25:]
         raise BuildError(f"{what} failed ({' '.join(str(c) for c in cmd[:3])} ...):\n" + "\n".join(tail))
+
+
+def _archiver(cc: str) -> str:
+    """The `ar` of the compiler's binutils (aarch64-linux-gnu-gcc -> aarch64-linux-gnu-ar)."""
+    if cc.endswith("gcc") and shutil.which(cc[:-3] + "ar"):
+        return cc[:-3] + "ar"
+    return "ar"
 
 
 def cache_root() -> Path:
     return Path(os.environ.get("RXE_CACHE_DIR", Path.home() / ".cache" / "relax_edge"))
 
 
-def runtime_objects_for(cc: str, cflags: list) -> list:
+@dataclasses.dataclass(frozen=True)
+class Toolchain:
+    """How to compile for one board."""
+    cc: str
+    cflags: tuple        # for the model and the runtime
+    ldflags: tuple
+    size_tool: str
+    shared: bool         # can build a shared library
+    local: bool          # runs in this process (host)
+
+    @classmethod
+    def for_board(cls, board: Board, opt_level: str | None = None) -> "Toolchain":
+        t = board.target
+        local = board.transport == "local"
+        cc = host_compiler() if t.compiler == "cc" and local else t.compiler
+        flags = [f for f in t.cflags if not (opt_level and f.startswith("-O"))]
+        if opt_level:
+            flags.insert(0, opt_level)
+        base = ["-std=c99", "-Wall", "-Wextra", f"-I{RUNTIME_DIR / 'include'}"]
+        if t.freestanding:
+            base += ["-DRXE_NO_LIBM", "-ffunction-sections", "-fdata-sections"]
+        else:
+            base.append("-fPIC")
+        size_tool = t.size_tool if shutil.which(t.size_tool) else "size"
+        return cls(cc, tuple(base + flags), tuple(t.ldflags), size_tool, not t.freestanding, local)
+
+
+def runtime_objects_for(cc: str, cflags) -> list:
     """The runtime's object files for this compiler and flags, compiled once
     into the cache (keyed by a hash of the sources and flags)."""
+    cflags = list(cflags)
     digest = hashlib.sha256(" ".join([cc] + cflags).encode())
     for path in sorted((RUNTIME_DIR / "src").glob("*.c")) + sorted((RUNTIME_DIR / "include").rglob("*.h")):
         digest.update(path.read_bytes())
@@ -142,14 +186,29 @@ def runtime_objects_for(cc: str, cflags: list) -> list:
     return objects
 
 
-def build(mod: IRModule, board: str = "host", backend: str = "c", out_dir=None, name: str = "model",
-          opt_level: str = "-O2", quiet: bool = True, source: dict | None = None) -> Artifact:
-    """Compile `mod` for `board` into `out_dir` and return the Artifact."""
+def object_sizes(size_tool: str, objects) -> dict:
+    """Summed .text, .data and .bss of object files (Berkeley `size`)."""
+    proc = subprocess.run([size_tool, *map(str, objects)], capture_output=True, text=True)
+    total = {"text": 0, "data": 0, "bss": 0}
+    if proc.returncode != 0:
+        return total
+    for line in proc.stdout.splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 3 and parts[0].isdigit():
+            for key, value in zip(("text", "data", "bss"), parts[:3]):
+                total[key] += int(value)
+    return total
+
+
+def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, name: str = "model",
+          opt_level: str | None = None, quiet: bool = True, source: dict | None = None) -> Artifact:
+    """Compile `mod` for `board` (a name or a YAML path) into `out_dir`."""
     from .codegen.c.module import generate_c
+    from .memory import dump_plan
     from .transform.legalize import legalize
 
-    if board != "host":
-        raise BuildError(f"board {board!r} is not available yet: this version builds for the host board only")
+    board = load_board(board)
+    require_toolchain(board)
     if backend != "c":
         raise BuildError(f"backend {backend!r} is not available yet: this version has the C backend only")
     start = time.perf_counter()
@@ -161,65 +220,83 @@ def build(mod: IRModule, board: str = "host", backend: str = "c", out_dir=None, 
     _progress("generating C", quiet)
     sources = generate_c(mod, name)
     prefix = sources.prefix
-    cc = host_compiler()
-    cflags = ["-std=c99", opt_level, "-fPIC", "-Wall", "-Wextra", f"-I{RUNTIME_DIR / 'include'}"]
+    tc = Toolchain.for_board(board, opt_level)
     digest = hashlib.sha256()
     for fname in sorted(sources.files):
         digest.update(sources.files[fname].encode())
     digest.update(sources.weights)
-    digest.update(" ".join([cc] + cflags).encode())
-    for path in sorted((RUNTIME_DIR / "src").glob("*.c")) + sorted((RUNTIME_DIR / "include").rglob("*.h")):
+    digest.update(repr((board.name, tc)).encode())
+    for path in [*sorted((RUNTIME_DIR / "src").glob("*.c")), *sorted((RUNTIME_DIR / "include").rglob("*.h")),
+                 RUNNER_SOURCE]:
         digest.update(path.read_bytes())
     key = digest.hexdigest()[:16]
 
-    shared = out_dir / f"lib{prefix}.so"
+    shared = out_dir / f"lib{prefix}.so" if tc.shared else None
     static = out_dir / f"lib{prefix}.a"
-    from .memory import dump_plan
-    artifact = Artifact(out_dir, prefix, board, backend, shared, static, out_dir / f"{prefix}.h",
-                        sources.signature, source=source,
-                        workspace_bytes=sources.signature["main"]["fixed_workspace_bytes"],
-                        memory_plan=dump_plan(sources.plans["main"]))
+    runner = out_dir / (f"{prefix}_runner" + (".elf" if board.target.freestanding else ""))
+    main_sig = sources.signature["main"]
+    artifact = Artifact(out_dir, prefix, board.name, backend, shared, static, out_dir / f"{prefix}.h",
+                        sources.signature, source=source, workspace_bytes=main_sig["fixed_workspace_bytes"],
+                        memory_plan=dump_plan(sources.plans["main"]), runner=runner, board_file=board.path)
     stamp = out_dir / ".build-key"
-    if stamp.exists() and stamp.read_text() == key and shared.exists() and static.exists():
+    meta = out_dir / "artifact.json"
+    if stamp.exists() and stamp.read_text() == key and meta.exists() and static.exists() and runner.exists():
         artifact.cached = True
+        artifact.sizes = json.loads(meta.read_text()).get("sizes")
         artifact.build_seconds = time.perf_counter() - start
-        write_atomic(out_dir / "artifact.json", json.dumps(artifact.to_json(), indent=1))
+        write_atomic(meta, json.dumps(artifact.to_json(), indent=1))
         _progress(f"{out_dir}: up to date", quiet)
         return artifact
 
     for fname, text in sources.files.items():
         write_atomic(out_dir / fname, text)
     write_atomic(out_dir / f"{prefix}_weights.bin", sources.weights)
-    runtime_objects = runtime_objects_for(cc, cflags)
-    _progress(f"compiling {prefix} with {cc} ({len(sources.weights) / 1e6:.1f} MB of constants)", quiet)
+    runtime_objects = runtime_objects_for(tc.cc, tc.cflags)
+    _progress(f"compiling {prefix} for {board.name} with {tc.cc} "
+              f"({len(sources.weights) / 1e6:.1f} MB of constants)", quiet)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".obj-") as objdir:
-        objects = []
+        objdir = Path(objdir)
+        model_objects = []
         for src in (out_dir / f"{prefix}.c", out_dir / f"{prefix}_weights.S"):
-            obj = Path(objdir) / f"{src.stem}{src.suffix.replace('.', '_')}.o"
+            obj = objdir / f"{src.stem}{src.suffix.replace('.', '_')}.o"
             extra = [f"-Wa,-I{out_dir}"] if src.suffix == ".S" else []
-            _run([cc, *cflags, *extra, "-c", str(src), "-o", str(obj)], f"compiling {src.name}")
-            objects.append(str(obj))
-        objects += [str(o) for o in runtime_objects]
-        tmp_shared = Path(objdir) / shared.name
-        _run([cc, "-shared", "-o", str(tmp_shared), *objects, "-lm"], "linking the shared library")
-        tmp_static = Path(objdir) / static.name
-        _run(["ar", "rcs", str(tmp_static), *objects], "archiving the static library")
-        os.replace(tmp_shared, shared)
-        os.replace(tmp_static, static)
+            _run([tc.cc, *tc.cflags, *extra, "-c", src, "-o", obj], f"compiling {src.name}")
+            model_objects.append(obj)
+        objects = model_objects + list(runtime_objects)
+        staged = []
+        if shared is not None:
+            _run([tc.cc, "-shared", "-o", objdir / shared.name, *objects, "-lm"], "linking the shared library")
+            staged.append((objdir / shared.name, shared))
+        _run([_archiver(tc.cc), "rcs", objdir / static.name, *objects], "archiving the static library")
+        staged.append((objdir / static.name, static))
+        runner_obj = objdir / "runner.o"
+        specs = [f for f in tc.ldflags if f.startswith("--specs")]  # the C library's headers (picolibc)
+        semihost = ["-DRXE_SEMIHOST"] if board.target.freestanding else []
+        _run([tc.cc, *tc.cflags, *specs, *semihost, f"-DRXE_MODULE={prefix}_module", "-c", RUNNER_SOURCE,
+              "-o", runner_obj],
+             "compiling the runner")
+        libm = [] if board.target.freestanding else ["-lm"]
+        _run([tc.cc, *tc.cflags, *tc.ldflags, "-o", objdir / runner.name, runner_obj, *objects, *libm],
+             "linking the runner")
+        staged.append((objdir / runner.name, runner))
+        artifact.sizes = {"model": object_sizes(tc.size_tool, model_objects),
+                          "runtime": object_sizes(tc.size_tool, runtime_objects)}
+        for tmp, final in staged:
+            os.replace(tmp, final)
     artifact.build_seconds = time.perf_counter() - start
-    write_atomic(out_dir / "artifact.json", json.dumps(artifact.to_json(), indent=1))
+    write_atomic(meta, json.dumps(artifact.to_json(), indent=1))
     write_atomic(stamp, key)
-    _progress(f"built {shared} in {artifact.build_seconds:.1f}s", quiet)
+    _progress(f"built {prefix} for {board.name} in {artifact.build_seconds:.1f}s", quiet)
     return artifact
 
 
 def build_runner(artifact: Artifact, out_path, cc: str | None = None, extra_cflags=(), extra_ldflags=()) -> Path:
-    """A standalone executable that runs the artifact's model on tensor files
-    (runtime_c/tools/runner.c); extra flags e.g. for sanitizers."""
+    """A host runner executable for the artifact's model, with extra flags
+    (e.g. sanitizers)."""
     cc = cc or host_compiler()
     out_path = Path(out_path)
     d = artifact.out_dir
-    sources = [d / f"{artifact.prefix}.c", d / f"{artifact.prefix}_weights.S", RUNTIME_DIR / "tools" / "runner.c"]
+    sources = [d / f"{artifact.prefix}.c", d / f"{artifact.prefix}_weights.S", RUNNER_SOURCE]
     sources += [RUNTIME_DIR / "src" / s for s in RUNTIME_SOURCES]
     cmd = [cc, "-std=c99", "-O1", "-g", f"-I{RUNTIME_DIR / 'include'}", f"-Wa,-I{d}",
            f"-DRXE_MODULE={artifact.prefix}_module", *extra_cflags, *map(str, sources), "-o", str(out_path),

@@ -1,8 +1,11 @@
 """The `relax-edge` command line.
 
-    relax-edge compile MODEL.onnx [--board host] [--backend c] [-o DIR] [--dim seq=1..512]
-    relax-edge run MODEL.onnx|DIR [--board host] [--inputs in.npz] [--dim seq=16] [--check] [--output out.npz]
+    relax-edge compile MODEL.onnx [--board B] [--backend c] [-o DIR] [--dim seq=1..512] [--show-memory]
+    relax-edge run MODEL.onnx|DIR [--board B] [--inputs in.npz] [--dim seq=16] [--check] [--output out.npz]
+    relax-edge boards [--check]
     relax-edge ops
+
+The board defaults to qemu-aarch64 (for `run DIR`, to the board it was built for).
 
 Long steps print progress on stderr. Errors print one line naming the
 problem and exit with status 1 (2 for usage errors).
@@ -23,7 +26,7 @@ import numpy as np
 from . import __version__
 from .errors import RelaxEdgeError
 
-DEFAULT_BOARD = "host"
+from .target import DEFAULT_BOARD  # noqa: E402
 
 
 def _say(msg: str) -> None:
@@ -62,12 +65,17 @@ def _compile(model: str, board: str, backend: str, out_dir, dims: dict, name: st
 
 
 def cmd_compile(args) -> int:
-    _, art = _compile(args.model, args.board, args.backend, args.output, parse_dims(args.dim), args.name)
+    _, art = _compile(args.model, args.board or DEFAULT_BOARD, args.backend, args.output, parse_dims(args.dim),
+                      args.name)
     sig = art.signature["main"]
     print(f"compiled {args.model} for {art.board} ({art.backend}) into {art.out_dir}")
     print("  inputs:  " + ", ".join(f"{i['name']}: {i['dtype']}{i['shape']}" for i in sig["inputs"]))
     print("  outputs: " + ", ".join(f"{o['dtype']}{o['shape']}" for o in sig["outputs"]))
     print(f"  library: {art.shared_library.name} (shared), {art.static_library.name} (static), header {art.header.name}")
+    if art.sizes:
+        m, r = art.sizes["model"], art.sizes["runtime"]
+        print(f"  size on {art.board}: model .text {m['text']} .data {m['data']} .bss {m['bss']}; "
+              f"runtime .text {r['text']} .data {r['data']} .bss {r['bss']} (bytes)")
     if art.workspace_bytes is not None:
         print(f"  workspace: a fixed arena of {art.workspace_bytes} bytes ({art.prefix.upper()}_WORKSPACE_BYTES)")
     else:
@@ -139,21 +147,23 @@ def cmd_run(args) -> int:
         art = Artifact.load(target)
     else:
         compile_dims = {k: v for k, v in dims.items() if isinstance(v, tuple)}
-        _, art = _compile(args.model, args.board, "c", args.build_dir, compile_dims, None)
-    if args.board != art.board:
-        raise RelaxEdgeError(f"{art.out_dir} was built for board {art.board}, not {args.board}")
+        _, art = _compile(args.model, args.board or DEFAULT_BOARD, "c", args.build_dir, compile_dims, None)
+    board = args.board or art.board
+    if board != art.board:
+        raise RelaxEdgeError(f"{art.out_dir} was built for board {art.board}, not {board}; "
+                             f"rebuild with relax-edge compile --board {board}")
     sizes = _default_sizes(art, {k: v for k, v in dims.items() if isinstance(v, int)})
     if args.inputs:
         inputs = _load_inputs(args.inputs, art.signature["main"])
     else:
         inputs = _random_inputs(art.signature["main"], sizes, args.seed)
         _say("random inputs with " + (", ".join(f"{k}={v}" for k, v in sizes.items()) or "static shapes"))
-    with connect(args.board) as dev:
+    with connect(art.board_file or board) as dev:
         loaded = dev.load(art)
         start = time.perf_counter()
         outputs = loaded.run(*inputs)
         ms = (time.perf_counter() - start) * 1e3
-    print(f"ran {art.prefix} on {args.board} in {ms:.2f} ms")
+    print(f"ran {art.prefix} on {board} in {ms:.2f} ms (wall clock, including the transfer)")
     for k, out in enumerate(outputs):
         flat = out.reshape(-1)
         print(f"  output {k}: {out.dtype}{tuple(out.shape)} first values {np.array2string(flat[:4], precision=4)}")
@@ -188,6 +198,25 @@ def _check(art, inputs, outputs) -> int:
     return 0 if ok else 1
 
 
+def cmd_boards(args) -> int:
+    from .target import board_names, load_board, toolchain_problems
+    failed = 0
+    for name in board_names():
+        try:
+            b = load_board(name)
+        except RelaxEdgeError as err:
+            print(f"{name:<16} INVALID: {err}")
+            failed += 1
+            continue
+        line = f"{b.name:<16} {b.transport:<6} {b.target.llvm_triple:<32} {b.description}"
+        if args.check:
+            problems = toolchain_problems(b)
+            line += "\n" + (" " * 17) + ("toolchain ok" if not problems else "MISSING: " + "; ".join(problems))
+            failed += bool(problems)
+        print(line)
+    return 1 if (args.check and failed) else 0
+
+
 def cmd_ops(args) -> int:
     from .op import OPS
     for name in sorted(OPS):
@@ -206,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compile", help="compile an ONNX model to a library for a board")
     p.add_argument("model", help="the ONNX file")
-    p.add_argument("--board", default=DEFAULT_BOARD, help=f"target board (default {DEFAULT_BOARD})")
+    p.add_argument("--board", help=f"a board name or YAML file (default {DEFAULT_BOARD})")
     p.add_argument("--backend", default="c", choices=["c"], help="code generator (default c)")
     p.add_argument("-o", "--output", help="output directory (default build/<model name>)")
     p.add_argument("--dim", action="append", metavar="NAME=LO..HI", help="bounds of a dynamic dimension")
@@ -216,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run a model (compiling it first if given an ONNX file)")
     p.add_argument("model", help="an ONNX file or a directory made by `relax-edge compile`")
-    p.add_argument("--board", default=DEFAULT_BOARD, help=f"target board (default {DEFAULT_BOARD})")
+    p.add_argument("--board", help="a board name or YAML file (default: the artifact's board)")
     p.add_argument("--inputs", help=".npz with one array per input (by input name)")
     p.add_argument("--dim", action="append", metavar="NAME=N", help="size of a dynamic dimension for random inputs")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
@@ -224,6 +253,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", help="write the outputs to this .npz")
     p.add_argument("--build-dir", help="where to compile an ONNX file (default build/<model name>)")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("boards", help="list the boards (boards/*.yaml)")
+    p.add_argument("--check", action="store_true", help="check each board's toolchain and emulator")
+    p.set_defaults(func=cmd_boards)
 
     p = sub.add_parser("ops", help="list the operators relax_edge knows")
     p.set_defaults(func=cmd_ops)

@@ -1,15 +1,23 @@
-"""Deploying and running artifacts: `connect(board)` gives a device session."""
+"""Deploying and running artifacts: `connect(board)` gives a device session
+for a board name or a board YAML path (default: qemu-aarch64)."""
 
 from __future__ import annotations
 
 from ..errors import RelaxEdgeError
+from ..target import DEFAULT_BOARD, load_board
+from .emulator import DeviceError, QemuDevice, RunnerModule
 from .host import HostDevice, LoadedModule, RuntimeCheckError
 
-__all__ = ["connect", "HostDevice", "LoadedModule", "RuntimeCheckError"]
+__all__ = ["connect", "HostDevice", "LoadedModule", "QemuDevice", "RunnerModule", "RuntimeCheckError",
+           "DeviceError"]
 
 
-def connect(board: str = "host"):
+def connect(board=DEFAULT_BOARD):
     """A session on `board` (use as a context manager)."""
-    if board == "host":
+    b = load_board(board)
+    if b.transport == "local":
         return HostDevice()
-    raise RelaxEdgeError(f"board {board!r} is not available yet: this version runs on the host board only")
+    if b.transport == "qemu":
+        return QemuDevice(b)
+    raise RelaxEdgeError(f"board {b.name}: the {b.transport} transport is not available yet "
+                         "(it arrives with the remote harness); use a qemu board or host")

@@ -4,18 +4,43 @@
  * sources and -DRXE_MODULE=<prefix>_module.
  *
  *   runner [-f FUNCTION] INPUTS.rxt OUTPUTS.rxt
+ *   runner [-f FUNCTION] -w SIZE...      prints "RXE_WORKSPACE <bytes>" for those sizes
  *
  * Tensor file: "RXT1", uint32 count, then per tensor: uint8 dtype code,
  * uint8 bits, uint16 ndim, int64 dims[ndim], the data (little-endian,
  * compact row-major). Prints "RXE_OK" on success; on a model error prints
  * "RXE_ERROR <status>: <message>" to stderr and exits with 3 (usage or I/O
  * errors exit with 2).
+ *
+ * On a microcontroller under semihosting (RXE_SEMIHOST), the command line
+ * comes from the host through SYS_GET_CMDLINE and files are the host's.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "relax_edge/runtime.h"
+
+#ifdef RXE_SEMIHOST
+#include <semihost.h>
+
+/* argv from the semihosting command line ("prog in.rxt out.rxt") */
+static int semihost_args(char*** out_argv) {
+  static char line[512];
+  static char* argv[8];
+  int argc = 0;
+  char* p = line;
+  if (sys_semihost_get_cmdline(line, (int)sizeof(line)) != 0) return 0;
+  while (*p && argc < 8) {
+    while (*p == ' ') *p++ = '\0';
+    if (!*p) break;
+    argv[argc++] = p;
+    while (*p && *p != ' ') ++p;
+  }
+  *out_argv = argv;
+  return argc;
+}
+#endif
 
 #ifndef RXE_MODULE
 #error "compile with -DRXE_MODULE=<prefix>_module"
@@ -124,19 +149,35 @@ int main(int argc, char** argv) {
   rxe_status_t st;
   int32_t k;
   int argi = 1, rc = 0;
+#ifdef RXE_SEMIHOST
+  argc = semihost_args(&argv);
+#endif
   if (argc > 2 && strcmp(argv[1], "-f") == 0) {
     fname = argv[2];
     argi = 3;
-  }
-  if (argc - argi != 2) {
-    fprintf(stderr, "usage: %s [-f FUNCTION] INPUTS.rxt OUTPUTS.rxt\n", argv[0]);
-    return 2;
   }
   if ((st = rxe_module_check(&RXE_MODULE, &err)) != RXE_OK) return model_error(st, &err);
   fn = rxe_module_find(&RXE_MODULE, fname);
   if (fn == NULL) {
     fprintf(stderr, "RXE_ERROR RXE_ERR_NOT_FOUND: no function %s\n", fname);
     return 3;
+  }
+  if (argc > argi && strcmp(argv[argi], "-w") == 0) {
+    int64_t values[16];
+    uint64_t bytes = 0;
+    int32_t i;
+    if (argc - argi - 1 != fn->num_sizes || fn->num_sizes > 16) {
+      fprintf(stderr, "RXE_ERROR RXE_ERR_ARGUMENT_COUNT: -w takes %d sizes\n", fn->num_sizes);
+      return 3;
+    }
+    for (i = 0; i < fn->num_sizes; ++i) values[i] = strtoll(argv[argi + 1 + i], NULL, 10);
+    if ((st = fn->workspace(values, &bytes, &err)) != RXE_OK) return model_error(st, &err);
+    printf("RXE_WORKSPACE %llu\n", (unsigned long long)bytes);
+    return 0;
+  }
+  if (argc - argi != 2) {
+    fprintf(stderr, "usage: %s [-f FUNCTION] INPUTS.rxt OUTPUTS.rxt | -w SIZE...\n", argv[0]);
+    return 2;
   }
   memset(&in, 0, sizeof(in));
   memset(&out, 0, sizeof(out));

@@ -34,7 +34,7 @@ def test_generated_c_compiles_with_werror(compiler, tmp_path):
 
 def test_weights_are_binary_not_literals(tmp_path):
     weights = cnn_weights()
-    art = rxe.build(build_cnn(weights), out_dir=tmp_path, name="cnn")
+    art = rxe.build(build_cnn(weights), board="host", out_dir=tmp_path, name="cnn")
     blob = (tmp_path / "cnn_weights.bin").read_bytes()
     c_text = (tmp_path / "cnn.c").read_text()
     # every constant's bytes are in the blob, and the C source holds no weight values
@@ -53,4 +53,4 @@ def test_operator_without_legalization_is_a_compile_error(tmp_path):
     mod = rxe.from_onnx(model)
     assert rxe.interpret(mod, np.array([0, 1, 2], np.float32)).tolist() == [[1, 2]]
     with pytest.raises(LegalizeError, match=r"no legalization for: nonzero \(1 call\)"):
-        rxe.build(mod, out_dir=tmp_path, name="nz")
+        rxe.build(mod, board="host", out_dir=tmp_path, name="nz")

@@ -25,9 +25,9 @@ from tests.onnx_models import get_model
 def bert(tmp_path_factory):
     path, spec = get_model("bert")
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    bounded = rxe.build(rxe.from_onnx(str(path), dim_bounds={"seq": 64}),
+    bounded = rxe.build(rxe.from_onnx(str(path), dim_bounds={"seq": 64}), board="host",
                         out_dir=tmp_path_factory.mktemp("bounded"), name="bert")
-    symbolic = rxe.build(rxe.from_onnx(str(path)), out_dir=tmp_path_factory.mktemp("symbolic"), name="bert")
+    symbolic = rxe.build(rxe.from_onnx(str(path)), board="host", out_dir=tmp_path_factory.mktemp("symbolic"), name="bert")
     return spec, session, bounded, symbolic
 
 
@@ -84,7 +84,7 @@ def test_bounded_model_under_address_sanitizer(bert, tmp_path):
 
 def test_no_allocation_on_the_run_path(tmp_path):
     """The compiled model and the runtime reference no allocator at all."""
-    art = rxe.build(build_cnn(cnn_weights()), out_dir=tmp_path, name="cnn")
+    art = rxe.build(build_cnn(cnn_weights()), board="host", out_dir=tmp_path, name="cnn")
     cc = host_compiler()
     objects = []
     for src in [art.out_dir / "cnn.c", *[RUNTIME_DIR / "src" / s for s in RUNTIME_SOURCES]]:

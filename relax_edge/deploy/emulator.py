@@ -1,0 +1,155 @@
+"""Running artifacts under QEMU: the model's runner executable on tensor
+files in a work directory.
+
+    with rxe.connect("qemu-aarch64") as dev:
+        m = dev.load(art)
+        outs = m.run(x)
+
+Linux boards run under qemu-user (`qemu-aarch64 -L <sysroot> runner in out`);
+microcontroller boards under qemu-system-arm with semihosting (the runner
+reads and writes the host's files). Every run has a timeout; a model error
+comes back as RuntimeCheckError with the runtime's status and message, a
+crash or a timeout as DeviceError with the tail of what the device printed.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ..errors import RelaxEdgeError
+from ..target import Board, require_toolchain
+from . import tensorfile
+from .host import RuntimeCheckError
+
+_ERROR = re.compile(r"RXE_ERROR (RXE_\w+): (.*)")
+
+
+class DeviceError(RelaxEdgeError):
+    """The device or emulator failed: a crash, a timeout, a missing file."""
+
+
+def _tail(text: str, lines: int = 12) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+class RunnerModule:
+    """A model loaded on a device that runs its runner executable."""
+
+    def __init__(self, device: "QemuDevice", artifact, function: str = "main"):
+        self.device = device
+        self.artifact = artifact
+        self.function = function
+        self.signature = artifact.signature[function]
+        self.runner = device.stage(artifact.runner)
+
+    def _call(self, args: list) -> subprocess.CompletedProcess:
+        return self.device.execute(self.runner, ["-f", self.function, *args] if self.function != "main" else args)
+
+    def run(self, *inputs) -> list:
+        names = [i["name"] for i in self.signature["inputs"]]
+        if len(inputs) != len(names):
+            raise RuntimeCheckError(1, f"takes {len(names)} inputs ({', '.join(names)}), got {len(inputs)}")
+        work = self.device.workdir
+        (work / "in.rxt").write_bytes(tensorfile.encode(list(inputs)))
+        out = work / "out.rxt"
+        out.unlink(missing_ok=True)
+        self._check(self._call(["in.rxt", "out.rxt"]))
+        if not out.exists():
+            raise DeviceError(f"{self.device.board.name}: the runner wrote no outputs")
+        return tensorfile.decode(out.read_bytes())
+
+    def workspace_bytes(self, **sizes) -> int:
+        names = self.signature.get("sizes", [])
+        if sorted(sizes) != sorted(names):
+            raise RelaxEdgeError(f"workspace_bytes takes the sizes {', '.join(names) or '(none)'}")
+        proc = self._call(["-w", *[str(int(sizes[n])) for n in names]])
+        self._check(proc)
+        match = re.search(r"RXE_WORKSPACE (\d+)", proc.stdout + proc.stderr)
+        if not match:
+            raise DeviceError(f"{self.device.board.name}: no workspace size in the runner's answer")
+        return int(match.group(1))
+
+    def _check(self, proc: subprocess.CompletedProcess) -> None:
+        text = proc.stdout + proc.stderr
+        if proc.returncode == 0:
+            return
+        match = _ERROR.search(text)
+        if proc.returncode == 3 and match:
+            status = next((k for k, v in _status_names().items() if v == match.group(1)), 10)
+            raise RuntimeCheckError(status, match.group(2).strip())
+        if proc.returncode < 0 or proc.returncode > 128:
+            signum = -proc.returncode if proc.returncode < 0 else proc.returncode - 128
+            try:
+                name = signal.Signals(signum).name
+            except ValueError:
+                name = f"signal {signum}"
+            raise DeviceError(f"{self.device.board.name}: the model crashed with {name}:\n{_tail(text)}")
+        raise DeviceError(f"{self.device.board.name}: the runner failed (exit {proc.returncode}):\n{_tail(text)}")
+
+
+def _status_names():
+    from ..codegen.abi import STATUS_NAMES
+    return STATUS_NAMES
+
+
+class QemuDevice:
+    """A board emulated by QEMU on this machine."""
+
+    def __init__(self, board: Board):
+        require_toolchain(board)
+        self.board = board
+        self._tmp = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    @property
+    def workdir(self) -> Path:
+        if self._tmp is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix=f"relax-edge-{self.board.name}-")
+        return Path(self._tmp.name)
+
+    def close(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def stage(self, path: Path) -> Path:
+        """Copy a file into the work directory (the emulator's view)."""
+        target = self.workdir / Path(path).name
+        shutil.copy2(path, target)
+        return target
+
+    def command(self, program: Path, args: list) -> list:
+        cmd = list(self.board.qemu["command"])
+        if self.board.qemu.get("system"):
+            semihosting = ",".join(["enable=on", "target=native", f"arg={program.name}", *[f"arg={a}" for a in args]])
+            return cmd + ["-semihosting-config", semihosting, "-kernel", str(program)]
+        return cmd + [str(program), *args]
+
+    def execute(self, program: Path, args: list) -> subprocess.CompletedProcess:
+        cmd = self.command(program, args)
+        try:
+            return subprocess.run(cmd, cwd=self.workdir, capture_output=True, text=True,
+                                  timeout=self.board.timeout_s)
+        except subprocess.TimeoutExpired as err:
+            out = (err.stdout or b"").decode(errors="replace") if isinstance(err.stdout, bytes) else (err.stdout or "")
+            raise DeviceError(f"{self.board.name}: no answer within {self.board.timeout_s:.0f}s; the emulator "
+                              f"was stopped (raise timeout_s in {self.board.path} for slow models)\n{_tail(out)}") \
+                from None
+
+    def load(self, artifact, function: str = "main") -> RunnerModule:
+        if artifact.board != self.board.name:
+            raise RelaxEdgeError(f"artifact built for board {artifact.board}, not {self.board.name}")
+        if artifact.runner is None or not Path(artifact.runner).exists():
+            raise RelaxEdgeError(f"{artifact.out_dir}: the artifact has no runner executable; rebuild it")
+        return RunnerModule(self, artifact, function)
