@@ -26,7 +26,7 @@ import numpy as np
 from . import __version__
 from .errors import RelaxEdgeError
 
-from .target import DEFAULT_BOARD  # noqa: E402
+from .target import DEFAULT_BOARD, load_board  # noqa: E402
 
 
 def _say(msg: str) -> None:
@@ -148,7 +148,7 @@ def cmd_run(args) -> int:
     else:
         compile_dims = {k: v for k, v in dims.items() if isinstance(v, tuple)}
         _, art = _compile(args.model, args.board or DEFAULT_BOARD, "c", args.build_dir, compile_dims, None)
-    board = args.board or art.board
+    board = load_board(args.board).name if args.board else art.board
     if board != art.board:
         raise RelaxEdgeError(f"{art.out_dir} was built for board {art.board}, not {board}; "
                              f"rebuild with relax-edge compile --board {board}")
@@ -158,7 +158,7 @@ def cmd_run(args) -> int:
     else:
         inputs = _random_inputs(art.signature["main"], sizes, args.seed)
         _say("random inputs with " + (", ".join(f"{k}={v}" for k, v in sizes.items()) or "static shapes"))
-    with connect(art.board_file or board) as dev:
+    with connect(args.board or art.board_file or board) as dev:
         loaded = dev.load(art)
         start = time.perf_counter()
         outputs = loaded.run(*inputs)

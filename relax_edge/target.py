@@ -91,6 +91,10 @@ _TRANSPORT_FIELDS = {
 }
 
 
+_TYPE_NAMES = {str: "a string", int: "an integer", bool: "true or false", list: "a list", dict: "a mapping",
+               (int, float): "a number"}
+
+
 def _check(where: str, data: dict, fields: dict) -> None:
     if not isinstance(data, dict):
         raise BoardError(f"{where}: expected a mapping, got {type(data).__name__}")
@@ -103,11 +107,14 @@ def _check(where: str, data: dict, fields: dict) -> None:
                 raise BoardError(f"{where}: missing field '{key}'")
             continue
         value = data[key]
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            name = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-            raise BoardError(f"{where}: field '{key}' must be a {name}, got {value!r}")
+        numeric = kind is int or kind == (int, float)
+        if not isinstance(value, kind) or (numeric and isinstance(value, bool)):
+            name = _TYPE_NAMES.get(kind, getattr(kind, "__name__", "value"))
+            raise BoardError(f"{where}: field '{key}' must be {name}, got {value!r}")
         if allowed is not None and value not in allowed:
             raise BoardError(f"{where}: field '{key}' is {value!r}; choose one of {', '.join(allowed)}")
+        if kind is list and not all(isinstance(item, str) for item in value):
+            raise BoardError(f"{where}: field '{key}' must be a list of strings, got {value!r}")
 
 
 def _parse(path: Path, data) -> Board:
@@ -128,6 +135,10 @@ def _parse(path: Path, data) -> Board:
     for name in ("qemu", "ssh", "adb"):
         if name in data:
             _check(f"{where}: {name}", data[name], _TRANSPORT_FIELDS[name])
+    if "qemu" in data and not data["qemu"]["command"]:
+        raise BoardError(f"{where}: field 'qemu.command' is empty; give the emulator and its arguments")
+    if "timeout_s" in data and data["timeout_s"] <= 0:
+        raise BoardError(f"{where}: field 'timeout_s' must be positive, got {data['timeout_s']!r}")
     target = Target(**{k: tuple(v) if isinstance(v, list) else v for k, v in t.items()})
     return Board(name=data["name"], description=data.get("description", ""), target=target,
                  transport=transport, path=where, qemu=data.get("qemu", {}), ssh=data.get("ssh", {}),
@@ -145,12 +156,16 @@ def load_board(name_or_path) -> Board:
         if not path.exists():
             raise BoardError(f"unknown board {text!r}; known boards: {', '.join(board_names())} "
                              "(or give a path to a board YAML file)")
-    if not path.exists():
-        raise BoardError(f"{path}: no such board file")
+    path = path.resolve()
+    if not path.is_file():
+        raise BoardError(f"{path}: no such board file" if not path.exists() else f"{path}: not a file")
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as err:
-        raise BoardError(f"{path}: not valid YAML ({err})") from None
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or "syntax error"
+        raise BoardError(f"{path}: not valid YAML{where} ({problem})") from None
     return _parse(path, data)
 
 

@@ -56,15 +56,17 @@ def check_legalized(templates, dtypes, build, sizes_list, make_arrays=None, rtol
     return lowered
 
 
-def check_compiled(templates, dtypes, build, sizes_list, out_dir, make_arrays=None, rtol=1e-5, atol=1e-6):
-    """Compile a one-operator module to C for the host once, run it at every
-    size, and compare with the numpy reference."""
+def check_compiled(templates, dtypes, build, sizes_list, out_dir, make_arrays=None, rtol=1e-5, atol=1e-6,
+                   board="host"):
+    """Compile a one-operator module to C for `board` once, run it there at
+    every size, and compare with the numpy reference."""
     mod = one_op_module(templates, dtypes, build)
-    art = rxe.build(mod, board="host", backend="c", out_dir=out_dir, name="op")
-    loaded = rxe.connect("host").load(art)
-    for k, sizes in enumerate(sizes_list):
-        arrays = (make_arrays or random_arrays)(templates, dtypes, sizes, k)
-        expected = rxe.interpret(mod, *arrays)
-        (actual,) = loaded.run(*arrays)
-        assert actual.shape == expected.shape and actual.dtype == expected.dtype, (actual.shape, expected.shape)
-        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+    art = rxe.build(mod, board=board, backend="c", out_dir=out_dir, name="op")
+    with rxe.connect(board) as dev:
+        loaded = dev.load(art)
+        for k, sizes in enumerate(sizes_list):
+            arrays = (make_arrays or random_arrays)(templates, dtypes, sizes, k)
+            expected = rxe.interpret(mod, *arrays)
+            (actual,) = loaded.run(*arrays)
+            assert actual.shape == expected.shape and actual.dtype == expected.dtype, (actual.shape, expected.shape)
+            np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
