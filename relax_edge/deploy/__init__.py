@@ -19,5 +19,8 @@ def connect(board=DEFAULT_BOARD):
         return HostDevice()
     if b.transport == "qemu":
         return QemuDevice(b)
-    raise RelaxEdgeError(f"board {b.name}: the {b.transport} transport is not available yet "
-                         "(it arrives with the remote harness); use a qemu board or host")
+    if b.transport == "ssh":
+        from .ssh import SshDevice
+        return SshDevice(b)
+    raise RelaxEdgeError(f"board {b.name}: the {b.transport} transport is not available yet; "
+                         "use an ssh, qemu or host board")

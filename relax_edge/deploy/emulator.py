@@ -38,7 +38,10 @@ def _tail(text: str, lines: int = 12) -> str:
 
 
 class RunnerModule:
-    """A model loaded on a device that runs its runner executable."""
+    """A model loaded on a device that runs its runner executable on tensor
+    files. The device provides: stage(local path) -> program, write(name,
+    bytes), read(name) -> bytes | None, execute(program, args) -> completed
+    process, and `board`."""
 
     def __init__(self, device: "QemuDevice", artifact, function: str = "main"):
         self.device = device
@@ -54,14 +57,13 @@ class RunnerModule:
         names = [i["name"] for i in self.signature["inputs"]]
         if len(inputs) != len(names):
             raise RuntimeCheckError(1, f"takes {len(names)} inputs ({', '.join(names)}), got {len(inputs)}")
-        work = self.device.workdir
-        (work / "in.rxt").write_bytes(tensorfile.encode(list(inputs)))
-        out = work / "out.rxt"
-        out.unlink(missing_ok=True)
+        self.device.write("in.rxt", tensorfile.encode(list(inputs)))
+        self.device.remove("out.rxt")
         self._check(self._call(["in.rxt", "out.rxt"]))
-        if not out.exists():
+        data = self.device.read("out.rxt")
+        if data is None:
             raise DeviceError(f"{self.device.board.name}: the runner wrote no outputs")
-        return tensorfile.decode(out.read_bytes())
+        return tensorfile.decode(data)
 
     def workspace_bytes(self, **sizes) -> int:
         names = self.signature.get("sizes", [])
@@ -128,6 +130,16 @@ class QemuDevice:
         target = self.workdir / Path(path).name
         shutil.copy2(path, target)
         return target
+
+    def write(self, name: str, data: bytes) -> None:
+        (self.workdir / name).write_bytes(data)
+
+    def read(self, name: str) -> bytes | None:
+        path = self.workdir / name
+        return path.read_bytes() if path.exists() else None
+
+    def remove(self, name: str) -> None:
+        (self.workdir / name).unlink(missing_ok=True)
 
     def command(self, program: Path, args: list) -> list:
         cmd = list(self.board.qemu["command"])

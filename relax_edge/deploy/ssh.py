@@ -1,0 +1,194 @@
+"""Running artifacts on a board over SSH (paramiko): nothing listens on the
+network but the board's own sshd.
+
+    with rxe.connect("raspberry-pi-4") as dev:      # a board file with an ssh section
+        outs = dev.load(art).run(x)
+
+1. Key authentication only; the board's host key is checked against
+   known_hosts, and trusted on first use only when the board file says so.
+2. The runner executable is uploaded by SFTP into `workdir/<content hash>/`
+   and not uploaded again while unchanged; tensors travel as files there.
+3. Every remote command has the board's timeout; `command_prefix` (e.g. an
+   emulator on a stand-in board) is put in front of the runner.
+4. Failures say what to do: an unreachable host, a refused key, an unknown
+   or changed host key, a full remote disk, a lost connection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import socket
+import subprocess
+from pathlib import Path
+
+from ..errors import RelaxEdgeError
+from ..target import Board
+from .emulator import DeviceError, RunnerModule
+
+
+def _expand(path: str | None) -> str | None:
+    return None if path is None else os.path.expanduser(path)
+
+
+class SshDevice:
+    def __init__(self, board: Board):
+        import paramiko
+        self.board = board
+        cfg = board.ssh
+        self.host, self.port, self.user = cfg["host"], int(cfg.get("port", 22)), cfg["user"]
+        self.workdir = cfg["workdir"].rstrip("/")
+        self.prefix = list(cfg.get("command_prefix", []))
+        self.where = f"{self.user}@{self.host}:{self.port} (board {board.name})"
+        client = paramiko.SSHClient()
+        known = _expand(cfg.get("known_hosts", "~/.ssh/known_hosts"))
+        if known and os.path.exists(known):
+            client.load_host_keys(known)
+        if cfg.get("trust_on_first_use", False):
+            client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+        else:
+            client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        try:
+            client.connect(self.host, port=self.port, username=self.user, key_filename=_expand(cfg.get("key")),
+                           look_for_keys=False, allow_agent=False, timeout=min(board.timeout_s, 30),
+                           banner_timeout=30, auth_timeout=30)
+        except paramiko.BadHostKeyException:
+            raise DeviceError(f"{self.where}: the host key differs from the one in {known}; if the board was "
+                              f"reinstalled, remove its old key (ssh-keygen -R {self.host}), otherwise do not "
+                              "connect") from None
+        except paramiko.AuthenticationException:
+            raise DeviceError(f"{self.where}: the key {cfg.get('key')} was refused; add its public key to the "
+                              "board's ~/.ssh/authorized_keys or fix 'key' in the board file") from None
+        except paramiko.SSHException as err:
+            if "not found in known_hosts" in str(err):
+                raise DeviceError(f"{self.where}: unknown host key; add it to {known} (ssh-keyscan -p {self.port} "
+                                  f"{self.host} >> {known}) or set trust_on_first_use: true in "
+                                  f"{board.path}") from None
+            raise DeviceError(f"{self.where}: SSH failed: {err}") from None
+        except (OSError, socket.timeout) as err:
+            raise DeviceError(f"{self.where}: cannot reach the board ({err}); check the address, the port and "
+                              "that sshd runs") from None
+        if known and cfg.get("trust_on_first_use", False):
+            client.save_host_keys(known)
+        self.client = client
+        self.sftp = client.open_sftp()
+        self.session_dir = None
+        self.uploads = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self) -> None:
+        if getattr(self, "client", None) is not None:
+            self.client.close()
+            self.client = None
+
+    # files ---------------------------------------------------------------
+    def _sftp(self, what: str, fn, *args):
+        try:
+            return fn(*args)
+        except OSError as err:
+            if "No space left" in str(err) or getattr(err, "errno", None) == 28:
+                raise DeviceError(f"{self.where}: the board's disk is full while {what}; free space in "
+                                  f"{self.workdir}") from None
+            if not self.client.get_transport() or not self.client.get_transport().is_active():
+                raise DeviceError(f"{self.where}: the connection was lost while {what}; check the board "
+                                  "and connect again") from None
+            raise DeviceError(f"{self.where}: {what} failed: {err}") from None
+        except EOFError:
+            raise DeviceError(f"{self.where}: the connection was lost while {what}") from None
+
+    def _mkdirs(self, path: str) -> None:
+        parts, cur = path.strip("/").split("/"), ""
+        for part in parts:
+            cur += "/" + part
+            try:
+                self.sftp.stat(cur)
+            except FileNotFoundError:
+                self._sftp(f"creating {cur}", self.sftp.mkdir, cur)
+
+    def stage(self, path: Path) -> str:
+        """Upload into workdir/<content hash>/ unless it is already there."""
+        data = Path(path).read_bytes()
+        digest = hashlib.sha256(data).hexdigest()[:16]
+        remote_dir = f"{self.workdir}/{digest}"
+        remote = f"{remote_dir}/{Path(path).name}"
+        try:
+            if self.sftp.stat(remote).st_size == len(data):
+                self.session_dir = remote_dir
+                return remote
+        except FileNotFoundError:
+            pass
+        except (OSError, EOFError):
+            raise DeviceError(f"{self.where}: the connection was lost while checking {remote}") from None
+        self._mkdirs(remote_dir)
+        tmp = remote + ".part"
+        self._sftp(f"uploading {Path(path).name}", self.sftp.putfo, _Bytes(data), tmp)
+        self._sftp("finishing the upload", self.sftp.posix_rename, tmp, remote)
+        self._sftp("making the runner executable", self.sftp.chmod, remote, 0o755)
+        self.uploads += 1
+        self.session_dir = remote_dir
+        return remote
+
+    def write(self, name: str, data: bytes) -> None:
+        self._sftp(f"sending {name}", self.sftp.putfo, _Bytes(data), f"{self.session_dir}/{name}")
+
+    def read(self, name: str) -> bytes | None:
+        import io
+        buf = io.BytesIO()
+        try:
+            self.sftp.getfo(f"{self.session_dir}/{name}", buf)
+        except FileNotFoundError:
+            return None
+        except (OSError, EOFError) as err:
+            raise DeviceError(f"{self.where}: fetching {name} failed: {err}") from None
+        return buf.getvalue()
+
+    def remove(self, name: str) -> None:
+        try:
+            self.sftp.remove(f"{self.session_dir}/{name}")
+        except FileNotFoundError:
+            pass
+        except (OSError, EOFError) as err:
+            raise DeviceError(f"{self.where}: the connection was lost ({err})") from None
+
+    # commands ------------------------------------------------------------
+    def execute(self, program: str, args: list) -> subprocess.CompletedProcess:
+        cmd = " ".join(shlex.quote(a) for a in [*self.prefix, program, *map(str, args)])
+        full = f"cd {shlex.quote(self.session_dir)} && {cmd}"
+        try:
+            _, stdout, stderr = self.client.exec_command(full, timeout=self.board.timeout_s)
+            out = stdout.read().decode(errors="replace")
+            err = stderr.read().decode(errors="replace")
+            code = stdout.channel.recv_exit_status()
+        except socket.timeout:
+            raise DeviceError(f"{self.where}: no answer within {self.board.timeout_s:.0f}s (raise timeout_s in "
+                              f"{self.board.path} for slow models)") from None
+        except (OSError, EOFError, AttributeError) as err:
+            raise DeviceError(f"{self.where}: the connection was lost while running the model ({err})") from None
+        if code == -1:
+            raise DeviceError(f"{self.where}: the connection was lost while running the model")
+        return subprocess.CompletedProcess(full, code, out, err)
+
+    def load(self, artifact, function: str = "main") -> RunnerModule:
+        if artifact.board != self.board.name:
+            raise RelaxEdgeError(f"artifact built for board {artifact.board}, not {self.board.name}")
+        if artifact.runner is None or not Path(artifact.runner).exists():
+            raise RelaxEdgeError(f"{artifact.out_dir}: the artifact has no runner executable; rebuild it")
+        return RunnerModule(self, artifact, function)
+
+
+class _Bytes:
+    """A minimal readable file over bytes for SFTP putfo."""
+
+    def __init__(self, data: bytes):
+        import io
+        self._io = io.BytesIO(data)
+
+    def read(self, n=-1):
+        return self._io.read(n)
