@@ -3,6 +3,11 @@ with the board's toolchain.
 
     art = rxe.build(mod, board="qemu-aarch64", backend="c", out_dir="build/mlp")
 
+With backend="llvm" the kernels are compiled by LLVM (codegen/llvm) into
+PREFIX_kernels.o (and PREFIX_kernels.ll, the optimized IR, with
+emit_llvm=True); the host functions stay C, declaring the kernels extern,
+and everything is linked by the board's toolchain into the same files.
+
 The output directory keeps everything a user needs to embed the model:
 PREFIX.c / PREFIX.h / PREFIX_weights.{S,bin}, a static library with the
 runtime inside (libPREFIX.a), a shared library on Linux targets
@@ -200,28 +205,39 @@ def object_sizes(size_tool: str, objects) -> dict:
     return total
 
 
+BACKENDS = ("c", "llvm")
+
+
 def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, name: str = "model",
-          opt_level: str | None = None, quiet: bool = True, source: dict | None = None) -> Artifact:
-    """Compile `mod` for `board` (a name or a YAML path) into `out_dir`."""
+          opt_level: str | None = None, quiet: bool = True, source: dict | None = None,
+          emit_llvm: bool = False) -> Artifact:
+    """Compile `mod` for `board` (a name or a YAML path) into `out_dir`;
+    `backend` "c" or "llvm" (kernels through LLVM, the host function in C)."""
     from .codegen.c.module import generate_c
     from .memory import dump_plan
     from .transform.legalize import legalize
 
     board = load_board(board)
     require_toolchain(board)
-    if backend != "c":
-        raise BuildError(f"backend {backend!r} is not available yet: this version has the C backend only")
+    if backend not in BACKENDS:
+        raise BuildError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     start = time.perf_counter()
     out_dir = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="relax-edge-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     if _needs_legalize(mod):
         _progress("legalizing operators into tensor programs", quiet)
         mod = legalize(mod)
-    _progress("generating C", quiet)
-    sources = generate_c(mod, name)
+    _progress("generating C" + (" and LLVM IR" if backend == "llvm" else ""), quiet)
+    sources = generate_c(mod, name, extern_kernels=backend == "llvm")
     prefix = sources.prefix
     tc = Toolchain.for_board(board, opt_level)
     digest = hashlib.sha256()
+    kernel_module = None
+    if backend == "llvm":
+        from .codegen.llvm import emit_kernels, machine_spec
+        kernel_module = emit_kernels(sources.extern_kernels, board.target.freestanding, f"{prefix}_kernels")
+        digest.update(str(kernel_module).encode())
+        digest.update(repr((machine_spec(board.target), opt_level, emit_llvm)).encode())
     for fname in sorted(sources.files):
         digest.update(sources.files[fname].encode())
     digest.update(sources.weights)
@@ -262,6 +278,8 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
             extra = [f"-Wa,-I{out_dir}"] if src.suffix == ".S" else []
             _run([tc.cc, *tc.cflags, *extra, "-c", src, "-o", obj], f"compiling {src.name}")
             model_objects.append(obj)
+        if kernel_module is not None:
+            model_objects.append(_compile_llvm_kernels(kernel_module, board, opt_level, out_dir, prefix, emit_llvm))
         objects = model_objects + list(runtime_objects)
         staged = []
         if shared is not None:
@@ -290,6 +308,20 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
     return artifact
 
 
+def _compile_llvm_kernels(module, board: Board, opt_level, out_dir: Path, prefix: str, emit_llvm: bool) -> Path:
+    """PREFIX_kernels.o (and, when asked, PREFIX_kernels.ll) in out_dir."""
+    from .codegen.llvm import compile_module
+    try:
+        compiled = compile_module(module, board.target, opt_level)
+    except RelaxEdgeError as err:
+        raise BuildError(f"compiling the kernels with LLVM: {err}") from None
+    obj = out_dir / f"{prefix}_kernels.o"
+    write_atomic(obj, compiled.object_code)
+    if emit_llvm:
+        write_atomic(out_dir / f"{prefix}_kernels.ll", compiled.llvm_ir)
+    return obj
+
+
 def build_runner(artifact: Artifact, out_path, cc: str | None = None, extra_cflags=(), extra_ldflags=()) -> Path:
     """A host runner executable for the artifact's model, with extra flags
     (e.g. sanitizers)."""
@@ -297,6 +329,8 @@ def build_runner(artifact: Artifact, out_path, cc: str | None = None, extra_cfla
     out_path = Path(out_path)
     d = artifact.out_dir
     sources = [d / f"{artifact.prefix}.c", d / f"{artifact.prefix}_weights.S", RUNNER_SOURCE]
+    if artifact.backend == "llvm":
+        sources.append(d / f"{artifact.prefix}_kernels.o")
     sources += [RUNTIME_DIR / "src" / s for s in RUNTIME_SOURCES]
     cmd = [cc, "-std=c99", "-O1", "-g", f"-I{RUNTIME_DIR / 'include'}", f"-Wa,-I{d}",
            f"-DRXE_MODULE={artifact.prefix}_module", *extra_cflags, *map(str, sources), "-o", str(out_path),

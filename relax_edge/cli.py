@@ -55,18 +55,21 @@ def _import(model: str, dims: dict):
     return mod, {"onnx": str(Path(model).resolve()), "dim_bounds": {k: list(v) for k, v in bounds.items()}}
 
 
-def _compile(model: str, board: str, backend: str, out_dir, dims: dict, name: str | None):
+def _compile(model: str, board: str, backend: str, out_dir, dims: dict, name: str | None, emit_llvm=False):
     from .build import build
     mod, source = _import(model, dims)
     name = name or Path(model).stem
     out_dir = Path(out_dir) if out_dir else Path("build") / name
-    art = build(mod, board=board, backend=backend, out_dir=out_dir, name=name, quiet=False, source=source)
+    art = build(mod, board=board, backend=backend, out_dir=out_dir, name=name, quiet=False, source=source,
+                emit_llvm=emit_llvm)
     return mod, art
 
 
 def cmd_compile(args) -> int:
+    if args.emit_llvm and args.backend != "llvm":
+        raise RelaxEdgeError("--emit-llvm needs --backend llvm")
     _, art = _compile(args.model, args.board or DEFAULT_BOARD, args.backend, args.output, parse_dims(args.dim),
-                      args.name)
+                      args.name, args.emit_llvm)
     sig = art.signature["main"]
     print(f"compiled {args.model} for {art.board} ({art.backend}) into {art.out_dir}")
     print("  inputs:  " + ", ".join(f"{i['name']}: {i['dtype']}{i['shape']}" for i in sig["inputs"]))
@@ -236,7 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compile", help="compile an ONNX model to a library for a board")
     p.add_argument("model", help="the ONNX file")
     p.add_argument("--board", help=f"a board name or YAML file (default {DEFAULT_BOARD})")
-    p.add_argument("--backend", default="c", choices=["c"], help="code generator (default c)")
+    p.add_argument("--backend", default="c", choices=["c", "llvm"], help="code generator for the kernels (default c)")
+    p.add_argument("--emit-llvm", action="store_true", help="with --backend llvm: keep the kernels' LLVM IR (.ll)")
     p.add_argument("-o", "--output", help="output directory (default build/<model name>)")
     p.add_argument("--dim", action="append", metavar="NAME=LO..HI", help="bounds of a dynamic dimension")
     p.add_argument("--name", help="symbol prefix of the generated code (default: the file's stem)")

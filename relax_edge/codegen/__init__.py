@@ -1,1 +1,1 @@
-"""Code generators: C (codegen/c), and the ABI mirror (abi.py)."""
+"""Code generators: C (codegen/c), LLVM kernels (codegen/llvm), and the ABI mirror (abi.py)."""

@@ -54,11 +54,17 @@ WORKSPACE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ct
                                 ctypes.POINTER(Error))
 
 
+class ProfileEntry(ctypes.Structure):
+    _fields_ = [("kernel", ctypes.c_char_p), ("span", ctypes.c_char_p), ("calls", ctypes.c_uint64),
+                ("total_ns", ctypes.c_uint64)]
+
+
 class Function(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("num_inputs", ctypes.c_int32), ("num_outputs", ctypes.c_int32),
                 ("inputs", ctypes.POINTER(ArgInfo)), ("outputs", ctypes.POINTER(ArgInfo)),
                 ("plan", PLAN_FN), ("run", RUN_FN), ("workspace", WORKSPACE_FN), ("num_sizes", ctypes.c_int32),
-                ("size_names", ctypes.POINTER(ctypes.c_char_p)), ("fixed_workspace_bytes", ctypes.c_uint64)]
+                ("size_names", ctypes.POINTER(ctypes.c_char_p)), ("fixed_workspace_bytes", ctypes.c_uint64),
+                ("num_profile_entries", ctypes.c_int32), ("profile", ctypes.POINTER(ProfileEntry))]
 
 
 class Module(ctypes.Structure):

@@ -95,8 +95,8 @@ static void test_integer_helpers(void) {
 }
 
 static void test_module(void) {
-  static const rxe_function_t fns[] = {{"main", 0, 0, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0},
-                                       {"decode", 0, 0, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0}};
+  static const rxe_function_t fns[] = {{"main", 0, 0, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, 0, NULL},
+                                       {"decode", 0, 0, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, 0, NULL}};
   rxe_module_t m = {RXE_ABI_VERSION, "m", 2, fns};
   rxe_error_t err;
   uint8_t src[5] = {1, 2, 3, 4, 5}, dst[5] = {0};

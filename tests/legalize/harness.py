@@ -57,11 +57,12 @@ def check_legalized(templates, dtypes, build, sizes_list, make_arrays=None, rtol
 
 
 def check_compiled(templates, dtypes, build, sizes_list, out_dir, make_arrays=None, rtol=1e-5, atol=1e-6,
-                   board="host"):
-    """Compile a one-operator module to C for `board` once, run it there at
-    every size, and compare with the numpy reference."""
+                   board="host", backend="c"):
+    """Compile a one-operator module with `backend` (C, or LLVM kernels) for
+    `board` once, run it there at every size, and compare with the numpy
+    reference. Returns the artifact."""
     mod = one_op_module(templates, dtypes, build)
-    art = rxe.build(mod, board=board, backend="c", out_dir=out_dir, name="op")
+    art = rxe.build(mod, board=board, backend=backend, out_dir=out_dir, name="op")
     with rxe.connect(board) as dev:
         loaded = dev.load(art)
         for k, sizes in enumerate(sizes_list):
@@ -70,3 +71,4 @@ def check_compiled(templates, dtypes, build, sizes_list, out_dir, make_arrays=No
             (actual,) = loaded.run(*arrays)
             assert actual.shape == expected.shape and actual.dtype == expected.dtype, (actual.shape, expected.shape)
             np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+    return art

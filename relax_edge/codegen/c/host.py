@@ -87,6 +87,7 @@ class HostEmitter:
         except RelaxEdgeError as err:
             raise CodegenError(str(err)) from None
         self.plan = verify_plan(plan_memory(self.live.buffers), samples=40)
+        self.profile_rows: list = []   # (kernel symbol, span) per kernel call
 
     # helpers ---------------------------------------------------------------
     def struct_expr(self, e) -> str:
@@ -179,8 +180,21 @@ class HostEmitter:
         args += [self.struct_expr(s) for s in call.size_args]
         args.append("err")
         note = f"  /* in place over {step.inplace_over.name} */" if step.inplace_over is not None else ""
+        k = len(self.profile_rows)
+        self.profile_rows.append((self.kernels[call.program.name], call.span or var.name))
+        lines += ["#ifdef RXE_PROFILE", "  t0 = rxe_profile_clock_ns();", "#endif"]
         lines.append(f"  st = {self.kernels[call.program.name]}({', '.join(args)});{note}")
+        lines += ["#ifdef RXE_PROFILE", f"  {self.prefix}_profile[{k}].total_ns += rxe_profile_clock_ns() - t0;",
+                  f"  {self.prefix}_profile[{k}].calls += 1;", "#endif"]
         lines.append("  if (st != RXE_OK) return st;")
+        return lines
+
+    def emit_profile_table(self) -> list:
+        rows = self.profile_rows or [("(none)", "")]
+        lines = ["#ifdef RXE_PROFILE", f"#define {self.prefix.upper()}_NUM_PROFILE {len(self.profile_rows)}",
+                 f"static rxe_profile_entry_t {self.prefix}_profile[] = {{"]
+        lines += [f"  {{{c_string(kernel)}, {c_string(span)}, 0, 0}}," for kernel, span in rows]
+        lines += ["};", "#endif", ""]
         return lines
 
     def emit(self) -> str:
@@ -191,6 +205,7 @@ class HostEmitter:
         p, plan = self.prefix, self.plan
         fields = [f"  int64_t {self.r.name(v, v.name)};" for v in self.size_vars] or ["  int64_t unused;"]
         lines = ["typedef struct {", *fields, f"}} {p}_sizes_t;", ""]
+        lines += self.emit_profile_table()
         lines += bind + [""]
         n_slots = max(len(plan.buffers), 1)
         lines.append(f"/* memory plan: {plan.mode} mode ({plan.algorithm}), {len(plan.buffers)} buffers */")
@@ -233,6 +248,7 @@ class HostEmitter:
                  "void* workspace, uint64_t workspace_bytes, rxe_error_t* err) {",
                  f"  {p}_sizes_t sizes;", f"  {p}_sizes_t* s = &sizes;", f"  uint64_t offsets[{n_slots}];",
                  "  uint64_t needed;", "  uint8_t* ws = (uint8_t*)workspace;",
+                 "#ifdef RXE_PROFILE", "  uint64_t t0;", "#endif",
                  f"  rxe_status_t st = {p}_bind(inputs, s, err);", "  if (st != RXE_OK) return st;",
                  f"  needed = {p}_layout(s, offsets);",
                  "  if (needed > 0 && (workspace == NULL || workspace_bytes < needed)) {",

@@ -89,11 +89,7 @@ class CRenderer(Renderer):
         return f"RXE_{self.MATH[name]}{suffix}({', '.join(args)})"
 
 
-def render_kernel(program: TensorProgram, symbol: str) -> str:
-    """A static C function for `program`: buffers as pointers (inputs const),
-    the size parameters as int64_t, and the error record; it returns a
-    status (not RXE_OK only when an Assert fails)."""
-    r = CRenderer()
+def _signature(program: TensorProgram, symbol: str, r: CRenderer) -> str:
     params = []
     inputs = set(program.inputs)
     restrict = "" if program.attrs.get("inplace") else " restrict"  # in place: output aliases an input
@@ -102,7 +98,20 @@ def render_kernel(program: TensorProgram, symbol: str) -> str:
         params.append(f"{qual}{c_type(buf.dtype)}*{restrict} {r.name(buf, buf.name)}")
     params += [f"int64_t {r.name(v, v.name)}" for v in program.size_params]
     params.append("rxe_error_t* err")
-    lines = [f"static rxe_status_t {symbol}({', '.join(params)}) {{", "  (void)err;"]
+    return f"rxe_status_t {symbol}({', '.join(params)})"
+
+
+def declare_kernel(program: TensorProgram, symbol: str) -> str:
+    """The declaration of a kernel defined elsewhere (by the LLVM backend)."""
+    return f"extern {_signature(program, symbol, CRenderer())};\n"
+
+
+def render_kernel(program: TensorProgram, symbol: str) -> str:
+    """A static C function for `program`: buffers as pointers (inputs const),
+    the size parameters as int64_t, and the error record; it returns a
+    status (not RXE_OK only when an Assert fails)."""
+    r = CRenderer()
+    lines = [f"static {_signature(program, symbol, r)} {{", "  (void)err;"]
 
     def emit(s, depth):
         pad = "  " * depth

@@ -1,12 +1,13 @@
 """A legalized module as C sources: PREFIX.c (kernels, host functions, the
 module's entry table), PREFIX.h, and the constants as a binary blob with
 an assembler file that embeds it (`.incbin`), so weights never become float
-literals and large models compile fast."""
+literals and large models compile fast. With `extern_kernels` the kernels
+are only declared, for the LLVM backend (codegen/llvm) to define."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import jinja2
 
@@ -16,7 +17,7 @@ from ...ir.expr import IRModule
 from ...ir.types import shape_str
 from ..abi import WORKSPACE_ALIGNMENT
 from .host import CodegenError, HostEmitter, WeightsBlob
-from .kernel import render_kernel
+from .kernel import declare_kernel, render_kernel
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("relax_edge.codegen.c", "templates"),
                           keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=False,
@@ -30,6 +31,7 @@ class CSources:
     weights: bytes     # written as PREFIX_weights.bin
     signature: dict    # function name -> {"inputs": [...], "outputs": [...], "sizes": [...], ...}
     plans: dict        # function name -> memory.Plan
+    extern_kernels: dict = field(default_factory=dict)   # symbol -> tensor program, defined elsewhere
 
 
 def symbol_prefix(name: str) -> str:
@@ -37,12 +39,15 @@ def symbol_prefix(name: str) -> str:
     return ident if not ident[0].isdigit() else f"m_{ident}"
 
 
-def generate_c(mod: IRModule, prefix: str = "model") -> CSources:
-    """C sources for a legalized module (every operator a tensor program)."""
+def generate_c(mod: IRModule, prefix: str = "model", extern_kernels: bool = False) -> CSources:
+    """C sources for a legalized module (every operator a tensor program).
+    With `extern_kernels` the kernels are only declared (as PREFIX_k_NAME),
+    for another backend to define; they are listed in `extern_kernels`."""
     prefix = symbol_prefix(prefix)
     if mod.externs:
         raise CodegenError(f"extern kernels ({', '.join(mod.externs)}) are not supported by the C backend yet")
-    symbols = {name: "k_" + re.sub(r"\W", "_", name) for name in mod.tensor_programs}
+    kernel_prefix = f"{prefix}_k_" if extern_kernels else "k_"
+    symbols = {name: kernel_prefix + re.sub(r"\W", "_", name) for name in mod.tensor_programs}
     weights = WeightsBlob(f"{prefix}_weights")
     functions, signature, plans, used = [], {}, {}, set()
     for fname, func in mod.functions.items():
@@ -66,12 +71,16 @@ def generate_c(mod: IRModule, prefix: str = "model") -> CSources:
             "sizes": [v.name for v in emitter.size_vars],
             "fixed_workspace_bytes": emitter.fixed_workspace(),
         }
-    kernels = []
+    kernels, declared = [], {}
     for name, program in mod.tensor_programs.items():
         if name not in used:
             continue  # only ever a view: no kernel
         try:
-            kernels.append(render_kernel(program, symbols[name]))
+            if extern_kernels:
+                declared[symbols[name]] = program
+                kernels.append(declare_kernel(program, symbols[name]))
+            else:
+                kernels.append(render_kernel(program, symbols[name]))
         except RelaxEdgeError as err:
             raise CodegenError(f"tensor program {name}: {err}") from None
     if "main" not in mod.functions:
@@ -86,4 +95,4 @@ def generate_c(mod: IRModule, prefix: str = "model") -> CSources:
         f"{prefix}_weights.S": _ENV.get_template("weights.S.j2").render(
             prefix=prefix, size=len(blob), blob=f"{prefix}_weights.bin"),
     }
-    return CSources(prefix, files, blob, signature, plans)
+    return CSources(prefix, files, blob, signature, plans, declared)

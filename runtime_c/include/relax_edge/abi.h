@@ -97,6 +97,14 @@ typedef rxe_status_t (*rxe_run_fn)(const rxe_tensor_t* inputs, rxe_tensor_t* out
 typedef rxe_status_t (*rxe_workspace_fn)(const int64_t* size_values, uint64_t* out_bytes,
                                          rxe_error_t* err);
 
+/* Per-kernel time of the last runs, kept by models built with RXE_PROFILE. */
+typedef struct {
+  const char* kernel; /* the kernel's symbol */
+  const char* span;   /* where it comes from: the ONNX node, or the binding */
+  uint64_t calls;
+  uint64_t total_ns;
+} rxe_profile_entry_t;
+
 typedef struct {
   const char* name;
   int32_t num_inputs;
@@ -111,6 +119,8 @@ typedef struct {
   /* The fixed arena when every size is bounded (a compile-time constant);
    * 0 when the workspace depends on unbounded sizes (ask workspace()). */
   uint64_t fixed_workspace_bytes;
+  int32_t num_profile_entries;  /* 0 and NULL unless built with RXE_PROFILE */
+  rxe_profile_entry_t* profile;
 } rxe_function_t;
 
 typedef struct {

@@ -22,6 +22,10 @@ extern "C" {
 /* Round a byte count up to the workspace alignment. */
 #define RXE_ALIGN_UP(n) (((n) + (RXE_WORKSPACE_ALIGNMENT - 1)) & ~(uint64_t)(RXE_WORKSPACE_ALIGNMENT - 1))
 
+/* The monotonic clock that models built with RXE_PROFILE read around each
+ * kernel; the platform layer provides it (rpc/server_posix.c on POSIX). */
+uint64_t rxe_profile_clock_ns(void);
+
 /* Copy bytes (no libc). */
 void rxe_copy_bytes(void* dst, const void* src, uint64_t bytes);
 

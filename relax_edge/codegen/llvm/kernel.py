@@ -1,0 +1,347 @@
+"""Tensor programs to LLVM IR functions, built with llvmlite's IRBuilder.
+
+1. The walk is the C emitter's (codegen/c/kernel.py over tir/render.py):
+   the same statements and expressions, visited the same way; what differs
+   is the tables below, from node kind to IRBuilder call.
+2. A kernel has the C kernel's signature: buffers as pointers (`noalias`
+   unless the program runs in place), the size parameters as i64, the error
+   record last; it returns an i32 status (0 is RXE_OK). A failed Assert
+   returns `rxe_error_set(err, RXE_ERR_INDEX, "<message with %d>", ...)`.
+3. Integers: index arithmetic (canonical `IntExpr`s) is i64 with `nsw`, as
+   C's signed overflow is undefined; floor division and modulo are plain
+   `sdiv`/`srem` where the prover shows the operands non-negative, else the
+   correction sequence of kernel.h's rxe_floordiv_i64 / rxe_floormod_i64.
+4. Booleans are i1 in registers and one byte (0 or 1) in memory.
+5. Floats follow IEEE like the C build (no fast-math flags): min/max are
+   `a < b ? a : b` / `a > b ? a : b` (RXE_MIN/RXE_MAX), math goes to LLVM
+   intrinsics where they exist and to libm otherwise (tanh, erf); on targets
+   without an OS every math function but fabs is the runtime's portable
+   rxe_* version, as kernel.h selects with RXE_NO_LIBM.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ...errors import RelaxEdgeError
+from ...ir.shape import SizeVar, _FloorDiv, _FloorMod, _Min, bounds
+from ...tir.expr import BinOp, Cast, Compare, Const, Index, Intrinsic, Load, Logical, Not, ScalarVar, Select, is_float
+from ...tir.stmt import Allocate, Assert, For, IfThenElse, Let, Seq, Store, TensorProgram
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+PTR = ir.PointerType()
+RXE_OK, RXE_ERR_INDEX = 0, 11
+
+# dtype -> type in registers; bool is stored as a byte
+TYPES = {"float32": ir.FloatType(), "float64": ir.DoubleType(), "int8": I8, "int32": I32, "int64": I64,
+         "uint8": I8, "bool": I1}
+BITS = {"float32": 32, "float64": 64, "int8": 8, "int32": 32, "int64": 64, "uint8": 8, "bool": 1}
+UNSIGNED = ("uint8", "bool")
+
+# node kind -> IRBuilder method, by operand kind
+FLOAT_BINARY = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv"}
+INT_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "sdiv", "floordiv": "sdiv", "floormod": "srem"}
+UINT_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "udiv", "floordiv": "udiv", "floormod": "urem"}
+# C's `a != b` is true for NaN (unordered); every other comparison is ordered
+FLOAT_COMPARE = {"lt": ("fcmp_ordered", "<"), "le": ("fcmp_ordered", "<="), "gt": ("fcmp_ordered", ">"),
+                 "ge": ("fcmp_ordered", ">="), "eq": ("fcmp_ordered", "=="), "ne": ("fcmp_unordered", "!=")}
+INT_COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+MINMAX = {"min": "lt", "max": "gt"}   # min = a < b ? a : b, as RXE_MIN and rxe_min_i64
+LOGICAL = {"and": "and_", "or": "or_"}
+
+# math: name -> (how, symbol). "intrinsic": llvm.NAME.fN; "call": SYMBOL (+ "f"
+# for float32); "double": SYMBOL on double, the float32 value widened.
+HOSTED_MATH = {
+    "exp": ("intrinsic", "llvm.exp"), "log": ("intrinsic", "llvm.log"), "sqrt": ("intrinsic", "llvm.sqrt"),
+    "pow": ("intrinsic", "llvm.pow"), "fabs": ("intrinsic", "llvm.fabs"), "floor": ("intrinsic", "llvm.floor"),
+    "ceil": ("intrinsic", "llvm.ceil"), "round": ("intrinsic", "llvm.rint"),
+    "tanh": ("call", "tanh"), "erf": ("call", "erf"),
+}
+FREESTANDING_MATH = {
+    "exp": ("call", "rxe_exp"), "log": ("call", "rxe_log"), "sqrt": ("call", "rxe_sqrt"),
+    "pow": ("call", "rxe_pow"), "tanh": ("call", "rxe_tanh"), "erf": ("call", "rxe_erf"),
+    "fabs": ("intrinsic", "llvm.fabs"), "floor": ("double", "rxe_floor"), "ceil": ("double", "rxe_ceil"),
+    "round": ("double", "rxe_round"),
+}
+INTRINSIC_SUFFIX = {"float32": "f32", "float64": "f64"}
+
+
+def llvm_type(dtype: str) -> ir.Type:
+    if dtype not in TYPES:
+        raise RelaxEdgeError(f"dtype {dtype} is not supported by the LLVM backend")
+    return TYPES[dtype]
+
+
+def memory_type(dtype: str) -> ir.Type:
+    return I8 if dtype == "bool" else llvm_type(dtype)
+
+
+class KernelEmitter:
+    """Emits one tensor program as a function of `module`."""
+
+    def __init__(self, module: ir.Module, program: TensorProgram, symbol: str, math: dict):
+        self.module = module
+        self.program = program
+        self.symbol = symbol
+        self.math = math
+        self.values = {}     # id(size/loop variable, scalar, buffer) -> ir.Value
+        self.strings = 0     # messages emitted so far
+        self.b: ir.IRBuilder | None = None
+        self.entry: ir.Block | None = None   # local buffers are allocated here
+        self.err: ir.Argument | None = None
+
+    # function ------------------------------------------------------------
+    def emit(self) -> ir.Function:
+        p = self.program
+        params = [PTR] * len(p.params) + [I64] * len(p.size_params) + [PTR]
+        fn = ir.Function(self.module, ir.FunctionType(I32, params), self.symbol)
+        fn.attributes.add("nounwind")
+        args = list(fn.args)
+        for buf, arg in zip(p.params, args):
+            arg.name = buf.name
+            if not p.attrs.get("inplace"):   # in place: an output aliases an input
+                arg.add_attribute("noalias")
+            self.values[id(buf)] = arg
+        for var, arg in zip(p.size_params, args[len(p.params):]):
+            arg.name = var.name
+            self.values[id(var)] = arg
+        self.err = args[-1]
+        self.err.name = "err"
+        self.entry = fn.append_basic_block("entry")
+        start = fn.append_basic_block("start")
+        self.b = ir.IRBuilder(start)
+        self.stmt(p.body)
+        self.b.ret(ir.Constant(I32, RXE_OK))
+        ir.IRBuilder(self.entry).branch(start)
+        return fn
+
+    # statements ------------------------------------------------------------
+    def stmt(self, s) -> None:
+        b = self.b
+        if isinstance(s, Store):
+            value = self.expr(s.value)
+            if s.buffer.dtype == "bool":
+                value = b.zext(value, I8)
+            b.store(value, self.address(s.buffer, s.indices), align=self.align(s.buffer.dtype))
+        elif isinstance(s, For):
+            self.loop(s)
+        elif isinstance(s, IfThenElse):
+            cond = self.truth(self.expr(s.cond), s.cond.dtype)
+            if s.else_body is None:
+                with b.if_then(cond):
+                    self.stmt(s.then_body)
+            else:
+                with b.if_else(cond) as (then, otherwise):
+                    with then:
+                        self.stmt(s.then_body)
+                    with otherwise:
+                        self.stmt(s.else_body)
+        elif isinstance(s, Let):
+            self.values[id(s.var)] = self.expr(s.value)
+            self.stmt(s.body)
+        elif isinstance(s, Allocate):
+            with b.goto_block(self.entry):
+                self.values[id(s.buffer)] = b.alloca(memory_type(s.buffer.dtype), int(s.buffer.numel()),
+                                                     name=s.buffer.name)
+            self.stmt(s.body)
+        elif isinstance(s, Seq):
+            for x in s.stmts:
+                self.stmt(x)
+        elif isinstance(s, Assert):
+            self.check(s)
+        else:
+            raise RelaxEdgeError(f"LLVM backend: cannot emit {type(s).__name__}")
+
+    def loop(self, s: For) -> None:
+        """for (int64_t i = 0; i < extent; ++i), the extent computed once before."""
+        b = self.b
+        extent = self.int_expr(s.extent)
+        before = b.block
+        head = b.append_basic_block(f"{s.var.name}.head")
+        body = b.append_basic_block(f"{s.var.name}.body")
+        done = b.append_basic_block(f"{s.var.name}.done")
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64, name=s.var.name)
+        i.add_incoming(ir.Constant(I64, 0), before)
+        b.cbranch(b.icmp_signed("<", i, extent), body, done)
+        b.position_at_end(body)
+        self.values[id(s.var)] = i
+        self.stmt(s.body)
+        i.add_incoming(b.add(i, ir.Constant(I64, 1), flags=["nuw", "nsw"]), b.block)
+        b.branch(head)
+        b.position_at_end(done)
+
+    def check(self, s: Assert) -> None:
+        b = self.b
+        text = f"{self.program.name}: " + s.message.replace("%", "%%").replace("{}", "%d")
+        values = [self.cast(self.expr(v), v.dtype, "int64") for v in s.values]
+        with b.if_then(b.not_(self.truth(self.expr(s.cond), s.cond.dtype)), likely=False):
+            status = b.call(self.runtime_function("rxe_error_set", I32, [PTR, I32, PTR], var_arg=True),
+                            [self.err, ir.Constant(I32, RXE_ERR_INDEX), self.string(text), *values])
+            b.ret(status)
+
+    # expressions ------------------------------------------------------------
+    def expr(self, e) -> ir.Value:
+        if isinstance(e, Index):
+            return self.int_expr(e.value)
+        if isinstance(e, Const):
+            return self.constant(e.value, e.dtype)
+        if isinstance(e, ScalarVar):
+            return self.values[id(e)]
+        if isinstance(e, Load):
+            return self.load(e)
+        if isinstance(e, BinOp):
+            return self.binary(e.op, self.expr(e.a), self.expr(e.b), e.dtype)
+        if isinstance(e, Compare):
+            return self.compare(e.op, self.expr(e.a), self.expr(e.b), e.a.dtype)
+        if isinstance(e, Logical):
+            a, b = self.truth(self.expr(e.a), e.a.dtype), self.truth(self.expr(e.b), e.b.dtype)
+            return getattr(self.b, LOGICAL[e.op])(a, b)
+        if isinstance(e, Not):
+            return self.b.not_(self.truth(self.expr(e.a), e.a.dtype))
+        if isinstance(e, Select):
+            cond = self.truth(self.expr(e.cond), e.cond.dtype)
+            return self.b.select(cond, self.expr(e.a), self.expr(e.b))
+        if isinstance(e, Cast):
+            return self.cast(self.expr(e.a), e.a.dtype, e.dtype)
+        if isinstance(e, Intrinsic):
+            return self.intrinsic(e.name, [self.expr(a) for a in e.args], e.dtype)
+        raise RelaxEdgeError(f"LLVM backend: cannot emit {type(e).__name__}")
+
+    def constant(self, value, dtype: str) -> ir.Constant:
+        return ir.Constant(llvm_type(dtype), value if is_float(dtype) else int(value))
+
+    def binary(self, op: str, a, b, dtype: str) -> ir.Value:
+        if op in MINMAX:
+            return self.b.select(self.compare(MINMAX[op], a, b, dtype), a, b)
+        if op == "pow":
+            return self.intrinsic("pow", [a, b], dtype)
+        if is_float(dtype):
+            if op not in FLOAT_BINARY:
+                raise RelaxEdgeError(f"{op} on {dtype} is not supported by the LLVM backend")
+            return getattr(self.b, FLOAT_BINARY[op])(a, b)
+        if op in ("floordiv", "floormod") and dtype not in UNSIGNED:
+            return self.floor_division(op, a, b)
+        return getattr(self.b, (UINT_BINARY if dtype in UNSIGNED else INT_BINARY)[op])(a, b)
+
+    def compare(self, op: str, a, b, dtype: str) -> ir.Value:
+        if is_float(dtype):
+            method, pred = FLOAT_COMPARE[op]
+            return getattr(self.b, method)(pred, a, b)
+        method = self.b.icmp_unsigned if dtype in UNSIGNED else self.b.icmp_signed
+        return method(INT_COMPARE[op], a, b)
+
+    def truth(self, value, dtype: str) -> ir.Value:
+        """An i1 for a condition (C's `x != 0` for non-bool values)."""
+        return value if dtype == "bool" else self.compare("ne", value, ir.Constant(value.type, 0), dtype)
+
+    def cast(self, value, src: str, dst: str) -> ir.Value:
+        b, to = self.b, llvm_type(dst)
+        if dst == "bool":
+            return self.truth(value, src)
+        if src == dst:
+            return value
+        if is_float(src) and is_float(dst):
+            return (b.fpext if BITS[dst] > BITS[src] else b.fptrunc)(value, to)
+        if is_float(dst):
+            return (b.uitofp if src in UNSIGNED else b.sitofp)(value, to)
+        if is_float(src):
+            return (b.fptoui if dst in UNSIGNED else b.fptosi)(value, to)
+        if BITS[dst] < BITS[src]:
+            return b.trunc(value, to)
+        if BITS[dst] > BITS[src]:
+            return (b.zext if src in UNSIGNED else b.sext)(value, to)
+        return value
+
+    def intrinsic(self, name: str, args: list, dtype: str) -> ir.Value:
+        how, symbol = self.math[name]
+        ftype = llvm_type(dtype)
+        if how == "intrinsic":
+            fn = self.runtime_function(f"{symbol}.{INTRINSIC_SUFFIX[dtype]}", ftype, [ftype] * len(args))
+            return self.b.call(fn, args)
+        if how == "call":
+            fn = self.runtime_function(symbol + ("f" if dtype == "float32" else ""), ftype, [ftype] * len(args))
+            return self.b.call(fn, args)
+        double = ir.DoubleType()   # "double": the runtime's double version, rounded back
+        wide = [self.cast(a, dtype, "float64") for a in args]
+        result = self.b.call(self.runtime_function(symbol, double, [double] * len(args)), wide)
+        return self.cast(result, "float64", dtype)
+
+    # integers ------------------------------------------------------------
+    def int_expr(self, e) -> ir.Value:
+        """A canonical IntExpr as i64 arithmetic."""
+        total = None
+        for mono, k in e.terms:
+            factors = [self.int_atom(atom) for atom, p in mono for _ in range(p)]
+            if k != 1 or not factors:
+                factors.insert(0, ir.Constant(I64, k))
+            term = factors[0]
+            for f in factors[1:]:
+                term = self.b.mul(term, f, flags=["nsw"])
+            total = term if total is None else self.b.add(total, term, flags=["nsw"])
+        return total if total is not None else ir.Constant(I64, 0)
+
+    def int_atom(self, atom) -> ir.Value:
+        if isinstance(atom, SizeVar):
+            return self.values[id(atom)]
+        x, y = (self.int_expr(a) for a in atom.args)
+        if isinstance(atom, (_FloorDiv, _FloorMod)):
+            op = "floordiv" if isinstance(atom, _FloorDiv) else "floormod"
+            if bounds(atom.args[0])[0] >= 0 and bounds(atom.args[1])[0] > 0:
+                return getattr(self.b, INT_BINARY[op])(x, y)
+            return self.floor_division(op, x, y)
+        return self.binary("min" if isinstance(atom, _Min) else "max", x, y, "int64")
+
+    def floor_division(self, op: str, a, b) -> ir.Value:
+        """Python's a // b and a % b: truncate, then step down where the
+        remainder is non-zero and its sign differs from the divisor's."""
+        bld, zero = self.b, ir.Constant(a.type, 0)
+        q, r = bld.sdiv(a, b), bld.srem(a, b)
+        signs_differ = bld.icmp_signed("<", bld.xor(r, b), zero)
+        adjust = bld.and_(bld.icmp_signed("!=", r, zero), signs_differ)
+        if op == "floordiv":
+            return bld.sub(q, bld.zext(adjust, a.type))
+        return bld.add(r, bld.select(adjust, b, zero))
+
+    # memory ------------------------------------------------------------
+    def address(self, buffer, indices) -> ir.Value:
+        offset = self.expr(buffer.flat_index(indices))
+        return self.b.gep(self.values[id(buffer)], [offset], inbounds=True, source_etype=memory_type(buffer.dtype))
+
+    def load(self, e: Load) -> ir.Value:
+        dtype = e.buffer.dtype
+        value = self.b.load(self.address(e.buffer, e.indices), align=self.align(dtype), typ=memory_type(dtype))
+        return self.b.icmp_unsigned("!=", value, ir.Constant(I8, 0)) if dtype == "bool" else value
+
+    @staticmethod
+    def align(dtype: str) -> int:
+        return max(BITS[dtype] // 8, 1)
+
+    # module-level symbols ------------------------------------------------------
+    def runtime_function(self, name: str, ret, params, var_arg: bool = False) -> ir.Function:
+        fn = self.module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(self.module, ir.FunctionType(ret, params, var_arg=var_arg), name)
+        return fn
+
+    def string(self, text: str) -> ir.GlobalVariable:
+        data = bytearray(text.encode() + b"\0")
+        self.strings += 1
+        g = ir.GlobalVariable(self.module, ir.ArrayType(I8, len(data)), f"{self.symbol}.message{self.strings}")
+        g.global_constant, g.linkage, g.unnamed_addr = True, "private", True
+        g.initializer = ir.Constant(ir.ArrayType(I8, len(data)), data)
+        return g
+
+
+def emit_kernels(programs: dict, freestanding: bool, name: str = "kernels") -> ir.Module:
+    """An LLVM module with one function per (symbol -> program) entry; the
+    caller sets the triple and data layout (codegen/llvm/target.py)."""
+    module = ir.Module(name=name)
+    math = FREESTANDING_MATH if freestanding else HOSTED_MATH
+    for symbol, program in programs.items():
+        try:
+            KernelEmitter(module, program, symbol, math).emit()
+        except RelaxEdgeError as err:
+            raise RelaxEdgeError(f"tensor program {program.name}: {err}") from None
+    return module
