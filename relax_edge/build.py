@@ -39,6 +39,7 @@ from .target import DEFAULT_BOARD, Board, load_board, require_toolchain
 RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime_c"
 RUNTIME_SOURCES = ("status.c", "check.c", "module.c", "math.c")  # runtime_c/src, the core
 RUNNER_SOURCE = RUNTIME_DIR / "tools" / "runner.c"
+RPC_SOURCES = (RUNTIME_DIR / "rpc" / "protocol.c", RUNTIME_DIR / "rpc" / "server_posix.c")
 
 
 class BuildError(RelaxEdgeError):
@@ -61,10 +62,11 @@ class Artifact:
     workspace_bytes: int | None = None   # the fixed arena when every size is bounded
     memory_plan: str = ""                # the plan dump (relax-edge compile --show-memory)
     runner: Path | None = None           # the executable that runs the model on tensor files
+    server: Path | None = None           # the RPC server (Linux boards; profiled build)
     sizes: dict | None = None            # {"model": {"text":..}, "runtime": {...}} in bytes
     board_file: str = ""
 
-    _PATHS = ("shared_library", "static_library", "header", "runner")
+    _PATHS = ("shared_library", "static_library", "header", "runner", "server")
 
     def to_json(self) -> dict:
         d = dataclasses.asdict(self)
@@ -243,7 +245,7 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
     digest.update(sources.weights)
     digest.update(repr((board.name, tc)).encode())
     for path in [*sorted((RUNTIME_DIR / "src").glob("*.c")), *sorted((RUNTIME_DIR / "include").rglob("*.h")),
-                 RUNNER_SOURCE]:
+                 RUNNER_SOURCE, *RPC_SOURCES]:
         digest.update(path.read_bytes())
     key = digest.hexdigest()[:16]
 
@@ -254,9 +256,12 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
     artifact = Artifact(out_dir, prefix, board.name, backend, shared, static, out_dir / f"{prefix}.h",
                         sources.signature, source=source, workspace_bytes=main_sig["fixed_workspace_bytes"],
                         memory_plan=dump_plan(sources.plans["main"]), runner=runner, board_file=board.path)
+    server = None if board.target.freestanding else out_dir / f"{prefix}_server"
+    artifact.server = server
     stamp = out_dir / ".build-key"
     meta = out_dir / "artifact.json"
-    if stamp.exists() and stamp.read_text() == key and meta.exists() and static.exists() and runner.exists():
+    if stamp.exists() and stamp.read_text() == key and meta.exists() and static.exists() and runner.exists() \
+            and (server is None or server.exists()):
         artifact.cached = True
         artifact.sizes = json.loads(meta.read_text()).get("sizes")
         artifact.build_seconds = time.perf_counter() - start
@@ -297,6 +302,10 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
         _run([tc.cc, *tc.cflags, *tc.ldflags, "-o", objdir / runner.name, runner_obj, *objects, *libm],
              "linking the runner")
         staged.append((objdir / runner.name, runner))
+        if server is not None:
+            _build_server(tc, objdir / server.name, out_dir / f"{prefix}.c", model_objects[1:], runtime_objects,
+                          prefix)
+            staged.append((objdir / server.name, server))
         artifact.sizes = {"model": object_sizes(tc.size_tool, model_objects),
                           "runtime": object_sizes(tc.size_tool, runtime_objects)}
         for tmp, final in staged:
@@ -306,6 +315,21 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
     write_atomic(stamp, key)
     _progress(f"built {prefix} for {board.name} in {artifact.build_seconds:.1f}s", quiet)
     return artifact
+
+
+def _build_server(tc: Toolchain, out: Path, model_c: Path, other_objects, runtime_objects, prefix: str) -> None:
+    """The RPC server: the model compiled again with the per-kernel profiler
+    (RXE_PROFILE), the protocol core and the POSIX I/O layer."""
+    objdir = out.parent
+    profiled = objdir / "model_profiled.o"
+    _run([tc.cc, *tc.cflags, "-DRXE_PROFILE", "-c", model_c, "-o", profiled], "compiling the profiled model")
+    rpc_objects = []
+    for src in RPC_SOURCES:
+        obj = objdir / f"rpc_{src.stem}.o"
+        _run([tc.cc, *tc.cflags, f"-DRXE_MODULE={prefix}_module", "-c", src, "-o", obj], f"compiling {src.name}")
+        rpc_objects.append(obj)
+    _run([tc.cc, *tc.cflags, *tc.ldflags, "-o", out, profiled, *other_objects, *rpc_objects, *runtime_objects, "-lm"],
+         "linking the RPC server")
 
 
 def _compile_llvm_kernels(module, board: Board, opt_level, out_dir: Path, prefix: str, emit_llvm: bool) -> Path:

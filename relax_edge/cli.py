@@ -2,6 +2,7 @@
 
     relax-edge compile MODEL.onnx [--board B] [--backend c] [-o DIR] [--dim seq=1..512] [--show-memory]
     relax-edge run MODEL.onnx|DIR [--board B] [--inputs in.npz] [--dim seq=16] [--check] [--output out.npz]
+    relax-edge bench MODEL.onnx|DIR [--board B] [--repeat N] [--profile] [--json out.json]
     relax-edge boards [--check]
     relax-edge ops
 
@@ -201,6 +202,59 @@ def _check(art, inputs, outputs) -> int:
     return 0 if ok else 1
 
 
+def _artifact_for(args, dims):
+    from .build import Artifact
+    target = Path(args.model)
+    if target.is_dir():
+        art = Artifact.load(target)
+    else:
+        compile_dims = {k: v for k, v in dims.items() if isinstance(v, tuple)}
+        _, art = _compile(args.model, args.board or DEFAULT_BOARD, "c", args.build_dir, compile_dims, None)
+    board = load_board(args.board).name if args.board else art.board
+    if board != art.board:
+        raise RelaxEdgeError(f"{art.out_dir} was built for board {art.board}, not {board}; "
+                             f"rebuild with relax-edge compile --board {board}")
+    return art, board
+
+
+def cmd_bench(args) -> int:
+    from .deploy import connect
+    dims = parse_dims(args.dim)
+    art, board = _artifact_for(args, dims)
+    sizes = _default_sizes(art, {k: v for k, v in dims.items() if isinstance(v, int)})
+    inputs = _load_inputs(args.inputs, art.signature["main"]) if args.inputs else \
+        _random_inputs(art.signature["main"], sizes, args.seed)
+    _say(f"deploying {art.prefix} to {board}")
+    with connect(args.board or art.board_file or board) as dev:
+        m = dev.load(art)
+        if not hasattr(m, "benchmark"):
+            raise RelaxEdgeError(f"board {board}: benchmarking needs the RPC server, which this board's "
+                                 "artifacts do not have")
+        _say(f"running {args.warmup} warm-up and {args.repeat} timed repeats")
+        stats = m.benchmark(*inputs, warmup=args.warmup, repeat=args.repeat)
+        prof = m.profile(*inputs) if args.profile else None
+        if hasattr(m, "close"):
+            m.close()
+    shape = ", ".join(f"{k}={v}" for k, v in sizes.items()) or "static shapes"
+    print(f"{art.prefix} on {board} ({shape}), {stats['repeat']} repeats after {stats['warmup']} warm-up, "
+          "timed on the device")
+    print(f"  median {stats['median_ms']:.3f} ms   mean {stats['mean_ms']:.3f} ms   std {stats['std_ms']:.3f} ms   "
+          f"min {stats['min_ms']:.3f} ms   max {stats['max_ms']:.3f} ms")
+    result = {"model": art.prefix, "board": board, "sizes": sizes, "benchmark": stats}
+    if prof is not None:
+        print(f"profile: one run {prof['run_ms']:.3f} ms, kernels {prof['kernels_ms']:.3f} ms; top kernels:")
+        print(f"  {'kernel':<28}{'node':<32}{'calls':>6}{'total ms':>10}{'share':>8}")
+        for row in prof["rows"][:args.top]:
+            print(f"  {row['kernel'][:27]:<28}{row['node'][:31]:<32}{row['calls']:>6}{row['total_ms']:>10.3f}"
+                  f"{row['share']:>8.1%}")
+        result["profile"] = prof
+    if args.json:
+        from .build import write_atomic
+        write_atomic(Path(args.json), json.dumps(result, indent=1))
+        print(f"  wrote {args.json}")
+    return 0
+
+
 def cmd_boards(args) -> int:
     from .target import board_names, load_board, toolchain_problems
     failed = 0
@@ -257,6 +311,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", help="write the outputs to this .npz")
     p.add_argument("--build-dir", help="where to compile an ONNX file (default build/<model name>)")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("bench", help="benchmark (and profile) a model on a board, timed on the device")
+    p.add_argument("model", help="an ONNX file or a directory made by `relax-edge compile`")
+    p.add_argument("--board", help="a board name or YAML file (default: the artifact's board)")
+    p.add_argument("--repeat", type=int, default=20, help="timed repeats (default 20)")
+    p.add_argument("--warmup", type=int, default=3, help="warm-up runs (default 3)")
+    p.add_argument("--profile", action="store_true", help="also print the per-kernel profile of one run")
+    p.add_argument("--top", type=int, default=10, help="kernels shown in the profile (default 10)")
+    p.add_argument("--json", help="write the statistics (and profile) to this file, atomically")
+    p.add_argument("--inputs", help=".npz with one array per input (by input name)")
+    p.add_argument("--dim", action="append", metavar="NAME=N", help="size of a dynamic dimension")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--build-dir", help="where to compile an ONNX file (default build/<model name>)")
+    p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("boards", help="list the boards (boards/*.yaml)")
     p.add_argument("--check", action="store_true", help="check each board's toolchain and emulator")

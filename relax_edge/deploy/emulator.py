@@ -25,12 +25,9 @@ from ..errors import RelaxEdgeError
 from ..target import Board, require_toolchain
 from . import tensorfile
 from .host import RuntimeCheckError
+from .rpc import DeviceError, ProcessStream, RpcModule
 
 _ERROR = re.compile(r"RXE_ERROR (RXE_\w+): (.*)")
-
-
-class DeviceError(RelaxEdgeError):
-    """The device or emulator failed: a crash, a timeout, a missing file."""
 
 
 def _tail(text: str, lines: int = 12) -> str:
@@ -159,9 +156,20 @@ class QemuDevice:
                               f"was stopped (raise timeout_s in {self.board.path} for slow models)\n{_tail(out)}") \
                 from None
 
-    def load(self, artifact, function: str = "main") -> RunnerModule:
+    def spawn(self, program: Path) -> ProcessStream:
+        """Start the RPC server under the emulator; frames on its stdin/stdout."""
+        return ProcessStream(self.command(program, []), cwd=self.workdir, what=self.board.name,
+                             hint=f" (after {self.board.timeout_s:g}s; raise timeout_s in {self.board.path} "
+                                  "for slow models)")
+
+    def load(self, artifact, function: str = "main"):
+        """RPC when the artifact has a server (Linux boards), else the runner
+        on tensor files (microcontrollers under semihosting)."""
         if artifact.board != self.board.name:
             raise RelaxEdgeError(f"artifact built for board {artifact.board}, not {self.board.name}")
+        if artifact.server is not None and Path(artifact.server).exists() and not self.board.qemu.get("system"):
+            server = self.stage(artifact.server)
+            return RpcModule(lambda: self.spawn(server), artifact, self.board.timeout_s, function)
         if artifact.runner is None or not Path(artifact.runner).exists():
             raise RelaxEdgeError(f"{artifact.out_dir}: the artifact has no runner executable; rebuild it")
         return RunnerModule(self, artifact, function)

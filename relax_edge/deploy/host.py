@@ -99,6 +99,29 @@ class LoadedModule:
             raise RuntimeCheckError(status, err.message.decode(errors="replace"))
         return outputs
 
+    def _rpc(self):
+        """The same model as a local server process, for on-device timing."""
+        if getattr(self, "_rpc_module", None) is None:
+            from .rpc import ProcessStream, RpcModule
+            server = self.artifact.server
+            if server is None or not server.exists():
+                raise RelaxEdgeError(f"{self.artifact.out_dir}: no RPC server was built; rebuild the artifact")
+            self._rpc_module = RpcModule(lambda: ProcessStream([str(server)], what="host"), self.artifact, 600.0)
+        return self._rpc_module
+
+    def benchmark(self, *inputs, warmup: int = 3, repeat: int = 20, min_repeat_ms: int = 0) -> dict:
+        """Per-repeat times measured by the model's server with a monotonic clock."""
+        return self._rpc().benchmark(*inputs, warmup=warmup, repeat=repeat, min_repeat_ms=min_repeat_ms)
+
+    def profile(self, *inputs) -> dict:
+        """Per-kernel times of one run (the server is built with the profiler)."""
+        return self._rpc().profile(*inputs)
+
+    def close(self) -> None:
+        if getattr(self, "_rpc_module", None) is not None:
+            self._rpc_module.close()
+            self._rpc_module = None
+
     def workspace_bytes(self, **sizes) -> int:
         """Workspace bytes for values of the size variables, e.g.
         `m.workspace_bytes(seq=100)`: what to allocate before the first run."""

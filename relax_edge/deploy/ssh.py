@@ -21,11 +21,13 @@ import os
 import shlex
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 from ..errors import RelaxEdgeError
 from ..target import Board
-from .emulator import DeviceError, RunnerModule
+from .emulator import RunnerModule
+from .rpc import DeviceError, RpcModule
 
 
 def _expand(path: str | None) -> str | None:
@@ -175,12 +177,79 @@ class SshDevice:
             raise DeviceError(f"{self.where}: the connection was lost while running the model")
         return subprocess.CompletedProcess(full, code, out, err)
 
-    def load(self, artifact, function: str = "main") -> RunnerModule:
+    def spawn(self, program: str) -> "ChannelStream":
+        """Start the RPC server over an exec channel that carries the frames."""
+        cmd = " ".join(shlex.quote(a) for a in [*self.prefix, program])
+        try:
+            channel = self.client.get_transport().open_session()
+            channel.exec_command(f"cd {shlex.quote(self.session_dir)} && exec {cmd}")
+        except (OSError, EOFError, AttributeError) as err:
+            raise DeviceError(f"{self.where}: the connection was lost while starting the server ({err})") from None
+        return ChannelStream(channel, self.where)
+
+    def load(self, artifact, function: str = "main"):
         if artifact.board != self.board.name:
             raise RelaxEdgeError(f"artifact built for board {artifact.board}, not {self.board.name}")
+        if artifact.server is not None and Path(artifact.server).exists():
+            server = self.stage(artifact.server)
+            return RpcModule(lambda: self.spawn(server), artifact, self.board.timeout_s, function)
         if artifact.runner is None or not Path(artifact.runner).exists():
             raise RelaxEdgeError(f"{artifact.out_dir}: the artifact has no runner executable; rebuild it")
         return RunnerModule(self, artifact, function)
+
+
+class ChannelStream:
+    """Frames over an SSH exec channel."""
+
+    def __init__(self, channel, where: str):
+        self.channel = channel
+        self.what = where
+
+    def send(self, data: bytes) -> None:
+        try:
+            self.channel.sendall(data)
+        except (OSError, EOFError):
+            raise self.died() from None
+
+    def recv(self, n: int, deadline: float) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.close()
+                raise DeviceError(f"{self.what}: no answer in time; the server was stopped")
+            self.channel.settimeout(left)
+            try:
+                chunk = self.channel.recv(n - len(out))
+            except socket.timeout:
+                continue
+            except (OSError, EOFError):
+                raise self.died() from None
+            if not chunk:
+                raise self.died()
+            out += chunk
+        return bytes(out)
+
+    def died(self) -> DeviceError:
+        err = b""
+        try:
+            while self.channel.recv_stderr_ready():
+                err += self.channel.recv_stderr(4096)
+        except (OSError, EOFError):
+            pass
+        code = self.channel.exit_status if self.channel.exit_status_ready() else None
+        text = err.decode(errors="replace")
+        if code is None or code == -1:  # paramiko's exit status when the connection dropped
+            return DeviceError(f"{self.what}: the connection was lost while the model was running")
+        if code > 128:
+            return DeviceError(f"{self.what}: the model crashed with signal {code - 128}:\n{text[-1500:]}")
+        return DeviceError(f"{self.what}: the server stopped (exit {code}):\n{text[-1500:]}")
+
+    def close(self) -> None:
+        try:
+            self.channel.close()
+        except (OSError, EOFError):
+            pass
 
 
 class _Bytes:

@@ -1,0 +1,152 @@
+/*
+ * The RPC server's POSIX I/O layer: frames over stdin/stdout (the default;
+ * what an emulator or an SSH exec channel carries) or over a TCP socket bound
+ * to 127.0.0.1 (--tcp PORT). Link with a compiled model, the runtime and
+ * rpc/protocol.c, with -DRXE_MODULE=<prefix>_module.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "relax_edge/rpc.h"
+#include "relax_edge/runtime.h"
+
+#ifndef RXE_MODULE
+#error "compile with -DRXE_MODULE=<prefix>_module"
+#endif
+extern const rxe_module_t RXE_MODULE;
+
+uint64_t rxe_profile_clock_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void* platform_alloc(void* ctx, uint64_t bytes, uint64_t alignment) {
+  void* p = NULL;
+  (void)ctx;
+  if (alignment < sizeof(void*)) alignment = sizeof(void*);
+  return posix_memalign(&p, (size_t)alignment, (size_t)bytes) == 0 ? p : NULL;
+}
+
+static void platform_release(void* ctx, void* p) {
+  (void)ctx;
+  free(p);
+}
+
+static uint64_t platform_clock(void* ctx) {
+  (void)ctx;
+  return rxe_profile_clock_ns();
+}
+
+static int read_full(int fd, uint8_t* dst, uint64_t n) {
+  while (n > 0) {
+    ssize_t got = read(fd, dst, n > (1u << 30) ? (1u << 30) : (size_t)n);
+    if (got <= 0) return 0;
+    dst += got;
+    n -= (uint64_t)got;
+  }
+  return 1;
+}
+
+static int write_full(int fd, const uint8_t* src, uint64_t n) {
+  while (n > 0) {
+    ssize_t put = write(fd, src, n > (1u << 30) ? (1u << 30) : (size_t)n);
+    if (put <= 0) return 0;
+    src += put;
+    n -= (uint64_t)put;
+  }
+  return 1;
+}
+
+static int serve(int in_fd, int out_fd) {
+  rxe_rpc_platform_t platform = {platform_alloc, platform_release, platform_clock, NULL};
+  rxe_rpc_server_t* server = (rxe_rpc_server_t*)malloc(sizeof(rxe_rpc_server_t));
+  rxe_rpc_buffer_t reply;
+  uint8_t header[RXE_RPC_HEADER_BYTES];
+  int rc = 0;
+  if (server == NULL) return 1;
+  rxe_rpc_server_init(server, &RXE_MODULE, platform);
+  reply.capacity = 1u << 20;
+  reply.data = (uint8_t*)malloc(reply.capacity);
+  while (!server->stop && read_full(in_fd, header, sizeof(header))) {
+    uint8_t type;
+    uint32_t length;
+    uint8_t* payload;
+    rxe_error_t err;
+    if (rxe_rpc_parse_header(header, &type, &length, &err) != RXE_OK) {
+      /* the stream cannot be trusted past a bad header: answer and stop */
+      uint8_t frame[RXE_ERROR_MESSAGE_BYTES + 16];
+      rxe_rpc_buffer_t b = {frame, 0, sizeof(frame), 0};
+      rxe_rpc_handle(server, 0, NULL, 0, &b); /* unknown type -> an error frame */
+      write_full(out_fd, frame, b.size);
+      fprintf(stderr, "relax_edge rpc: %s\n", err.message);
+      rc = 2;
+      break;
+    }
+    payload = (uint8_t*)malloc(length > 0 ? length : 1);
+    if (payload == NULL || !read_full(in_fd, payload, length)) {
+      free(payload);
+      rc = 2;
+      break;
+    }
+    for (;;) {
+      rxe_rpc_handle(server, type, payload, length, &reply);
+      if (!reply.overflow) break;
+      free(reply.data);
+      reply.capacity *= 4;
+      reply.data = (uint8_t*)malloc(reply.capacity);
+      if (reply.data == NULL) {
+        rc = 1;
+        break;
+      }
+    }
+    free(payload);
+    if (reply.data == NULL || !write_full(out_fd, reply.data, reply.size)) {
+      rc = rc ? rc : 2;
+      break;
+    }
+  }
+  rxe_rpc_server_free(server);
+  free(server);
+  free(reply.data);
+  return rc;
+}
+
+static int serve_tcp(int port) {
+  struct sockaddr_in addr;
+  int fd = socket(AF_INET, SOCK_STREAM, 0), client, one = 1, rc;
+  if (fd < 0) return 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  memset(&addr, 0, sizeof(addr));
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons((unsigned short)port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK); /* loopback only */
+  if (bind(fd, (struct sockaddr*)&addr, sizeof(addr)) != 0 || listen(fd, 1) != 0) {
+    perror("relax_edge rpc: bind 127.0.0.1");
+    close(fd);
+    return 1;
+  }
+  fprintf(stderr, "relax_edge rpc: listening on 127.0.0.1:%d\n", port);
+  client = accept(fd, NULL, NULL);
+  close(fd);
+  if (client < 0) return 1;
+  rc = serve(client, client);
+  close(client);
+  return rc;
+}
+
+int main(int argc, char** argv) {
+  if (argc == 3 && strcmp(argv[1], "--tcp") == 0) return serve_tcp(atoi(argv[2]));
+  if (argc != 1) {
+    fprintf(stderr, "usage: %s [--tcp PORT]   (frames on stdin/stdout by default)\n", argv[0]);
+    return 2;
+  }
+  return serve(0, 1);
+}
