@@ -1,12 +1,11 @@
-"""The main job as it stands: take a real model (a BERT encoder exported from
-PyTorch with seeded random weights and a dynamic sequence length), cross-
-compile it for the default board (qemu-aarch64: 64-bit ARM Linux under QEMU)
-with `relax-edge compile`, run it there with `relax-edge run --check` at two
-sequence lengths from the one artifact, and compare the board's outputs with
-ONNX Runtime. Then the same model natively on the host, timed side by side
-with ONNX Runtime.
-
-Benchmarking and profiling on the board arrive with the remote harness.
+"""The main job: take a real model (a BERT encoder exported from PyTorch with
+seeded random weights and a dynamic sequence length), cross-compile it for
+the default board (qemu-aarch64: 64-bit ARM Linux under QEMU) with
+`relax-edge compile`, run it there with `relax-edge run --check` at two
+sequence lengths from the one artifact, compare the board's outputs with
+ONNX Runtime, then benchmark and profile it on the board with
+`relax-edge bench --profile` (times measured on the device). Last, the same
+model natively on the host, timed side by side with ONNX Runtime.
 """
 
 from __future__ import annotations
@@ -53,6 +52,9 @@ def main() -> int:
         "--name", "bert")
     for seq in (5, 32):
         cli("run", OUT / "bert-aarch64", "--board", "qemu-aarch64", "--dim", f"seq={seq}", "--check")
+
+    cli("bench", OUT / "bert-aarch64", "--board", "qemu-aarch64", "--dim", "seq=32", "--repeat", "10",
+        "--profile", "--top", "5", "--json", OUT / "bench-qemu-aarch64.json")
 
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     ok = True
