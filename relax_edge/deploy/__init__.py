@@ -22,5 +22,8 @@ def connect(board=DEFAULT_BOARD):
     if b.transport == "ssh":
         from .ssh import SshDevice
         return SshDevice(b)
+    if b.transport == "adb":
+        from .adb import AdbDevice
+        return AdbDevice(b)
     raise RelaxEdgeError(f"board {b.name}: the {b.transport} transport is not available yet; "
                          "use an ssh, qemu or host board")

@@ -1,0 +1,106 @@
+"""Running artifacts on an Android phone over adb.
+
+The runner and the RPC server are pushed into `workdir/<content hash>/`
+(`adb push`, skipped when the file is already there), tensors travel as
+files, and the RPC frames ride `adb shell -T` (no terminal, binary-safe).
+A fully static aarch64 binary runs from `adb shell` without the NDK.
+
+Checked here against a stand-in `adb` (tests/deploy/fake_adb.py); not yet
+against a real phone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ..errors import RelaxEdgeError
+from ..target import Board, require_toolchain
+from .emulator import RunnerModule
+from .rpc import DeviceError, ProcessStream, RpcModule
+
+
+class AdbDevice:
+    def __init__(self, board: Board):
+        require_toolchain(board)
+        self.board = board
+        self.serial = board.adb.get("serial")
+        self.workdir = board.adb["workdir"].rstrip("/")
+        self.session_dir = self.workdir
+        self.uploads = 0
+        state = self._adb(["get-state"], check=False)
+        if state.returncode != 0 or "device" not in state.stdout:
+            raise DeviceError(f"board {board.name}: no device over adb ({(state.stderr or state.stdout).strip()}); "
+                              "plug the phone in, enable USB debugging, or set adb.serial in " + board.path)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def _adb(self, args, check=True, timeout=None) -> subprocess.CompletedProcess:
+        cmd = ["adb", *(["-s", self.serial] if self.serial else []), *args]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout or self.board.timeout_s)
+        except subprocess.TimeoutExpired:
+            raise DeviceError(f"board {self.board.name}: adb {args[0]} gave no answer within "
+                              f"{timeout or self.board.timeout_s:g}s") from None
+        if check and proc.returncode != 0:
+            raise DeviceError(f"board {self.board.name}: adb {' '.join(args[:2])} failed: "
+                              f"{(proc.stderr or proc.stdout).strip()[-500:]}")
+        return proc
+
+    def _shell(self, command: str, check=True) -> subprocess.CompletedProcess:
+        return self._adb(["shell", "-T", command], check=check)
+
+    def stage(self, path: Path) -> str:
+        data = Path(path).read_bytes()
+        remote_dir = f"{self.workdir}/{hashlib.sha256(data).hexdigest()[:16]}"
+        remote = f"{remote_dir}/{Path(path).name}"
+        self.session_dir = remote_dir
+        if self._shell(f"test -x {shlex.quote(remote)}", check=False).returncode == 0:
+            return remote
+        self._shell(f"mkdir -p {shlex.quote(remote_dir)}")
+        self._adb(["push", str(path), remote])
+        self._shell(f"chmod 755 {shlex.quote(remote)}")
+        self.uploads += 1
+        return remote
+
+    def write(self, name: str, data: bytes) -> None:
+        with tempfile.NamedTemporaryFile() as tmp:
+            tmp.write(data)
+            tmp.flush()
+            self._adb(["push", tmp.name, f"{self.session_dir}/{name}"])
+
+    def read(self, name: str) -> bytes | None:
+        with tempfile.TemporaryDirectory() as tmp:
+            local = Path(tmp) / name
+            if self._adb(["pull", f"{self.session_dir}/{name}", str(local)], check=False).returncode != 0:
+                return None
+            return local.read_bytes()
+
+    def remove(self, name: str) -> None:
+        self._shell(f"rm -f {shlex.quote(self.session_dir + '/' + name)}", check=False)
+
+    def execute(self, program: str, args: list) -> subprocess.CompletedProcess:
+        cmd = " ".join(shlex.quote(a) for a in [program, *map(str, args)])
+        return self._shell(f"cd {shlex.quote(self.session_dir)} && {cmd}", check=False)
+
+    def spawn(self, program: str) -> ProcessStream:
+        adb = shutil.which("adb") or "adb"
+        cmd = [adb, *(["-s", self.serial] if self.serial else []), "shell", "-T",
+               f"cd {shlex.quote(self.session_dir)} && exec {shlex.quote(program)}"]
+        return ProcessStream(cmd, what=f"board {self.board.name}")
+
+    def load(self, artifact, function: str = "main"):
+        if artifact.board != self.board.name:
+            raise RelaxEdgeError(f"artifact built for board {artifact.board}, not {self.board.name}")
+        if artifact.server is not None and Path(artifact.server).exists():
+            server = self.stage(artifact.server)
+            return RpcModule(lambda: self.spawn(server), artifact, self.board.timeout_s, function)
+        return RunnerModule(self, artifact, function)
