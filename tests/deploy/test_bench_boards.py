@@ -55,10 +55,11 @@ def test_server_tcp_mode_binds_loopback(tmp_path):
                 time.sleep(0.05)
         with conn:
             conn.sendall(b"RX\x01\x00" + struct.pack("<I", 4) + struct.pack("<I", 1))
-            head = conn.recv(8)
+            head = conn.recv(8, socket.MSG_WAITALL)
             assert head[:2] == b"RX" and head[2] == 0x80
+            conn.recv(struct.unpack("<I", head[4:])[0], socket.MSG_WAITALL)  # protocol, ABI, module name
             conn.sendall(b"RX\x0a\x00" + struct.pack("<I", 0))  # shutdown
-            assert conn.recv(8)[:3] == b"RX\x80"
+            assert conn.recv(8, socket.MSG_WAITALL)[:3] == b"RX\x80"
         assert proc.wait(timeout=10) == 0
     finally:
         if proc.poll() is None:
