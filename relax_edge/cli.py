@@ -252,7 +252,33 @@ def cmd_bench(args) -> int:
         from .build import write_atomic
         write_atomic(Path(args.json), json.dumps(result, indent=1))
         print(f"  wrote {args.json}")
+    if args.plot:
+        if prof is None:
+            raise RelaxEdgeError("--plot draws the profile: add --profile")
+        plot_profile(prof, f"{art.prefix} on {board} ({shape})", Path(args.plot), args.top)
+        print(f"  wrote {args.plot}")
     return 0
+
+
+def plot_profile(prof: dict, title: str, path: Path, top: int) -> None:
+    """A bar chart of the slowest kernels, written atomically as PNG."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise RelaxEdgeError("--plot needs matplotlib: pip install 'relax-edge[plot]'") from None
+    from .build import write_atomic
+    rows = prof["rows"][:top][::-1]
+    fig, ax = plt.subplots(figsize=(9, 0.35 * len(rows) + 1.5))
+    ax.barh([f"{r['kernel']}  ({r['node'][:40]})" for r in rows], [r["total_ms"] for r in rows], color="#3b7dd8")
+    ax.set_xlabel("time per run (ms), measured on the device")
+    ax.set_title(f"{title}: {prof['run_ms']:.2f} ms per run", fontsize=10)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    write_atomic(path, buf.getvalue())
 
 
 def cmd_boards(args) -> int:
@@ -320,6 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", action="store_true", help="also print the per-kernel profile of one run")
     p.add_argument("--top", type=int, default=10, help="kernels shown in the profile (default 10)")
     p.add_argument("--json", help="write the statistics (and profile) to this file, atomically")
+    p.add_argument("--plot", help="with --profile: draw the slowest kernels into this PNG")
     p.add_argument("--inputs", help=".npz with one array per input (by input name)")
     p.add_argument("--dim", action="append", metavar="NAME=N", help="size of a dynamic dimension")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")

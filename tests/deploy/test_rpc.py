@@ -86,10 +86,12 @@ def test_bench_command_writes_json_atomically(tmp_path):
     out = tmp_path / "bench.json"
     proc = subprocess.run([sys.executable, "-m", "relax_edge.cli", "bench", str(path), "--board", "host",
                            "--build-dir", str(tmp_path / "b"), "--repeat", "7", "--profile", "--json", str(out),
-                           "--dim", "batch=4"], capture_output=True, text=True, timeout=600)
+                           "--plot", str(tmp_path / "profile.png"), "--dim", "batch=4"],
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "timed on the device" in proc.stdout and "top kernels" in proc.stdout
     assert "[relax-edge] running 3 warm-up and 7 timed repeats" in proc.stderr
     data = json.loads(out.read_text())
     assert data["benchmark"]["repeat"] == 7 and data["profile"]["rows"]
     assert not list(tmp_path.glob(".bench.json.*"))  # no partial file left
+    assert (tmp_path / "profile.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

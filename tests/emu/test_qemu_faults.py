@@ -27,6 +27,8 @@ def test_a_run_past_the_timeout_is_stopped(tmp_path):
         with pytest.raises(rxe.DeviceError, match=r"qemu-aarch64: no answer in time; the server was stopped "
                                                   r"\(after 0.001s; raise timeout_s in"):
             m.run(np.zeros((2, 784), np.float32))
+        stray = subprocess.run(["pgrep", "-f", str(dev.workdir)], capture_output=True, text=True).stdout
+        assert stray.strip() == "", f"processes left behind: {stray}"
 
 
 def test_a_crashing_binary_reports_its_signal(tmp_path):
