@@ -3,13 +3,15 @@ with the board's toolchain.
 
     art = rxe.build(mod, board="qemu-aarch64", backend="c", out_dir="build/mlp")
 
-With backend="llvm" the kernels are compiled by LLVM (codegen/llvm) into
-PREFIX_kernels.o (and PREFIX_kernels.ll, the optimized IR, with
-emit_llvm=True); the host functions stay C, declaring the kernels extern,
-and everything is linked by the board's toolchain into the same files.
+With backend="llvm" there is no generated C for the model: LLVM (codegen/llvm)
+compiles the kernels into PREFIX_kernels.o and the host functions with the
+module's entry table into PREFIX_host.o (PREFIX_host_profiled.o with the
+per-kernel profiler, for the RPC server), and PREFIX_KIND.ll (the optimized
+IR) with emit_llvm=True; the board's toolchain assembles the weights and
+links everything into the same files.
 
 The output directory keeps everything a user needs to embed the model:
-PREFIX.c / PREFIX.h / PREFIX_weights.{S,bin}, a static library with the
+PREFIX.c (C backend) / PREFIX.h / PREFIX_weights.{S,bin}, a static library with the
 runtime inside (libPREFIX.a), a shared library on Linux targets
 (libPREFIX.so; the host loads it in process), the runner executable that runs
 the model on tensor files (PREFIX_runner, what emulators and boards run),
@@ -214,7 +216,7 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
           opt_level: str | None = None, quiet: bool = True, source: dict | None = None,
           emit_llvm: bool = False) -> Artifact:
     """Compile `mod` for `board` (a name or a YAML path) into `out_dir`;
-    `backend` "c" or "llvm" (kernels through LLVM, the host function in C)."""
+    `backend` "c" or "llvm" (kernels and host functions through LLVM)."""
     from .codegen.c.module import generate_c
     from .memory import dump_plan
     from .transform.legalize import legalize
@@ -229,17 +231,21 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
     if _needs_legalize(mod):
         _progress("legalizing operators into tensor programs", quiet)
         mod = legalize(mod)
-    _progress("generating C" + (" and LLVM IR" if backend == "llvm" else ""), quiet)
-    sources = generate_c(mod, name, extern_kernels=backend == "llvm")
-    prefix = sources.prefix
     tc = Toolchain.for_board(board, opt_level)
     digest = hashlib.sha256()
-    kernel_module = None
+    llvm_modules = {}
     if backend == "llvm":
-        from .codegen.llvm import emit_kernels, machine_spec
-        kernel_module = emit_kernels(sources.extern_kernels, board.target.freestanding, f"{prefix}_kernels")
-        digest.update(str(kernel_module).encode())
+        from .codegen.llvm import generate_llvm, machine_spec
+        _progress("generating LLVM IR", quiet)
+        sources = generate_llvm(mod, name, board.target.freestanding, profiled=not board.target.freestanding)
+        llvm_modules = sources.modules
+        for stem in sorted(llvm_modules):
+            digest.update(str(llvm_modules[stem]).encode())
         digest.update(repr((machine_spec(board.target), opt_level, emit_llvm)).encode())
+    else:
+        _progress("generating C", quiet)
+        sources = generate_c(mod, name)
+    prefix = sources.prefix
     for fname in sorted(sources.files):
         digest.update(sources.files[fname].encode())
     digest.update(sources.weights)
@@ -269,6 +275,10 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
         _progress(f"{out_dir}: up to date", quiet)
         return artifact
 
+    stale = (f"{prefix}.c",) if backend == "llvm" else tuple(f"{prefix}_{stem}.{ext}" for stem in LLVM_OBJECTS
+                                                               for ext in ("o", "ll"))
+    for fname in stale:   # another backend's build in this directory
+        (out_dir / fname).unlink(missing_ok=True)
     for fname, text in sources.files.items():
         write_atomic(out_dir / fname, text)
     write_atomic(out_dir / f"{prefix}_weights.bin", sources.weights)
@@ -277,14 +287,22 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
               f"({len(sources.weights) / 1e6:.1f} MB of constants)", quiet)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".obj-") as objdir:
         objdir = Path(objdir)
-        model_objects = []
-        for src in (out_dir / f"{prefix}.c", out_dir / f"{prefix}_weights.S"):
-            obj = objdir / f"{src.stem}{src.suffix.replace('.', '_')}.o"
-            extra = [f"-Wa,-I{out_dir}"] if src.suffix == ".S" else []
-            _run([tc.cc, *tc.cflags, *extra, "-c", src, "-o", obj], f"compiling {src.name}")
-            model_objects.append(obj)
-        if kernel_module is not None:
-            model_objects.append(_compile_llvm_kernels(kernel_module, board, opt_level, out_dir, prefix, emit_llvm))
+        weights_obj = objdir / f"{prefix}_weights_S.o"
+        _run([tc.cc, *tc.cflags, f"-Wa,-I{out_dir}", "-c", out_dir / f"{prefix}_weights.S", "-o", weights_obj],
+             f"compiling {prefix}_weights.S")
+        if backend == "llvm":
+            llvm_objects = {stem: _compile_llvm(module, board, opt_level, out_dir / f"{prefix}_{stem}", emit_llvm)
+                            for stem, module in llvm_modules.items()}
+            model_objects = [llvm_objects["host"], weights_obj, llvm_objects["kernels"]]
+            profiled_objects = [llvm_objects.get("host_profiled"), weights_obj, llvm_objects["kernels"]]
+        else:
+            model_c = out_dir / f"{prefix}.c"
+            model_objects = [objdir / f"{prefix}_c.o", weights_obj]
+            _run([tc.cc, *tc.cflags, "-c", model_c, "-o", model_objects[0]], f"compiling {model_c.name}")
+            profiled_objects = [objdir / "model_profiled.o", weights_obj]
+            if server is not None:
+                _run([tc.cc, *tc.cflags, "-DRXE_PROFILE", "-c", model_c, "-o", profiled_objects[0]],
+                     "compiling the profiled model")
         objects = model_objects + list(runtime_objects)
         staged = []
         if shared is not None:
@@ -303,8 +321,7 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
              "linking the runner")
         staged.append((objdir / runner.name, runner))
         if server is not None:
-            _build_server(tc, objdir / server.name, out_dir / f"{prefix}.c", model_objects[1:], runtime_objects,
-                          prefix)
+            _build_server(tc, objdir / server.name, profiled_objects, runtime_objects, prefix)
             staged.append((objdir / server.name, server))
         artifact.sizes = {"model": object_sizes(tc.size_tool, model_objects),
                           "runtime": object_sizes(tc.size_tool, runtime_objects)}
@@ -317,32 +334,36 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
     return artifact
 
 
-def _build_server(tc: Toolchain, out: Path, model_c: Path, other_objects, runtime_objects, prefix: str) -> None:
-    """The RPC server: the model compiled again with the per-kernel profiler
-    (RXE_PROFILE), the protocol core and the POSIX I/O layer."""
+def _build_server(tc: Toolchain, out: Path, profiled_objects, runtime_objects, prefix: str) -> None:
+    """The RPC server: the model with the per-kernel profiler (the C build's
+    -DRXE_PROFILE, the LLVM build's PREFIX_host_profiled.o), the protocol
+    core and the POSIX I/O layer."""
     objdir = out.parent
-    profiled = objdir / "model_profiled.o"
-    _run([tc.cc, *tc.cflags, "-DRXE_PROFILE", "-c", model_c, "-o", profiled], "compiling the profiled model")
     rpc_objects = []
     for src in RPC_SOURCES:
         obj = objdir / f"rpc_{src.stem}.o"
         _run([tc.cc, *tc.cflags, f"-DRXE_MODULE={prefix}_module", "-c", src, "-o", obj], f"compiling {src.name}")
         rpc_objects.append(obj)
-    _run([tc.cc, *tc.cflags, *tc.ldflags, "-o", out, profiled, *other_objects, *rpc_objects, *runtime_objects, "-lm"],
+    _run([tc.cc, *tc.cflags, *tc.ldflags, "-o", out, *profiled_objects, *rpc_objects, *runtime_objects, "-lm"],
          "linking the RPC server")
 
 
-def _compile_llvm_kernels(module, board: Board, opt_level, out_dir: Path, prefix: str, emit_llvm: bool) -> Path:
-    """PREFIX_kernels.o (and, when asked, PREFIX_kernels.ll) in out_dir."""
+LLVM_OBJECTS = ("kernels", "host", "host_profiled")   # the LLVM build's PREFIX_STEM.o
+
+
+def _compile_llvm(module, board: Board, opt_level, stem: Path, emit_llvm: bool) -> Path:
+    """STEM.o (and, when asked, STEM.ll) from an LLVM module; only the
+    kernels are hidden (the host module exports the entry points)."""
     from .codegen.llvm import compile_module
+    kernels = stem.name.endswith("_kernels")
     try:
-        compiled = compile_module(module, board.target, opt_level)
+        compiled = compile_module(module, board.target, opt_level, hide=kernels)
     except RelaxEdgeError as err:
-        raise BuildError(f"compiling the kernels with LLVM: {err}") from None
-    obj = out_dir / f"{prefix}_kernels.o"
+        raise BuildError(f"compiling {stem.name} with LLVM: {err}") from None
+    obj = stem.with_suffix(".o")
     write_atomic(obj, compiled.object_code)
     if emit_llvm:
-        write_atomic(out_dir / f"{prefix}_kernels.ll", compiled.llvm_ir)
+        write_atomic(stem.with_suffix(".ll"), compiled.llvm_ir)
     return obj
 
 
@@ -352,9 +373,11 @@ def build_runner(artifact: Artifact, out_path, cc: str | None = None, extra_cfla
     cc = cc or host_compiler()
     out_path = Path(out_path)
     d = artifact.out_dir
-    sources = [d / f"{artifact.prefix}.c", d / f"{artifact.prefix}_weights.S", RUNNER_SOURCE]
     if artifact.backend == "llvm":
-        sources.append(d / f"{artifact.prefix}_kernels.o")
+        model = [d / f"{artifact.prefix}_host.o", d / f"{artifact.prefix}_kernels.o"]
+    else:
+        model = [d / f"{artifact.prefix}.c"]
+    sources = [*model, d / f"{artifact.prefix}_weights.S", RUNNER_SOURCE]
     sources += [RUNTIME_DIR / "src" / s for s in RUNTIME_SOURCES]
     cmd = [cc, "-std=c99", "-O1", "-g", f"-I{RUNTIME_DIR / 'include'}", f"-Wa,-I{d}",
            f"-DRXE_MODULE={artifact.prefix}_module", *extra_cflags, *map(str, sources), "-o", str(out_path),

@@ -1,1 +1,3 @@
-"""Code generators: C (codegen/c), LLVM kernels (codegen/llvm), and the ABI mirror (abi.py)."""
+"""Code generators: the graph's host code as data (host_program.py), rendered
+by C (codegen/c) and LLVM (codegen/llvm, kernels too), and the ABI mirror
+(abi.py)."""

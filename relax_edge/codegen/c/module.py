@@ -2,11 +2,11 @@
 module's entry table), PREFIX.h, and the constants as a binary blob with
 an assembler file that embeds it (`.incbin`), so weights never become float
 literals and large models compile fast. With `extern_kernels` the kernels
-are only declared, for the LLVM backend (codegen/llvm) to define."""
+are only declared, for another backend to define. The header and the
+weights' assembler file (`support_files`) are also the LLVM backend's."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import jinja2
@@ -14,10 +14,12 @@ import jinja2
 from ... import __version__
 from ...errors import RelaxEdgeError
 from ...ir.expr import IRModule
-from ...ir.types import shape_str
 from ..abi import WORKSPACE_ALIGNMENT
-from .host import CodegenError, HostEmitter, WeightsBlob
+from ..host_program import CodegenError, HostModule, describe_module, symbol_prefix
+from .host import c_arg_info, render_host_function
 from .kernel import declare_kernel, render_kernel
+
+__all__ = ["CSources", "generate_c", "support_files", "symbol_prefix"]
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("relax_edge.codegen.c", "templates"),
                           keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=False,
@@ -34,9 +36,26 @@ class CSources:
     extern_kernels: dict = field(default_factory=dict)   # symbol -> tensor program, defined elsewhere
 
 
-def symbol_prefix(name: str) -> str:
-    ident = re.sub(r"\W", "_", name).strip("_") or "model"
-    return ident if not ident[0].isdigit() else f"m_{ident}"
+def _context(host: HostModule) -> dict:
+    """The templates' view of the module (without kernels and bodies)."""
+    functions = [{
+        "name": f.name, "symbol": f.symbol, "inputs": [c_arg_info(i) for i in f.inputs],
+        "outputs": [c_arg_info(o) for o in f.outputs], "fixed_workspace": f.fixed_workspace,
+        "size_names": [v.name for v in f.size_vars], "output_dims": f.output_dims, "signature": f.summary,
+    } for f in host.functions]
+    main = next(f for f in functions if f["name"] == "main")
+    return {"prefix": host.prefix, "version": __version__, "functions": functions, "main": main,
+            "guard": f"{host.prefix.upper()}_H_", "alignment": WORKSPACE_ALIGNMENT}
+
+
+def support_files(host: HostModule) -> dict:
+    """PREFIX.h (the C interface) and PREFIX_weights.S (the constants)."""
+    prefix = host.prefix
+    return {
+        f"{prefix}.h": _ENV.get_template("model.h.j2").render(**_context(host)),
+        f"{prefix}_weights.S": _ENV.get_template("weights.S.j2").render(
+            prefix=prefix, size=len(host.weights.tobytes()), blob=f"{prefix}_weights.bin"),
+    }
 
 
 def generate_c(mod: IRModule, prefix: str = "model", extern_kernels: bool = False) -> CSources:
@@ -44,55 +63,20 @@ def generate_c(mod: IRModule, prefix: str = "model", extern_kernels: bool = Fals
     With `extern_kernels` the kernels are only declared (as PREFIX_k_NAME),
     for another backend to define; they are listed in `extern_kernels`."""
     prefix = symbol_prefix(prefix)
-    if mod.externs:
-        raise CodegenError(f"extern kernels ({', '.join(mod.externs)}) are not supported by the C backend yet")
-    kernel_prefix = f"{prefix}_k_" if extern_kernels else "k_"
-    symbols = {name: kernel_prefix + re.sub(r"\W", "_", name) for name in mod.tensor_programs}
-    weights = WeightsBlob(f"{prefix}_weights")
-    functions, signature, plans, used = [], {}, {}, set()
-    for fname, func in mod.functions.items():
-        emitter = HostEmitter(mod, func, prefix, symbols, weights)   # plans memory, marks in-place kernels
-        used |= {s.call.program.name for s in emitter.live.steps if s.view_of is None}
-        body = emitter.emit()
-        ins, outs = emitter.arg_info()
-        outputs = emitter.live.outputs
-        plans[fname] = emitter.plan
-        functions.append({
-            "name": fname, "symbol": f"{prefix}_{fname}", "body": body, "inputs": ins, "outputs": outs,
-            "fixed_workspace": emitter.fixed_workspace(), "size_names": [v.name for v in emitter.size_vars],
-            "output_dims": max(sum(len(v.type.shape) for v in outputs), 1),
-            "signature": ", ".join(f"{p.name}: {p.type}" for p in func.params) + " -> "
-                         + ", ".join(str(v.type) for v in outputs),
-        })
-        signature[fname] = {
-            "inputs": [{"name": p.name, "dtype": p.type.dtype, "shape": shape_str(p.type.shape)} for p in func.params],
-            "outputs": [{"dtype": v.type.dtype, "shape": shape_str(v.type.shape), "ndim": len(v.type.shape)}
-                        for v in outputs],
-            "sizes": [v.name for v in emitter.size_vars],
-            "fixed_workspace_bytes": emitter.fixed_workspace(),
-        }
+    host = describe_module(mod, prefix, f"{prefix}_k_" if extern_kernels else "k_")   # marks in-place kernels
     kernels, declared = [], {}
-    for name, program in mod.tensor_programs.items():
-        if name not in used:
-            continue  # only ever a view: no kernel
+    for symbol, program in host.kernels.items():
         try:
             if extern_kernels:
-                declared[symbols[name]] = program
-                kernels.append(declare_kernel(program, symbols[name]))
+                declared[symbol] = program
+                kernels.append(declare_kernel(program, symbol))
             else:
-                kernels.append(render_kernel(program, symbols[name]))
+                kernels.append(render_kernel(program, symbol))
         except RelaxEdgeError as err:
-            raise CodegenError(f"tensor program {name}: {err}") from None
-    if "main" not in mod.functions:
-        raise CodegenError("the module has no function named main")
-    main = next(f for f in functions if f["name"] == "main")
-    context = {"prefix": prefix, "version": __version__, "kernels": kernels, "functions": functions,
-               "main": main, "guard": f"{prefix.upper()}_H_", "alignment": WORKSPACE_ALIGNMENT}
-    blob = weights.tobytes()
-    files = {
-        f"{prefix}.c": _ENV.get_template("model.c.j2").render(**context),
-        f"{prefix}.h": _ENV.get_template("model.h.j2").render(**context),
-        f"{prefix}_weights.S": _ENV.get_template("weights.S.j2").render(
-            prefix=prefix, size=len(blob), blob=f"{prefix}_weights.bin"),
-    }
-    return CSources(prefix, files, blob, signature, plans, declared)
+            raise CodegenError(f"tensor program {program.name}: {err}") from None
+    context = _context(host)
+    for entry, fn in zip(context["functions"], host.functions):
+        entry["body"] = render_host_function(fn, host.weights.symbol)
+    files = {f"{prefix}.c": _ENV.get_template("model.c.j2").render(kernels=kernels, **context),
+             **support_files(host)}
+    return CSources(prefix, files, host.weights.tobytes(), host.signature, host.plans, declared)

@@ -1,13 +1,16 @@
-"""The LLVM backend for tensor programs (kernels), through llvmlite.
+"""The LLVM backend, through llvmlite: the model with no generated C.
 
 kernel.py turns tensor programs into LLVM IR functions with the C kernels'
-signature; target.py makes a TargetMachine from a board and compiles the
-module to an object. The graph's host function is still C (codegen/c),
-which declares these kernels `extern` (generate_c(extern_kernels=True)).
+signature; host.py turns the graph's host operations (codegen/host_program.py,
+which the C backend renders too) into the host functions and the module's
+entry table; module.py puts them together; target.py makes a TargetMachine
+from a board and compiles a module to an object.
 """
 
+from .host import emit_host
 from .kernel import emit_kernels
+from .module import LLVMSources, generate_llvm
 from .target import CompiledKernels, LLVMCodegenError, compile_module, machine_spec, prepare_module
 
-__all__ = ["CompiledKernels", "LLVMCodegenError", "compile_module", "emit_kernels", "machine_spec",
-           "prepare_module"]
+__all__ = ["CompiledKernels", "LLVMCodegenError", "LLVMSources", "compile_module", "emit_host", "emit_kernels",
+           "generate_llvm", "machine_spec", "prepare_module"]

@@ -11,6 +11,8 @@
    C's signed overflow is undefined; floor division and modulo are plain
    `sdiv`/`srem` where the prover shows the operands non-negative, else the
    correction sequence of kernel.h's rxe_floordiv_i64 / rxe_floormod_i64.
+   `IndexArithmetic` is this lowering alone; the host functions (host.py)
+   use it too, with the sizes read from their sizes array.
 4. Booleans are i1 in registers and one byte (0 or 1) in memory.
 5. Floats follow IEEE like the C build (no fast-math flags): min/max are
    `a < b ? a : b` / `a > b ? a : b` (RXE_MIN/RXE_MAX), math goes to LLVM
@@ -76,7 +78,53 @@ def memory_type(dtype: str) -> ir.Type:
     return I8 if dtype == "bool" else llvm_type(dtype)
 
 
-class KernelEmitter:
+class IndexArithmetic:
+    """Canonical IntExprs (index arithmetic, sizes) as i64 arithmetic at the
+    builder `self.b`; a subclass says where each size variable's value is."""
+
+    b: ir.IRBuilder
+
+    def size_value(self, var: SizeVar) -> ir.Value:
+        raise NotImplementedError
+
+    def int_expr(self, e) -> ir.Value:
+        """A canonical IntExpr as i64 arithmetic."""
+        total = None
+        for mono, k in e.terms:
+            factors = [self.int_atom(atom) for atom, p in mono for _ in range(p)]
+            if k != 1 or not factors:
+                factors.insert(0, ir.Constant(I64, k))
+            term = factors[0]
+            for f in factors[1:]:
+                term = self.b.mul(term, f, flags=["nsw"])
+            total = term if total is None else self.b.add(total, term, flags=["nsw"])
+        return total if total is not None else ir.Constant(I64, 0)
+
+    def int_atom(self, atom) -> ir.Value:
+        if isinstance(atom, SizeVar):
+            return self.size_value(atom)
+        x, y = (self.int_expr(a) for a in atom.args)
+        if isinstance(atom, (_FloorDiv, _FloorMod)):
+            op = "floordiv" if isinstance(atom, _FloorDiv) else "floormod"
+            if bounds(atom.args[0])[0] >= 0 and bounds(atom.args[1])[0] > 0:
+                return getattr(self.b, INT_BINARY[op])(x, y)
+            return self.floor_division(op, x, y)
+        pred = INT_COMPARE[MINMAX["min" if isinstance(atom, _Min) else "max"]]
+        return self.b.select(self.b.icmp_signed(pred, x, y), x, y)
+
+    def floor_division(self, op: str, a, b) -> ir.Value:
+        """Python's a // b and a % b: truncate, then step down where the
+        remainder is non-zero and its sign differs from the divisor's."""
+        bld, zero = self.b, ir.Constant(a.type, 0)
+        q, r = bld.sdiv(a, b), bld.srem(a, b)
+        signs_differ = bld.icmp_signed("<", bld.xor(r, b), zero)
+        adjust = bld.and_(bld.icmp_signed("!=", r, zero), signs_differ)
+        if op == "floordiv":
+            return bld.sub(q, bld.zext(adjust, a.type))
+        return bld.add(r, bld.select(adjust, b, zero))
+
+
+class KernelEmitter(IndexArithmetic):
     """Emits one tensor program as a function of `module`."""
 
     def __init__(self, module: ir.Module, program: TensorProgram, symbol: str, math: dict):
@@ -268,41 +316,8 @@ class KernelEmitter:
         result = self.b.call(self.runtime_function(symbol, double, [double] * len(args)), wide)
         return self.cast(result, "float64", dtype)
 
-    # integers ------------------------------------------------------------
-    def int_expr(self, e) -> ir.Value:
-        """A canonical IntExpr as i64 arithmetic."""
-        total = None
-        for mono, k in e.terms:
-            factors = [self.int_atom(atom) for atom, p in mono for _ in range(p)]
-            if k != 1 or not factors:
-                factors.insert(0, ir.Constant(I64, k))
-            term = factors[0]
-            for f in factors[1:]:
-                term = self.b.mul(term, f, flags=["nsw"])
-            total = term if total is None else self.b.add(total, term, flags=["nsw"])
-        return total if total is not None else ir.Constant(I64, 0)
-
-    def int_atom(self, atom) -> ir.Value:
-        if isinstance(atom, SizeVar):
-            return self.values[id(atom)]
-        x, y = (self.int_expr(a) for a in atom.args)
-        if isinstance(atom, (_FloorDiv, _FloorMod)):
-            op = "floordiv" if isinstance(atom, _FloorDiv) else "floormod"
-            if bounds(atom.args[0])[0] >= 0 and bounds(atom.args[1])[0] > 0:
-                return getattr(self.b, INT_BINARY[op])(x, y)
-            return self.floor_division(op, x, y)
-        return self.binary("min" if isinstance(atom, _Min) else "max", x, y, "int64")
-
-    def floor_division(self, op: str, a, b) -> ir.Value:
-        """Python's a // b and a % b: truncate, then step down where the
-        remainder is non-zero and its sign differs from the divisor's."""
-        bld, zero = self.b, ir.Constant(a.type, 0)
-        q, r = bld.sdiv(a, b), bld.srem(a, b)
-        signs_differ = bld.icmp_signed("<", bld.xor(r, b), zero)
-        adjust = bld.and_(bld.icmp_signed("!=", r, zero), signs_differ)
-        if op == "floordiv":
-            return bld.sub(q, bld.zext(adjust, a.type))
-        return bld.add(r, bld.select(adjust, b, zero))
+    def size_value(self, var: SizeVar) -> ir.Value:
+        return self.values[id(var)]
 
     # memory ------------------------------------------------------------
     def address(self, buffer, indices) -> ir.Value:

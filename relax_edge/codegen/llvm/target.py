@@ -8,7 +8,9 @@ an optimized object file.
    hard. Position-independent code on Linux (it goes into a shared library).
 2. `compile_module` sets the module's triple and data layout, checks the IR
    with the LLVM verifier before optimizing, optimizes with the new pass
-   manager (loop and SLP vectorization on) and emits an object.
+   manager (loop and SLP vectorization on) and emits an object. Kernels get
+   hidden visibility; the host module's entry points and entry table stay
+   exported.
 3. Floating point stays IEEE, as in the C build: no fast-math flags. So
    float32 loops vectorize on aarch64, x86-64 and riscv64 (with V), but not
    on armv7 NEON, which is not IEEE-exact (it flushes denormals) and which
@@ -107,8 +109,11 @@ def prepare_module(module: ir.Module, target: Target) -> llvm.ModuleRef:
     return ref
 
 
-def compile_module(module: ir.Module, target: Target, opt_level: str | None = None) -> CompiledKernels:
-    """An object file for `target` from `module`, verified then optimized."""
+def compile_module(module: ir.Module, target: Target, opt_level: str | None = None,
+                   hide: bool = True) -> CompiledKernels:
+    """An object file for `target` from `module`, verified then optimized.
+    With `hide` its functions get hidden visibility (kernels: called from
+    the host functions in the same library, not exported)."""
     ref = prepare_module(module, target)
     spec = machine_spec(target)
     tm = target_machine(spec)
@@ -121,6 +126,6 @@ def compile_module(module: ir.Module, target: Target, opt_level: str | None = No
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(ref, pb)
     for fn in ref.functions:
-        if not fn.is_declaration:
-            fn.visibility = "hidden"   # called from the C host in the same library, not exported
+        if hide and not fn.is_declaration:
+            fn.visibility = "hidden"
     return CompiledKernels(tm.emit_object(ref), str(ref), spec)

@@ -1,0 +1,441 @@
+"""The graph function's host code as data, decided once and rendered twice:
+as C (codegen/c/host.py) and as LLVM IR (codegen/llvm/host.py).
+
+1. `HostDescriber` runs liveness and the memory planner over a legalized
+   graph function (relax_edge/memory) and decides everything its host code
+   does: which input dimension binds each size variable (with its bounds),
+   which dimensions are checked against which symbolic expression, where
+   each value's bytes are (an input's or output's data, the weights blob,
+   the workspace at a planned offset), the kernel calls with their pointer
+   and size arguments, the run-time broadcast checks, the copies into
+   outputs and the profiler's rows.
+2. The result, a `HostFunction`, holds four entries (ENTRIES: bind,
+   workspace, plan, run), each a list of operations over symbolic integers
+   (IntExprs of the size variables, every one bound before it is read), the
+   layout (each planned buffer's offset and the arena's total) and the
+   metadata of the module's entry table (arg infos, size names, the fixed
+   arena, profile rows).
+3. Renderers walk an entry's operations in order; a fallible operation
+   returns its status from the entry when it is not RXE_OK. Profile
+   operations only count in a build with the profiler (RXE_PROFILE).
+4. The entries' names and parameters are the ABI's (runtime_c/include/
+   relax_edge/abi.h): `run` is PREFIX_main, `plan` PREFIX_main_plan_shapes,
+   `workspace` PREFIX_main_workspace_size; `bind` is internal.
+
+Not supported here yet: `if`, match_cast, calls between graph functions and
+external kernels.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import RelaxEdgeError
+from ..ir.expr import Constant, Function, IRModule, Var
+from ..ir.shape import IntExpr, SizeVar, as_expr, free_vars
+from ..ir.types import TensorType, shape_str
+from ..legalize.common import broadcast_checks
+from ..memory import Plan, plan_memory, verify_plan
+from ..memory.liveness import analyze, nbytes
+from .abi import DTYPES, WORKSPACE_ALIGNMENT
+
+
+class CodegenError(RelaxEdgeError):
+    """The module cannot be compiled (C or LLVM)."""
+
+
+# entry -> (symbol suffix after PREFIX_FUNC, parameter names); each returns a status
+ENTRIES = {
+    "bind": ("_bind", ("inputs", "s", "err")),
+    "workspace": ("_workspace_size", ("size_values", "out_bytes", "err")),
+    "plan": ("_plan_shapes", ("inputs", "out_shapes", "out_workspace_bytes", "err")),
+    "run": ("", ("inputs", "outputs", "workspace", "workspace_bytes", "err")),
+}
+
+
+# ---- values and places -----------------------------------------------------
+
+@dataclass(frozen=True)
+class Dim:
+    """Dimension `axis` of `tensor` ("inputs" or "outputs") number `index`."""
+    tensor: str
+    index: int
+    axis: int
+
+
+@dataclass(frozen=True)
+class SizeValue:
+    """size_values[index], the workspace entry's argument."""
+    index: int
+
+
+@dataclass(frozen=True)
+class Address:
+    """Where a value's bytes start: the data of "inputs"/"outputs" number
+    `index`, the "weights" blob at byte `index`, or the "workspace" at the
+    planned offset of slot `index`. `dtype` types the pointer (None: bytes)."""
+    base: str
+    index: int
+    dtype: str | None = None
+    const: bool = False
+
+
+# ---- operations ----------------------------------------------------------------
+
+@dataclass
+class CheckTensor:
+    """The dtype and rank of a tensor (rxe_check_tensor)."""
+    tensor: str
+    index: int
+    what: str
+    code: int
+    bits: int
+    ndim: int
+
+
+@dataclass
+class BindSize:
+    """Bind a size variable from a value, within its bounds (rxe_bind_dim)."""
+    value: Dim | SizeValue
+    var: SizeVar
+    what: str
+
+
+@dataclass
+class CheckDim:
+    """A dimension equals its expected value (rxe_check_dim); `expr` is how
+    the signature writes it (None for constants)."""
+    value: Dim
+    expected: IntExpr
+    what: str
+    expr: str | None
+
+
+@dataclass
+class CheckBroadcast:
+    """Two dims broadcast at run time: equal, or `a` is 1 (rxe_check_broadcast)."""
+    a: IntExpr
+    b: IntExpr
+    what: str
+
+
+@dataclass
+class Bind:
+    """The bind entry over this entry's inputs and sizes."""
+
+
+@dataclass
+class Layout:
+    """Each planned buffer's offset; the arena's total bytes go to the entry's
+    parameter `out`, or (None) are kept as the bytes the run needs."""
+    out: str | None = None
+
+
+@dataclass
+class CheckWorkspace:
+    """When bytes are needed: the workspace is there, large enough and aligned."""
+    too_small: str = "workspace of %d bytes, %d needed"
+    misaligned: str = "workspace is not aligned to %d bytes"
+    alignment: int = WORKSPACE_ALIGNMENT
+
+
+@dataclass
+class StoreShape:
+    """out_shapes[index] = value."""
+    index: int
+    value: IntExpr
+
+
+@dataclass
+class View:
+    """`name` is a view of `of`: no code."""
+    name: str
+    of: str
+
+
+@dataclass
+class ProfileBegin:
+    row: int
+
+
+@dataclass
+class ProfileEnd:
+    """Add the time since ProfileBegin and one call to profile row `row`."""
+    row: int
+
+
+@dataclass
+class CallKernel:
+    """symbol(buffers..., sizes..., err), a status."""
+    symbol: str
+    buffers: list
+    sizes: list
+    note: str = ""
+
+
+@dataclass
+class Copy:
+    """rxe_copy_bytes(dst, src, bytes)."""
+    dst: Address
+    src: Address
+    bytes: IntExpr
+
+
+FALLIBLE = (CheckTensor, BindSize, CheckDim, CheckBroadcast, Bind, CallKernel)
+
+
+# ---- functions and modules ----------------------------------------------------
+
+@dataclass
+class ArgInfo:
+    """One rxe_arg_info_t of the entry table."""
+    name: str
+    code: int
+    bits: int
+    ndim: int
+    shape: str
+
+
+@dataclass
+class HostFunction:
+    name: str                     # the graph function ("main")
+    symbol: str                   # PREFIX_main
+    size_vars: list               # in binding order: the sizes array / struct
+    entries: dict                 # ENTRIES key -> list of operations
+    offsets: list                 # (buffer name, IntExpr byte offset) per planned slot
+    total: IntExpr                # the arena's bytes
+    memory_plan: Plan
+    inputs: list                  # ArgInfo
+    outputs: list                 # ArgInfo
+    profile_rows: list            # (kernel symbol, span) per kernel call
+    kernels: dict                 # symbol -> tensor program, the ones called
+    signature: dict               # the artifact's description of the function
+    summary: str                  # "x: Tensor(...) -> Tensor(...)", for the header
+    output_dims: int
+
+    @property
+    def fixed_workspace(self) -> int | None:
+        """The arena's bytes when the plan is bounded (a constant), else None."""
+        return self.memory_plan.total.value if self.memory_plan.is_bounded else None
+
+
+@dataclass
+class WeightsBlob:
+    """Constants packed into one binary blob, each 64-byte aligned."""
+    symbol: str
+    chunks: list = field(default_factory=list)
+    offsets: dict = field(default_factory=dict)
+    size: int = 0
+
+    def add(self, const: Constant) -> int:
+        key = id(const)
+        if key not in self.offsets:
+            data = np.ascontiguousarray(const.data)
+            if data.dtype == np.bool_:
+                data = data.astype(np.uint8)
+            start = -(-self.size // WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT
+            self.chunks.append((start, data.tobytes()))
+            self.offsets[key] = start
+            self.size = start + data.nbytes
+        return self.offsets[key]
+
+    def tobytes(self) -> bytes:
+        out = bytearray(max(self.size, 1))
+        for start, raw in self.chunks:
+            out[start:start + len(raw)] = raw
+        return bytes(out)
+
+
+@dataclass
+class HostModule:
+    prefix: str
+    functions: list               # HostFunction, "main" among them
+    weights: WeightsBlob
+    kernels: dict                 # symbol -> tensor program, every one called
+
+    @property
+    def main(self) -> HostFunction:
+        return next(f for f in self.functions if f.name == "main")
+
+    @property
+    def signature(self) -> dict:
+        return {f.name: f.signature for f in self.functions}
+
+    @property
+    def plans(self) -> dict:
+        return {f.name: f.memory_plan for f in self.functions}
+
+
+def symbol_prefix(name: str) -> str:
+    ident = re.sub(r"\W", "_", name).strip("_") or "model"
+    return ident if not ident[0].isdigit() else f"m_{ident}"
+
+
+def kernel_symbol(kernel_prefix: str, program_name: str) -> str:
+    return kernel_prefix + re.sub(r"\W", "_", program_name)
+
+
+def describe_module(mod: IRModule, prefix: str, kernel_prefix: str = "k_") -> HostModule:
+    """The host functions of a legalized module (every operator a tensor
+    program), its kernels named `kernel_prefix + program name`."""
+    prefix = symbol_prefix(prefix)
+    if mod.externs:
+        raise CodegenError(f"extern kernels ({', '.join(mod.externs)}) are not supported yet")
+    if "main" not in mod.functions:
+        raise CodegenError("the module has no function named main")
+    symbols = {name: kernel_symbol(kernel_prefix, name) for name in mod.tensor_programs}
+    weights = WeightsBlob(f"{prefix}_weights")
+    functions = [HostDescriber(mod, func, prefix, symbols, weights).describe() for func in mod.functions.values()]
+    called = set().union(*(f.kernels for f in functions))
+    kernels = {symbols[name]: program for name, program in mod.tensor_programs.items() if symbols[name] in called}
+    return HostModule(prefix, functions, weights, kernels)
+
+
+class HostDescriber:
+    """The host operations of one graph function. Liveness and the memory
+    plan are computed on construction (which marks in-place kernels)."""
+
+    def __init__(self, mod: IRModule, func: Function, prefix: str, kernels: dict, weights: WeightsBlob):
+        self.mod = mod
+        self.func = func
+        self.symbol = f"{prefix}_{func.name}"
+        self.kernels = kernels      # program name -> kernel symbol
+        self.weights = weights
+        try:
+            self.live = analyze(mod, func)
+        except RelaxEdgeError as err:
+            raise CodegenError(str(err)) from None
+        self.plan = verify_plan(plan_memory(self.live.buffers), samples=40)
+        self.size_vars: list = []
+        self.profile_rows: list = []
+        self.called: dict = {}
+
+    def describe(self) -> HostFunction:
+        bind = self.bind_entry()   # binds the size variables, which the others read
+        entries = {"bind": bind, "workspace": self.workspace_entry(), "plan": self.plan_entry(),
+                   "run": self.run_entry()}
+        outs = self.live.outputs
+        out_names = [f"output{k}" if len(outs) > 1 else "output" for k in range(len(outs))]
+        signature = {
+            "inputs": [{"name": p.name, "dtype": p.type.dtype, "shape": shape_str(p.type.shape)}
+                       for p in self.func.params],
+            "outputs": [{"dtype": v.type.dtype, "shape": shape_str(v.type.shape), "ndim": len(v.type.shape)}
+                        for v in outs],
+            "sizes": [v.name for v in self.size_vars],
+            "fixed_workspace_bytes": self.plan.total.value if self.plan.is_bounded else None,
+        }
+        summary = (", ".join(f"{p.name}: {p.type}" for p in self.func.params) + " -> "
+                   + ", ".join(str(v.type) for v in outs))
+        return HostFunction(
+            self.func.name, self.symbol, self.size_vars, entries,
+            [(b.name, self.sized(off)) for b, off in zip(self.plan.buffers, self.plan.offsets)],
+            self.sized(self.plan.total), self.plan,
+            [arg_info(p.name, p.type) for p in self.func.params],
+            [arg_info(name, v.type) for name, v in zip(out_names, outs)],
+            self.profile_rows, self.called, signature, summary,
+            max(sum(len(v.type.shape) for v in outs), 1))
+
+    # helpers ---------------------------------------------------------------
+    def sized(self, e) -> IntExpr:
+        """A symbolic integer whose size variables are all bound."""
+        e = as_expr(e)
+        unbound = [v.name for v in free_vars(e) if v not in self.size_vars]
+        if unbound:
+            raise CodegenError(f"function {self.func.name}: size {', '.join(sorted(unbound))} is not bound "
+                               "by any input dimension")
+        return e
+
+    def address(self, e, dtype: str | None = None) -> Address:
+        if isinstance(e, Constant):
+            return Address("weights", self.weights.add(e), dtype, const=True)
+        if not isinstance(e, Var):
+            raise CodegenError(f"function {self.func.name}: argument {type(e).__name__} is not supported")
+        where = self.live.storage.get(e)
+        if where is None:
+            raise CodegenError(f"function {self.func.name}: {e.name} has no storage")
+        kind, index = where
+        if kind == "const":
+            return Address("weights", self.weights.add(index), dtype)
+        base = {"input": "inputs", "output": "outputs", "buffer": "workspace"}[kind]
+        return Address(base, index, dtype)
+
+    def bind_size(self, var: SizeVar, value, what: str) -> BindSize:
+        if var not in self.size_vars:
+            self.size_vars.append(var)
+        return BindSize(value, var, what)
+
+    # entries ---------------------------------------------------------------
+    def bind_entry(self) -> list:
+        """Each input's dtype and rank; each size variable bound from the first
+        dimension that is exactly it; every other dimension checked."""
+        ops, binding_dims = [], set()
+        for i, p in enumerate(self.func.params):
+            t = p.type
+            if not isinstance(t, TensorType) or t.shape is None:
+                raise CodegenError(f"function {self.func.name}: parameter {p.name} must be a tensor of known rank")
+            code, bits, _ = DTYPES[t.dtype]
+            ops.append(CheckTensor("inputs", i, f"input {p.name}", code, bits, len(t.shape)))
+            for d, dim in enumerate(t.shape):
+                var = dim.as_var()
+                if var is not None and var not in self.size_vars:
+                    binding_dims.add((i, d))
+                    ops.append(self.bind_size(var, Dim("inputs", i, d), f"input {p.name} dimension {d}"))
+        for i, p in enumerate(self.func.params):
+            for d, dim in enumerate(p.type.shape):
+                if (i, d) not in binding_dims:
+                    ops.append(CheckDim(Dim("inputs", i, d), self.sized(dim), f"input {p.name} dimension {d}",
+                                        None if dim.is_const else str(dim)))
+        return ops
+
+    def workspace_entry(self) -> list:
+        ops = [BindSize(SizeValue(k), var, f"size {var.name}") for k, var in enumerate(self.size_vars)]
+        return ops + [Layout("out_bytes")]
+
+    def plan_entry(self) -> list:
+        dims = [d for v in self.live.outputs for d in v.type.shape]
+        return [Bind(), *(StoreShape(k, self.sized(d)) for k, d in enumerate(dims)), Layout("out_workspace_bytes")]
+
+    def run_entry(self) -> list:
+        ops = [Bind(), Layout(), CheckWorkspace()]
+        for k, v in enumerate(self.live.outputs):
+            code, bits, _ = DTYPES[v.type.dtype]
+            ops.append(CheckTensor("outputs", k, f"output {k}", code, bits, len(v.type.shape)))
+            ops += [CheckDim(Dim("outputs", k, d), self.sized(dim), f"output {k} dimension {d}", None)
+                    for d, dim in enumerate(v.type.shape)]
+        for step in self.live.steps:
+            ops += self.step(step)
+        for k, v in self.live.copies:
+            ops.append(Copy(Address("outputs", k), self.address(v), self.sized(nbytes(v.type))))
+        return ops
+
+    def step(self, step) -> list:
+        """Run-time broadcast checks, then the kernel (views run none)."""
+        call, var = step.call, step.var
+        program = self.mod.tensor_programs[call.program.name]
+        ops = []
+        skip = program.attrs.get("broadcast_skip")
+        if skip is not None:
+            for a, d, _, dim, out_dim in broadcast_checks([x.type for x in call.args], call.type, skip):
+                what = f"{program.attrs.get('op', call.program.name)} ({call.span or var.name}) argument {a} " \
+                       f"dimension {d}"
+                ops.append(CheckBroadcast(self.sized(dim), self.sized(out_dim), what))
+        if step.view_of is not None:
+            return ops + [View(var.name, step.view_of.name)]
+        symbol = self.kernels[call.program.name]
+        self.called[symbol] = program
+        buffers = [self.address(x, x.type.dtype) for x in call.args]
+        buffers.append(self.address(var, call.type.dtype))
+        buffers += [Address("workspace", k, buf.dtype) for k, buf in zip(step.scratch, program.scratch)]
+        note = f"in place over {step.inplace_over.name}" if step.inplace_over is not None else ""
+        row = len(self.profile_rows)
+        self.profile_rows.append((symbol, call.span or var.name))
+        return ops + [ProfileBegin(row), CallKernel(symbol, buffers, [self.sized(s) for s in call.size_args], note),
+                      ProfileEnd(row)]
+
+
+def arg_info(name: str, t: TensorType) -> ArgInfo:
+    code, bits, _ = DTYPES[t.dtype]
+    return ArgInfo(name, code, bits, len(t.shape), shape_str(t.shape))
