@@ -81,11 +81,12 @@ def build_ds_cnn(w):
     return bb.get()
 
 
-@pytest.fixture(scope="module")
-def ds_cnn(tmp_path_factory):
+@pytest.fixture(scope="module", params=["c", "llvm"])
+def ds_cnn(request, tmp_path_factory):
+    """The keyword spotter built with each backend (C, LLVM)."""
     weights = ds_cnn_weights()
     mod = build_ds_cnn(weights)
-    art = rxe.build(mod, board=BOARD, out_dir=tmp_path_factory.mktemp("ds_cnn"), name="kws")
+    art = rxe.build(mod, board=BOARD, backend=request.param, out_dir=tmp_path_factory.mktemp("ds_cnn"), name="kws")
     return weights, mod, art
 
 

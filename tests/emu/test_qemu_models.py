@@ -1,6 +1,7 @@
-"""Whole models cross-compiled once per emulated board and run under
-qemu-user against ONNX Runtime: the MLP at two batch sizes, MobileNetV2, and
-the BERT encoder at two sequence lengths from one artifact."""
+"""Whole models cross-compiled once per emulated board and backend (C, LLVM)
+and run under qemu-user against ONNX Runtime: the MLP at two batch sizes,
+MobileNetV2, and the BERT encoder at two sequence lengths from one artifact.
+The C and LLVM builds also agree with each other."""
 
 import numpy as np
 import onnxruntime as ort
@@ -14,12 +15,13 @@ MODELS = {"mlp": {"dim_bounds": {"batch": 16}}, "bert": {"dim_bounds": {"seq": 6
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("backend", ["c", "llvm"])
 @pytest.mark.parametrize("board", BOARDS)
 @pytest.mark.parametrize("model", list(MODELS))
-def test_model_on_emulated_board(model, board, tmp_path):
+def test_model_on_emulated_board(model, board, backend, tmp_path):
     path, spec = get_model(model)
     mod = rxe.from_onnx(str(path), **MODELS[model])
-    art = rxe.build(mod, board=board, out_dir=tmp_path / model, name=model)
+    art = rxe.build(mod, board=board, backend=backend, out_dir=tmp_path / model, name=model)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     runs = [{d: pair[k] for d, pair in spec["dynamic"].items()} for k in (0, 1)] if spec["dynamic"] else [{}]
     with rxe.connect(board) as dev:
