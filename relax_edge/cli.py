@@ -143,19 +143,9 @@ def _save_npz_atomic(path: str, arrays: dict) -> None:
 
 
 def cmd_run(args) -> int:
-    from .build import Artifact
     from .deploy import connect
     dims = parse_dims(args.dim)
-    target = Path(args.model)
-    if target.is_dir():
-        art = Artifact.load(target)
-    else:
-        compile_dims = {k: v for k, v in dims.items() if isinstance(v, tuple)}
-        _, art = _compile(args.model, args.board or DEFAULT_BOARD, "c", args.build_dir, compile_dims, None)
-    board = load_board(args.board).name if args.board else art.board
-    if board != art.board:
-        raise RelaxEdgeError(f"{art.out_dir} was built for board {art.board}, not {board}; "
-                             f"rebuild with relax-edge compile --board {board}")
+    art, board = _artifact_for(args, dims)
     sizes = _default_sizes(art, {k: v for k, v in dims.items() if isinstance(v, int)})
     if args.inputs:
         inputs = _load_inputs(args.inputs, art.signature["main"])
