@@ -174,25 +174,30 @@ class Toolchain:
         return cls(cc, tuple(base + flags), tuple(t.ldflags), size_tool, not t.freestanding, local)
 
 
-def runtime_objects_for(cc: str, cflags) -> list:
-    """The runtime's object files for this compiler and flags, compiled once
-    into the cache (keyed by a hash of the sources and flags)."""
+def cached_objects(cc: str, cflags, sources) -> list:
+    """Object files of runtime sources (model-independent, or depending only
+    on flags such as -DRXE_MODULE) compiled once into the cache, keyed by a
+    hash of the compiler, the flags and every runtime source and header."""
     cflags = list(cflags)
     digest = hashlib.sha256(" ".join([cc] + cflags).encode())
-    for path in sorted((RUNTIME_DIR / "src").glob("*.c")) + sorted((RUNTIME_DIR / "include").rglob("*.h")):
+    for path in [*sorted(RUNTIME_DIR.rglob("*.c")), *sorted((RUNTIME_DIR / "include").rglob("*.h"))]:
         digest.update(path.read_bytes())
     where = cache_root() / "runtime" / digest.hexdigest()[:16]
-    objects = [where / f"rxe_{Path(s).stem}.o" for s in RUNTIME_SOURCES]
+    objects = [where / f"rxe_{Path(s).stem}.o" for s in sources]
     if all(o.exists() for o in objects):
         return objects
     where.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=where, prefix=".tmp-") as tmp:
-        for src, obj in zip(RUNTIME_SOURCES, objects):
-            staged = Path(tmp) / obj.name
-            _run([cc, *cflags, "-c", str(RUNTIME_DIR / "src" / src), "-o", str(staged)], f"compiling runtime {src}")
+        for src, obj in zip(sources, objects):
+            _run([cc, *cflags, "-c", str(src), "-o", str(Path(tmp) / obj.name)], f"compiling {Path(src).name}")
         for obj in objects:
             os.replace(Path(tmp) / obj.name, obj)
     return objects
+
+
+def runtime_objects_for(cc: str, cflags) -> list:
+    """The runtime core's objects for this compiler and flags (cached)."""
+    return cached_objects(cc, cflags, [RUNTIME_DIR / "src" / s for s in RUNTIME_SOURCES])
 
 
 def object_sizes(size_tool: str, objects) -> dict:
@@ -310,12 +315,10 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
             staged.append((objdir / shared.name, shared))
         _run([_archiver(tc.cc), "rcs", objdir / static.name, *objects], "archiving the static library")
         staged.append((objdir / static.name, static))
-        runner_obj = objdir / "runner.o"
         specs = [f for f in tc.ldflags if f.startswith("--specs")]  # the C library's headers (picolibc)
         semihost = ["-DRXE_SEMIHOST"] if board.target.freestanding else []
-        _run([tc.cc, *tc.cflags, *specs, *semihost, f"-DRXE_MODULE={prefix}_module", "-c", RUNNER_SOURCE,
-              "-o", runner_obj],
-             "compiling the runner")
+        (runner_obj,) = cached_objects(tc.cc, [*tc.cflags, *specs, *semihost, f"-DRXE_MODULE={prefix}_module"],
+                                       [RUNNER_SOURCE])
         libm = [] if board.target.freestanding else ["-lm"]
         _run([tc.cc, *tc.cflags, *tc.ldflags, "-o", objdir / runner.name, runner_obj, *objects, *libm],
              "linking the runner")
@@ -338,12 +341,7 @@ def _build_server(tc: Toolchain, out: Path, profiled_objects, runtime_objects, p
     """The RPC server: the model with the per-kernel profiler (the C build's
     -DRXE_PROFILE, the LLVM build's PREFIX_host_profiled.o), the protocol
     core and the POSIX I/O layer."""
-    objdir = out.parent
-    rpc_objects = []
-    for src in RPC_SOURCES:
-        obj = objdir / f"rpc_{src.stem}.o"
-        _run([tc.cc, *tc.cflags, f"-DRXE_MODULE={prefix}_module", "-c", src, "-o", obj], f"compiling {src.name}")
-        rpc_objects.append(obj)
+    rpc_objects = cached_objects(tc.cc, [*tc.cflags, f"-DRXE_MODULE={prefix}_module"], RPC_SOURCES)
     _run([tc.cc, *tc.cflags, *tc.ldflags, "-o", out, *profiled_objects, *rpc_objects, *runtime_objects, "-lm"],
          "linking the RPC server")
 
