@@ -41,6 +41,9 @@ class AdbDevice:
         return self
 
     def __exit__(self, *exc):
+        for module in getattr(self, "_modules", []):
+            module.close()
+        self._modules = []
         return False
 
     def _adb(self, args, check=True, timeout=None) -> subprocess.CompletedProcess:
@@ -102,5 +105,7 @@ class AdbDevice:
             raise RelaxEdgeError(f"artifact built for board {artifact.board}, not {self.board.name}")
         if artifact.server is not None and Path(artifact.server).exists():
             server = self.stage(artifact.server)
-            return RpcModule(lambda: self.spawn(server), artifact, self.board.timeout_s, function)
+            module = RpcModule(lambda: self.spawn(server), artifact, self.board.timeout_s, function)
+            self._modules = [*getattr(self, "_modules", []), module]
+            return module
         return RunnerModule(self, artifact, function)

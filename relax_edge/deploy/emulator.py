@@ -103,6 +103,7 @@ class QemuDevice:
         require_toolchain(board)
         self.board = board
         self._tmp = None
+        self._modules: list = []
 
     def __enter__(self):
         return self
@@ -118,6 +119,9 @@ class QemuDevice:
         return Path(self._tmp.name)
 
     def close(self) -> None:
+        for module in self._modules:
+            module.close()
+        self._modules = []
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
@@ -169,7 +173,9 @@ class QemuDevice:
             raise RelaxEdgeError(f"artifact built for board {artifact.board}, not {self.board.name}")
         if artifact.server is not None and Path(artifact.server).exists() and not self.board.qemu.get("system"):
             server = self.stage(artifact.server)
-            return RpcModule(lambda: self.spawn(server), artifact, self.board.timeout_s, function)
+            module = RpcModule(lambda: self.spawn(server), artifact, self.board.timeout_s, function)
+            self._modules.append(module)
+            return module
         if artifact.runner is None or not Path(artifact.runner).exists():
             raise RelaxEdgeError(f"{artifact.out_dir}: the artifact has no runner executable; rebuild it")
         return RunnerModule(self, artifact, function)

@@ -150,9 +150,14 @@ class HostDevice:
         return self
 
     def __exit__(self, *exc):
+        for module in getattr(self, "_modules", []):
+            module.close()
+        self._modules = []
         return False
 
     def load(self, artifact, function: str = "main") -> LoadedModule:
         if artifact.board != "host":
             raise RelaxEdgeError(f"artifact built for board {artifact.board}, not host")
-        return LoadedModule(artifact, function)
+        module = LoadedModule(artifact, function)
+        self._modules = [*getattr(self, "_modules", []), module]
+        return module

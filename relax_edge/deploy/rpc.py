@@ -70,9 +70,11 @@ class ProcessStream:
     def recv(self, n: int, deadline: float) -> bytes:
         out = bytearray()
         fd = self.proc.stdout.fileno()
+        poller = select.poll()  # poll, not select: no limit on descriptor numbers
+        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
         while len(out) < n:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            if left <= 0 or not poller.poll(left * 1000):
                 self.close(kill=True)
                 raise DeviceError(f"{self.what}: no answer in time; the server was stopped{self.hint}")
             chunk = os.read(fd, n - len(out))
@@ -97,6 +99,14 @@ class ProcessStream:
         return DeviceError(f"{self.what}: the server stopped (exit {code}):\n{_tail(text)}")
 
     def close(self, kill: bool = False) -> None:
+        self._close_process(kill)
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+
+    def _close_process(self, kill: bool) -> None:
         if self.proc.poll() is None:
             if kill:
                 self.proc.kill()
@@ -240,6 +250,13 @@ class RpcModule:
         return struct.unpack("<Q", body)[0]
 
     def close(self) -> None:
+        """Stop the server (the device session also does this when it ends)."""
         if self.client is not None:
             self.client.close()
             self.client = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: nothing left to clean
+            pass

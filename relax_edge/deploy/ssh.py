@@ -86,6 +86,9 @@ class SshDevice:
         return False
 
     def close(self) -> None:
+        for module in getattr(self, "_modules", []):
+            module.close()
+        self._modules = []
         if getattr(self, "client", None) is not None:
             self.client.close()
             self.client = None
@@ -192,7 +195,9 @@ class SshDevice:
             raise RelaxEdgeError(f"artifact built for board {artifact.board}, not {self.board.name}")
         if artifact.server is not None and Path(artifact.server).exists():
             server = self.stage(artifact.server)
-            return RpcModule(lambda: self.spawn(server), artifact, self.board.timeout_s, function)
+            module = RpcModule(lambda: self.spawn(server), artifact, self.board.timeout_s, function)
+            self._modules = [*getattr(self, "_modules", []), module]
+            return module
         if artifact.runner is None or not Path(artifact.runner).exists():
             raise RelaxEdgeError(f"{artifact.out_dir}: the artifact has no runner executable; rebuild it")
         return RunnerModule(self, artifact, function)
