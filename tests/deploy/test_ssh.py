@@ -51,7 +51,7 @@ def test_wrong_key_is_refused_with_advice(sshd, mlp, tmp_path):
 
 
 def test_host_key_mismatch_and_unknown_host(sshd, tmp_path):
-    fake = keygen(tmp_path / "fake_host")
+    keygen(tmp_path / "fake_host")
     pub = (tmp_path / "fake_host.pub").read_text().split()
     (tmp_path / "kh").write_text(f"[127.0.0.1]:{sshd.port} {pub[0]} {pub[1]}\n")
     board = sshd.board_file(tmp_path / "b.yaml", known_hosts=tmp_path / "kh", user=getpass.getuser())

@@ -1,7 +1,6 @@
 """The ONNX importer: dynamic dims, shape subgraphs, spans, and bad input."""
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 

@@ -4,7 +4,6 @@ reference at several sizes of each symbolic dim, including 1."""
 import numpy as np
 import pytest
 
-from relax_edge import op
 from relax_edge.op.registry import make_call
 from tests.legalize.harness import check_legalized
 from tests.numeric.test_ops_vs_onnxruntime import CASES

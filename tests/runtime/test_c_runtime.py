@@ -4,7 +4,6 @@ Android and a Cortex-M target, and a whole model run under the sanitizers."""
 
 import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pytest
