@@ -18,13 +18,12 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..errors import RelaxEdgeError
 from ..target import Board, require_toolchain
-from .emulator import RunnerModule
-from .rpc import DeviceError, ProcessStream, RpcModule
+from .emulator import DeviceSession
+from .rpc import DeviceError, ProcessStream
 
 
-class AdbDevice:
+class AdbDevice(DeviceSession):
     def __init__(self, board: Board):
         require_toolchain(board)
         self.board = board
@@ -41,9 +40,7 @@ class AdbDevice:
         return self
 
     def __exit__(self, *exc):
-        for module in getattr(self, "_modules", []):
-            module.close()
-        self._modules = []
+        self.close_modules()
         return False
 
     def _adb(self, args, check=True, timeout=None) -> subprocess.CompletedProcess:
@@ -99,13 +96,3 @@ class AdbDevice:
         cmd = [adb, *(["-s", self.serial] if self.serial else []), "shell", "-T",
                f"cd {shlex.quote(self.session_dir)} && exec {shlex.quote(program)}"]
         return ProcessStream(cmd, what=f"board {self.board.name}")
-
-    def load(self, artifact, function: str = "main"):
-        if artifact.board != self.board.name:
-            raise RelaxEdgeError(f"artifact built for board {artifact.board}, not {self.board.name}")
-        if artifact.server is not None and Path(artifact.server).exists():
-            server = self.stage(artifact.server)
-            module = RpcModule(lambda: self.spawn(server), artifact, self.board.timeout_s, function)
-            self._modules = [*getattr(self, "_modules", []), module]
-            return module
-        return RunnerModule(self, artifact, function)

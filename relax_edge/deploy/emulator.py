@@ -96,14 +96,43 @@ def _status_names():
     return STATUS_NAMES
 
 
-class QemuDevice:
-    """A board emulated by QEMU on this machine."""
+class DeviceSession:
+    """What every device session shares: it closes the servers it started,
+    and it loads an artifact over RPC when the artifact has a server and the
+    session can start one (`spawn`), else through the runner on tensor files.
+    Subclasses provide `board`, `stage`, `spawn` and the runner's file calls."""
+
+    board: Board
+    rpc = True
+
+    def track(self, module):
+        self.__dict__.setdefault("_modules", []).append(module)
+        return module
+
+    def close_modules(self) -> None:
+        for module in self.__dict__.pop("_modules", []):
+            module.close()
+
+    def load(self, artifact, function: str = "main"):
+        if artifact.board != self.board.name:
+            raise RelaxEdgeError(f"artifact built for board {artifact.board}, not {self.board.name}")
+        if self.rpc and artifact.server is not None and Path(artifact.server).exists():
+            server = self.stage(artifact.server)
+            return self.track(RpcModule(lambda: self.spawn(server), artifact, self.board.timeout_s, function))
+        if artifact.runner is None or not Path(artifact.runner).exists():
+            raise RelaxEdgeError(f"{artifact.out_dir}: the artifact has no runner executable; rebuild it")
+        return RunnerModule(self, artifact, function)
+
+
+class QemuDevice(DeviceSession):
+    """A board emulated by QEMU on this machine: RPC under qemu-user, the
+    runner over semihosting files under qemu-system."""
 
     def __init__(self, board: Board):
         require_toolchain(board)
         self.board = board
+        self.rpc = not board.qemu.get("system")
         self._tmp = None
-        self._modules: list = []
 
     def __enter__(self):
         return self
@@ -119,9 +148,7 @@ class QemuDevice:
         return Path(self._tmp.name)
 
     def close(self) -> None:
-        for module in self._modules:
-            module.close()
-        self._modules = []
+        self.close_modules()
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
@@ -165,17 +192,3 @@ class QemuDevice:
         return ProcessStream(self.command(program, []), cwd=self.workdir, what=self.board.name,
                              hint=f" (after {self.board.timeout_s:g}s; raise timeout_s in {self.board.path} "
                                   "for slow models)")
-
-    def load(self, artifact, function: str = "main"):
-        """RPC when the artifact has a server (Linux boards), else the runner
-        on tensor files (microcontrollers under semihosting)."""
-        if artifact.board != self.board.name:
-            raise RelaxEdgeError(f"artifact built for board {artifact.board}, not {self.board.name}")
-        if artifact.server is not None and Path(artifact.server).exists() and not self.board.qemu.get("system"):
-            server = self.stage(artifact.server)
-            module = RpcModule(lambda: self.spawn(server), artifact, self.board.timeout_s, function)
-            self._modules.append(module)
-            return module
-        if artifact.runner is None or not Path(artifact.runner).exists():
-            raise RelaxEdgeError(f"{artifact.out_dir}: the artifact has no runner executable; rebuild it")
-        return RunnerModule(self, artifact, function)

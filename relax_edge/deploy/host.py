@@ -150,14 +150,13 @@ class HostDevice:
         return self
 
     def __exit__(self, *exc):
-        for module in getattr(self, "_modules", []):
+        for module in self.__dict__.pop("_modules", []):
             module.close()
-        self._modules = []
         return False
 
     def load(self, artifact, function: str = "main") -> LoadedModule:
         if artifact.board != "host":
             raise RelaxEdgeError(f"artifact built for board {artifact.board}, not host")
         module = LoadedModule(artifact, function)
-        self._modules = [*getattr(self, "_modules", []), module]
+        self.__dict__.setdefault("_modules", []).append(module)
         return module

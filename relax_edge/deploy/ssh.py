@@ -24,17 +24,16 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..errors import RelaxEdgeError
 from ..target import Board
-from .emulator import RunnerModule
-from .rpc import DeviceError, RpcModule
+from .emulator import DeviceSession
+from .rpc import DeviceError
 
 
 def _expand(path: str | None) -> str | None:
     return None if path is None else os.path.expanduser(path)
 
 
-class SshDevice:
+class SshDevice(DeviceSession):
     def __init__(self, board: Board):
         import paramiko
         self.board = board
@@ -86,9 +85,7 @@ class SshDevice:
         return False
 
     def close(self) -> None:
-        for module in getattr(self, "_modules", []):
-            module.close()
-        self._modules = []
+        self.close_modules()
         if getattr(self, "client", None) is not None:
             self.client.close()
             self.client = None
@@ -189,18 +186,6 @@ class SshDevice:
         except (OSError, EOFError, AttributeError) as err:
             raise DeviceError(f"{self.where}: the connection was lost while starting the server ({err})") from None
         return ChannelStream(channel, self.where)
-
-    def load(self, artifact, function: str = "main"):
-        if artifact.board != self.board.name:
-            raise RelaxEdgeError(f"artifact built for board {artifact.board}, not {self.board.name}")
-        if artifact.server is not None and Path(artifact.server).exists():
-            server = self.stage(artifact.server)
-            module = RpcModule(lambda: self.spawn(server), artifact, self.board.timeout_s, function)
-            self._modules = [*getattr(self, "_modules", []), module]
-            return module
-        if artifact.runner is None or not Path(artifact.runner).exists():
-            raise RelaxEdgeError(f"{artifact.out_dir}: the artifact has no runner executable; rebuild it")
-        return RunnerModule(self, artifact, function)
 
 
 class ChannelStream:
