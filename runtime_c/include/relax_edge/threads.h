@@ -1,0 +1,44 @@
+/*
+ * A small thread pool for kernels (library micro-kernels and generated
+ * kernels with parallel loops). POSIX threads on hosted targets; with
+ * RXE_NO_THREADS (bare metal) every call runs serially on the caller.
+ *
+ * The pool starts lazily on the first parallel call with more than one
+ * thread; the thread count is a run option (rxe_set_num_threads, the
+ * runner's and RPC server's --threads, or RXE_NUM_THREADS in the
+ * environment of those tools). The default is 1: no thread is created.
+ */
+#ifndef RELAX_EDGE_THREADS_H_
+#define RELAX_EDGE_THREADS_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RXE_MAX_THREADS 16
+
+/* fn(ctx, begin, end, thread): run iterations [begin, end) as thread
+ * number `thread` (0 <= thread < rxe_get_num_threads()). */
+typedef void (*rxe_task_fn)(void* ctx, int64_t begin, int64_t end, int thread);
+
+/* Split [0, n) into at most rxe_get_num_threads() contiguous chunks, run
+ * them on the pool (the caller runs chunk 0) and return when all are done.
+ * n <= 0 returns at once; one thread (or RXE_NO_THREADS) calls
+ * fn(ctx, 0, n, 0). Calls from inside a task run serially (no nesting). */
+void rxe_parallel_for(int64_t n, rxe_task_fn fn, void* ctx);
+
+/* Set the thread count (clamped to [1, RXE_MAX_THREADS]); returns the
+ * previous one. Not to be called while a parallel_for is running. */
+int rxe_set_num_threads(int n);
+int rxe_get_num_threads(void);
+
+/* Join the pool's threads (optional; the next parallel call restarts it). */
+void rxe_threads_shutdown(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RELAX_EDGE_THREADS_H_ */
