@@ -29,6 +29,56 @@ extern "C" {
 
 /* Declarations of each kernel follow (see runtime_c/kernels/). */
 
+/* ---- GEMM family (kernels/gemm.c, kernels/conv.c) ----
+ * One register tile is RXE_GEMM_MR rows x RXE_GEMM_NR columns on every
+ * architecture, so packed weights are the same for all targets. The k
+ * dimension is blocked by RXE_GEMM_KC and the columns by RXE_GEMM_NC; run-time
+ * packing works in one KC x NC block of scratch, shared by all threads.
+ * Each output element is computed by one thread in a fixed order: results
+ * do not depend on the thread count. */
+#define RXE_GEMM_MR 6
+#define RXE_GEMM_NR 16
+#define RXE_GEMM_KC 256
+#define RXE_GEMM_NC 384
+
+#define RXE_GEMM_MIN_(a, b) ((a) < (b) ? (a) : (b))
+#define RXE_GEMM_ROUND_NR_(x) (((x) + RXE_GEMM_NR - 1) / RXE_GEMM_NR * RXE_GEMM_NR)
+/* Bytes of scratch for packing a k x n matrix in KC x NC blocks. */
+#define RXE_GEMM_SCRATCH_BYTES_(k, n) \
+  ((uint64_t)4 * (uint64_t)RXE_GEMM_MIN_((k), RXE_GEMM_KC) * \
+   (uint64_t)RXE_GEMM_MIN_(RXE_GEMM_ROUND_NR_(n), RXE_GEMM_NC))
+
+/* c (m,n) = act(a (m,k) @ W (k,n) + bias (n,)), row-major; bias may be NULL.
+ * w_packed: W in column panels of NR, panel j holding W[:, j*NR : j*NR+NR]
+ * as k rows of NR floats (zero-padded past n): ceil(n/NR)*NR*k floats,
+ * made at compile time by relax_edge.library.kernels.pack_dense_weights. */
+rxe_status_t rxe_lib_dense_f32(const float* a, const float* w_packed, const float* bias, float* c,
+                               int64_t m, int64_t n, int64_t k, int64_t act, rxe_error_t* err);
+
+/* For t < batch: c[t] (m,n) = a[t] (m,k) @ b[t] (k,n), row-major; a[t] at
+ * a + t*a_batch_stride, b[t] at b + t*b_batch_stride (0: broadcast), c
+ * contiguous. scratch: RXE_LIB_MATMUL_SCRATCH_BYTES(m, n, k) bytes. */
+#define RXE_LIB_MATMUL_SCRATCH_BYTES(m, n, k) RXE_GEMM_SCRATCH_BYTES_((k), (n))
+rxe_status_t rxe_lib_matmul_f32(const float* a, const float* b, float* c, float* scratch, int64_t batch,
+                                int64_t m, int64_t n, int64_t k, int64_t a_batch_stride,
+                                int64_t b_batch_stride, rxe_error_t* err);
+
+/* y (n,o,oh,ow) = act(conv2d(x (n,c,h,w), W (o,c/groups,kh,kw)) + bias (o,)),
+ * NCHW; bias may be NULL. Output pixel (oy,ox) reads input rows
+ * oy*stride_h - pad_top + ky*dil_h (columns likewise); reads outside the
+ * input are zeros (padding at the bottom/right is implied by oh, ow).
+ * w_packed: per group, the (o/groups) x (c/groups*kh*kw) weight matrix in
+ * row panels of MR, panel r holding rows r*MR .. r*MR+MR-1 as K columns of
+ * MR floats (zero-padded), made by pack_conv2d_weights. scratch:
+ * RXE_LIB_CONV2D_SCRATCH_BYTES(c, kh, kw, oh, ow, groups) bytes. */
+#define RXE_LIB_CONV2D_SCRATCH_BYTES(c, kh, kw, oh, ow, groups) \
+  RXE_GEMM_SCRATCH_BYTES_((c) / (groups) * (kh) * (kw), (oh) * (ow))
+rxe_status_t rxe_lib_conv2d_f32(const float* x, const float* w_packed, const float* bias, float* y,
+                                float* scratch, int64_t n, int64_t c, int64_t h, int64_t w, int64_t o,
+                                int64_t kh, int64_t kw, int64_t oh, int64_t ow, int64_t stride_h,
+                                int64_t stride_w, int64_t pad_top, int64_t pad_left, int64_t dil_h,
+                                int64_t dil_w, int64_t groups, int64_t act, rxe_error_t* err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,48 @@
+/*
+ * The blocked GEMM driver shared by the dense, matmul and conv2d kernels:
+ * c (m,n) = epilogue(A (m,k) @ B (k,n)), in KC x NC blocks of B and MR x NR
+ * register tiles.
+ *
+ * A is either row-major (a, lda: each MR x KC micro-panel is packed on the
+ * stack, 6 KB) or already packed in row panels of MR (a_packed: panel r at
+ * a_packed + r*a_panel_stride, column p of it at + p*MR).
+ * B is either already packed in column panels of NR (b_packed: panel j at
+ * b_packed + j*b_panel_stride, row p at + p*NR) or packed block by block into
+ * scratch (KC*NC floats) by pack_b.
+ * The epilogue adds row_bias[i] and/or col_bias[j] (either may be NULL) and
+ * applies act, after the last k block.
+ */
+#ifndef RELAX_EDGE_GEMM_INTERNAL_H_
+#define RELAX_EDGE_GEMM_INTERNAL_H_
+
+#include "relax_edge/kernels.h"
+
+/* Pack rows [p0, p0+kc) and columns [j0, j0+nr) (nr <= NR) of B into dst as
+ * kc rows of NR floats, zeros past nr. */
+typedef void (*rxe_gemm_pack_fn)(const void* ctx, int64_t p0, int64_t kc, int64_t j0, int64_t nr,
+                                 float* dst);
+
+typedef struct {
+  int64_t m, n, k;
+  const float* a;
+  int64_t lda;
+  const float* a_packed;
+  int64_t a_panel_stride;
+  const float* b_packed;
+  int64_t b_panel_stride;
+  rxe_gemm_pack_fn pack_b;
+  const void* b_ctx;
+  float* scratch;
+  float* c;
+  int64_t ldc;
+  const float* row_bias;
+  const float* col_bias;
+  int act;
+} rxe_gemm_t;
+
+void rxe_gemm_run(const rxe_gemm_t* g);
+
+/* Is act one of RXE_ACT_*? */
+#define RXE_ACT_VALID(act) ((act) >= RXE_ACT_NONE && (act) <= RXE_ACT_RELU6)
+
+#endif /* RELAX_EDGE_GEMM_INTERNAL_H_ */
