@@ -41,6 +41,7 @@ from .target import DEFAULT_BOARD, Board, load_board, require_toolchain
 RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime_c"
 RUNTIME_SOURCES = ("status.c", "check.c", "module.c", "math.c")  # runtime_c/src, the core
 RUNNER_SOURCE = RUNTIME_DIR / "tools" / "runner.c"
+THREADS_SOURCE = RUNTIME_DIR / "src" / "threads.c"   # the thread pool (serial under RXE_NO_THREADS)
 RPC_SOURCES = (RUNTIME_DIR / "rpc" / "protocol.c", RUNTIME_DIR / "rpc" / "server_posix.c")
 
 
@@ -167,7 +168,7 @@ class Toolchain:
             flags.insert(0, opt_level)
         base = ["-std=c99", "-Wall", "-Wextra", f"-I{RUNTIME_DIR / 'include'}"]
         if t.freestanding:
-            base += ["-DRXE_NO_LIBM", "-ffunction-sections", "-fdata-sections"]
+            base += ["-DRXE_NO_LIBM", "-DRXE_NO_THREADS", "-ffunction-sections", "-fdata-sections"]
         else:
             base.append("-fPIC")
         size_tool = t.size_tool if shutil.which(t.size_tool) else "size"
@@ -200,6 +201,17 @@ def runtime_objects_for(cc: str, cflags) -> list:
     return cached_objects(cc, cflags, [RUNTIME_DIR / "src" / s for s in RUNTIME_SOURCES])
 
 
+def library_sources() -> list:
+    """The thread pool and the library micro-kernels (runtime_c/kernels)."""
+    return [THREADS_SOURCE, *sorted((RUNTIME_DIR / "kernels").glob("*.c"))]
+
+
+def library_objects_for(cc: str, cflags) -> list:
+    """The thread pool's and the library kernels' objects (cached); a static
+    link keeps only the kernels a model calls."""
+    return cached_objects(cc, cflags, library_sources())
+
+
 def object_sizes(size_tool: str, objects) -> dict:
     """Summed .text, .data and .bss of object files (Berkeley `size`)."""
     proc = subprocess.run([size_tool, *map(str, objects)], capture_output=True, text=True)
@@ -219,11 +231,14 @@ BACKENDS = ("c", "llvm")
 
 def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, name: str = "model",
           opt_level: str | None = None, quiet: bool = True, source: dict | None = None,
-          emit_llvm: bool = False) -> Artifact:
+          emit_llvm: bool = False, optimize: bool = True) -> Artifact:
     """Compile `mod` for `board` (a name or a YAML path) into `out_dir`;
-    `backend` "c" or "llvm" (kernels and host functions through LLVM)."""
+    `backend` "c" or "llvm" (kernels and host functions through LLVM). A
+    module with operator calls goes through the optimizing pipeline
+    (relax_edge/pipeline.py), or is only legalized with optimize=False."""
     from .codegen.c.module import generate_c
     from .memory import dump_plan
+    from .pipeline import optimize as run_pipeline
     from .transform.legalize import legalize
 
     board = load_board(board)
@@ -233,7 +248,10 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
     start = time.perf_counter()
     out_dir = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="relax-edge-"))
     out_dir.mkdir(parents=True, exist_ok=True)
-    if _needs_legalize(mod):
+    if _needs_legalize(mod) and optimize:
+        _progress(f"optimizing for {board.name}", quiet)
+        mod = run_pipeline(mod, board)
+    elif _needs_legalize(mod):
         _progress("legalizing operators into tensor programs", quiet)
         mod = legalize(mod)
     tc = Toolchain.for_board(board, opt_level)
@@ -256,7 +274,7 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
     digest.update(sources.weights)
     digest.update(repr((board.name, tc)).encode())
     for path in [*sorted((RUNTIME_DIR / "src").glob("*.c")), *sorted((RUNTIME_DIR / "include").rglob("*.h")),
-                 RUNNER_SOURCE, *RPC_SOURCES]:
+                 *library_sources(), RUNNER_SOURCE, *RPC_SOURCES]:
         digest.update(path.read_bytes())
     key = digest.hexdigest()[:16]
 
@@ -287,7 +305,9 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
     for fname, text in sources.files.items():
         write_atomic(out_dir / fname, text)
     write_atomic(out_dir / f"{prefix}_weights.bin", sources.weights)
-    runtime_objects = runtime_objects_for(tc.cc, tc.cflags)
+    core_objects = runtime_objects_for(tc.cc, tc.cflags)
+    library_objects = library_objects_for(tc.cc, tc.cflags)
+    runtime_objects = core_objects + library_objects
     _progress(f"compiling {prefix} for {board.name} with {tc.cc} "
               f"({len(sources.weights) / 1e6:.1f} MB of constants)", quiet)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".obj-") as objdir:
@@ -311,7 +331,8 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
         objects = model_objects + list(runtime_objects)
         staged = []
         if shared is not None:
-            _run([tc.cc, "-shared", "-o", objdir / shared.name, *objects, "-lm"], "linking the shared library")
+            _run([tc.cc, "-shared", "-o", objdir / shared.name, *objects, "-lm", "-lpthread"],
+                 "linking the shared library")
             staged.append((objdir / shared.name, shared))
         _run([_archiver(tc.cc), "rcs", objdir / static.name, *objects], "archiving the static library")
         staged.append((objdir / static.name, static))
@@ -319,7 +340,7 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
         semihost = ["-DRXE_SEMIHOST"] if board.target.freestanding else []
         (runner_obj,) = cached_objects(tc.cc, [*tc.cflags, *specs, *semihost, f"-DRXE_MODULE={prefix}_module"],
                                        [RUNNER_SOURCE])
-        libm = [] if board.target.freestanding else ["-lm"]
+        libm = [] if board.target.freestanding else ["-lm", "-lpthread"]
         _run([tc.cc, *tc.cflags, *tc.ldflags, "-o", objdir / runner.name, runner_obj, *objects, *libm],
              "linking the runner")
         staged.append((objdir / runner.name, runner))
@@ -327,7 +348,8 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
             _build_server(tc, objdir / server.name, profiled_objects, runtime_objects, prefix)
             staged.append((objdir / server.name, server))
         artifact.sizes = {"model": object_sizes(tc.size_tool, model_objects),
-                          "runtime": object_sizes(tc.size_tool, runtime_objects)}
+                          "runtime": object_sizes(tc.size_tool, core_objects),
+                          "library": object_sizes(tc.size_tool, library_objects)}   # before the linker drops any
         for tmp, final in staged:
             os.replace(tmp, final)
     artifact.build_seconds = time.perf_counter() - start
@@ -342,8 +364,8 @@ def _build_server(tc: Toolchain, out: Path, profiled_objects, runtime_objects, p
     -DRXE_PROFILE, the LLVM build's PREFIX_host_profiled.o), the protocol
     core and the POSIX I/O layer."""
     rpc_objects = cached_objects(tc.cc, [*tc.cflags, f"-DRXE_MODULE={prefix}_module"], RPC_SOURCES)
-    _run([tc.cc, *tc.cflags, *tc.ldflags, "-o", out, *profiled_objects, *rpc_objects, *runtime_objects, "-lm"],
-         "linking the RPC server")
+    _run([tc.cc, *tc.cflags, *tc.ldflags, "-o", out, *profiled_objects, *rpc_objects, *runtime_objects, "-lm",
+          "-lpthread"], "linking the RPC server")
 
 
 LLVM_OBJECTS = ("kernels", "host", "host_profiled")   # the LLVM build's PREFIX_STEM.o

@@ -56,13 +56,14 @@ def _import(model: str, dims: dict):
     return mod, {"onnx": str(Path(model).resolve()), "dim_bounds": {k: list(v) for k, v in bounds.items()}}
 
 
-def _compile(model: str, board: str, backend: str, out_dir, dims: dict, name: str | None, emit_llvm=False):
+def _compile(model: str, board: str, backend: str, out_dir, dims: dict, name: str | None, emit_llvm=False,
+             optimize=True):
     from .build import build
     mod, source = _import(model, dims)
     name = name or Path(model).stem
     out_dir = Path(out_dir) if out_dir else Path("build") / name
     art = build(mod, board=board, backend=backend, out_dir=out_dir, name=name, quiet=False, source=source,
-                emit_llvm=emit_llvm)
+                emit_llvm=emit_llvm, optimize=optimize)
     return mod, art
 
 
@@ -70,7 +71,7 @@ def cmd_compile(args) -> int:
     if args.emit_llvm and args.backend != "llvm":
         raise RelaxEdgeError("--emit-llvm needs --backend llvm")
     _, art = _compile(args.model, args.board or DEFAULT_BOARD, args.backend, args.output, parse_dims(args.dim),
-                      args.name, args.emit_llvm)
+                      args.name, args.emit_llvm, args.optimize)
     sig = art.signature["main"]
     print(f"compiled {args.model} for {art.board} ({art.backend}) into {art.out_dir}")
     print("  inputs:  " + ", ".join(f"{i['name']}: {i['dtype']}{i['shape']}" for i in sig["inputs"]))
@@ -153,7 +154,7 @@ def cmd_run(args) -> int:
         inputs = _random_inputs(art.signature["main"], sizes, args.seed)
         _say("random inputs with " + (", ".join(f"{k}={v}" for k, v in sizes.items()) or "static shapes"))
     with connect(args.board or art.board_file or board) as dev:
-        loaded = dev.load(art)
+        loaded = dev.load(art, threads=args.threads)
         start = time.perf_counter()
         outputs = loaded.run(*inputs)
         ms = (time.perf_counter() - start) * 1e3
@@ -216,7 +217,7 @@ def cmd_bench(args) -> int:
         _random_inputs(art.signature["main"], sizes, args.seed)
     _say(f"deploying {art.prefix} to {board}")
     with connect(args.board or art.board_file or board) as dev:
-        m = dev.load(art)
+        m = dev.load(art, threads=args.threads)
         if not hasattr(m, "benchmark"):
             raise RelaxEdgeError(f"board {board}: benchmarking needs the RPC server, which this board's "
                                  "artifacts do not have")
@@ -315,6 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dim", action="append", metavar="NAME=LO..HI", help="bounds of a dynamic dimension")
     p.add_argument("--name", help="symbol prefix of the generated code (default: the file's stem)")
     p.add_argument("--show-memory", action="store_true", help="print the memory plan (table and timeline)")
+    p.add_argument("--no-optimize", dest="optimize", action="store_false",
+                   help="legalize only: no graph passes, fusion, library kernels or schedules")
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("run", help="run a model (compiling it first if given an ONNX file)")
@@ -325,6 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.add_argument("--check", action="store_true", help="compare with the numpy reference of the source model")
     p.add_argument("--output", help="write the outputs to this .npz")
+    p.add_argument("--threads", type=int, help="threads of the runtime's pool (default 1)")
     p.add_argument("--build-dir", help="where to compile an ONNX file (default build/<model name>)")
     p.set_defaults(func=cmd_run)
 
@@ -335,6 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=3, help="warm-up runs (default 3)")
     p.add_argument("--profile", action="store_true", help="also print the per-kernel profile of one run")
     p.add_argument("--top", type=int, default=10, help="kernels shown in the profile (default 10)")
+    p.add_argument("--threads", type=int, help="threads of the runtime's pool (default 1)")
     p.add_argument("--json", help="write the statistics (and profile) to this file, atomically")
     p.add_argument("--plot", help="with --profile: draw the slowest kernels into this PNG")
     p.add_argument("--inputs", help=".npz with one array per input (by input name)")

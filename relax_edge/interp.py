@@ -179,7 +179,9 @@ class _Interpreter:
             reference = getattr(decl, "reference", None)
             if reference is None:
                 raise InterpretError(f"{what}: extern {e.name} has no numpy reference")
-            return reference(*[self.eval(func, a, values, env, what) for a in e.args])
+            params = dict(e.attrs.get("params", ()))
+            with np.errstate(all="ignore"):
+                return np.asarray(reference(*[self.eval(func, a, values, env, what) for a in e.args], **params))
         raise InterpretError(f"{what}: cannot interpret {type(e).__name__}")
 
     def call_op(self, call: Call, args, env: _Env, what: str):

@@ -22,8 +22,9 @@ as C (codegen/c/host.py) and as LLVM IR (codegen/llvm/host.py).
    relax_edge/abi.h): `run` is PREFIX_main, `plan` PREFIX_main_plan_shapes,
    `workspace` PREFIX_main_workspace_size; `bind` is internal.
 
-Not supported here yet: `if`, match_cast, calls between graph functions and
-external kernels.
+Library kernels (call_extern of runtime_c/kernels) are called like
+generated ones, their constant weights packed at compile time. Not supported
+here yet: `if`, match_cast, calls between graph functions.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import RelaxEdgeError
-from ..ir.expr import Constant, Function, IRModule, Var
+from ..ir.expr import CallExtern, Constant, Function, IRModule, Var
 from ..ir.shape import IntExpr, SizeVar, as_expr, free_vars
 from ..ir.types import TensorType, shape_str
 from ..legalize.common import broadcast_checks
@@ -282,8 +283,9 @@ def describe_module(mod: IRModule, prefix: str, kernel_prefix: str = "k_") -> Ho
     """The host functions of a legalized module (every operator a tensor
     program), its kernels named `kernel_prefix + program name`."""
     prefix = symbol_prefix(prefix)
-    if mod.externs:
-        raise CodegenError(f"extern kernels ({', '.join(mod.externs)}) are not supported yet")
+    foreign = sorted(name for name, decl in mod.externs.items() if decl.library != "runtime")
+    if foreign:
+        raise CodegenError(f"extern kernels of other libraries ({', '.join(foreign)}) are not supported yet")
     if "main" not in mod.functions:
         raise CodegenError("the module has no function named main")
     symbols = {name: kernel_symbol(kernel_prefix, name) for name in mod.tensor_programs}
@@ -312,6 +314,7 @@ class HostDescriber:
         self.size_vars: list = []
         self.profile_rows: list = []
         self.called: dict = {}
+        self.packed: dict = {}      # (constant id, packer) -> packed Constant
 
     def describe(self) -> HostFunction:
         bind = self.bind_entry()   # binds the size variables, which the others read
@@ -414,6 +417,8 @@ class HostDescriber:
     def step(self, step) -> list:
         """Run-time broadcast checks, then the kernel (views run none)."""
         call, var = step.call, step.var
+        if isinstance(call, CallExtern):
+            return self.library_step(step)
         program = self.mod.tensor_programs[call.program.name]
         ops = []
         skip = program.attrs.get("broadcast_skip")
@@ -434,6 +439,33 @@ class HostDescriber:
         self.profile_rows.append((symbol, call.span or var.name))
         return ops + [ProfileBegin(row), CallKernel(symbol, buffers, [self.sized(s) for s in call.size_args], note),
                       ProfileEnd(row)]
+
+
+    def library_step(self, step) -> list:
+        """A library kernel (runtime_c/kernels): its constants packed as the
+        kernel wants them (once per constant and packer), then the call."""
+        from ..library import pack
+        call, var = step.call, step.var
+        packers = dict(call.attrs.get("pack", ()))
+        buffers = []
+        for i, x in enumerate(call.args):
+            if i in packers:
+                const = x if isinstance(x, Constant) else self.live.storage.get(x, (None, None))[1]
+                if not isinstance(const, Constant):
+                    raise CodegenError(f"{call.name} ({call.span or var.name}): argument {i} must be a constant")
+                key = (id(const), packers[i])
+                if key not in self.packed:
+                    groups = dict(call.attrs.get("params", ())).get("groups", 1)
+                    self.packed[key] = Constant(pack(packers[i], const.data, groups=groups))
+                buffers.append(self.address(self.packed[key], "float32"))
+            else:
+                buffers.append(self.address(x, x.type.dtype))
+        buffers.append(self.address(var, call.type.dtype))
+        buffers += [Address("workspace", k, "float32") for k in step.scratch]
+        row = len(self.profile_rows)
+        self.profile_rows.append((call.name, call.span or var.name))
+        sizes = [self.sized(s) for s in call.attrs["sizes"]]
+        return [ProfileBegin(row), CallKernel(call.name, buffers, sizes, "library"), ProfileEnd(row)]
 
 
 def arg_info(name: str, t: TensorType) -> ArgInfo:

@@ -91,8 +91,9 @@ class AdbDevice(DeviceSession):
         cmd = " ".join(shlex.quote(a) for a in [program, *map(str, args)])
         return self._shell(f"cd {shlex.quote(self.session_dir)} && {cmd}", check=False)
 
-    def spawn(self, program: str) -> ProcessStream:
+    def spawn(self, program: str, args=()) -> ProcessStream:
         adb = shutil.which("adb") or "adb"
+        server = " ".join(shlex.quote(a) for a in [program, *args])
         cmd = [adb, *(["-s", self.serial] if self.serial else []), "shell", "-T",
-               f"cd {shlex.quote(self.session_dir)} && exec {shlex.quote(program)}"]
+               f"cd {shlex.quote(self.session_dir)} && exec {server}"]
         return ProcessStream(cmd, what=f"board {self.board.name}")

@@ -96,6 +96,15 @@ def _status_names():
     return STATUS_NAMES
 
 
+def thread_args(threads) -> list:
+    """The RPC server's command-line option for a thread count."""
+    if threads is None:
+        return []
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        raise RelaxEdgeError(f"threads must be a positive integer, got {threads!r}")
+    return ["--threads", str(threads)]
+
+
 class DeviceSession:
     """What every device session shares: it closes the servers it started,
     and it loads an artifact over RPC when the artifact has a server and the
@@ -113,12 +122,15 @@ class DeviceSession:
         for module in self.__dict__.pop("_modules", []):
             module.close()
 
-    def load(self, artifact, function: str = "main"):
+    def load(self, artifact, function: str = "main", threads: int | None = None):
+        """The artifact's function on this board; `threads` sets the size of
+        the runtime's thread pool (default: the server's, 1)."""
         if artifact.board != self.board.name:
             raise RelaxEdgeError(f"artifact built for board {artifact.board}, not {self.board.name}")
+        args = thread_args(threads)
         if self.rpc and artifact.server is not None and Path(artifact.server).exists():
             server = self.stage(artifact.server)
-            return self.track(RpcModule(lambda: self.spawn(server), artifact, self.board.timeout_s, function))
+            return self.track(RpcModule(lambda: self.spawn(server, args), artifact, self.board.timeout_s, function))
         if artifact.runner is None or not Path(artifact.runner).exists():
             raise RelaxEdgeError(f"{artifact.out_dir}: the artifact has no runner executable; rebuild it")
         return RunnerModule(self, artifact, function)
@@ -187,8 +199,8 @@ class QemuDevice(DeviceSession):
                               f"was stopped (raise timeout_s in {self.board.path} for slow models)\n{_tail(out)}") \
                 from None
 
-    def spawn(self, program: Path) -> ProcessStream:
+    def spawn(self, program: Path, args=()) -> ProcessStream:
         """Start the RPC server under the emulator; frames on its stdin/stdout."""
-        return ProcessStream(self.command(program, []), cwd=self.workdir, what=self.board.name,
+        return ProcessStream(self.command(program, list(args)), cwd=self.workdir, what=self.board.name,
                              hint=f" (after {self.board.timeout_s:g}s; raise timeout_s in {self.board.path} "
                                   "for slow models)")

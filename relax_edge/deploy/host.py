@@ -43,9 +43,13 @@ def _tensor(arr: np.ndarray, keep: list) -> abi.Tensor:
 
 
 class LoadedModule:
-    def __init__(self, artifact, function: str = "main"):
+    def __init__(self, artifact, function: str = "main", threads: int | None = None):
+        from .emulator import thread_args
         self.artifact = artifact
+        self.server_args = thread_args(threads)
         self.lib = ctypes.CDLL(str(artifact.shared_library))
+        if threads is not None:   # the runtime's pool, shared by the modules of this process
+            self.lib.rxe_set_num_threads(ctypes.c_int(threads))
         module = abi.Module.in_dll(self.lib, f"{artifact.prefix}_module")
         if module.abi_version != abi.ABI_VERSION:
             raise RelaxEdgeError(f"{artifact.shared_library}: built for ABI {module.abi_version}, "
@@ -106,7 +110,7 @@ class LoadedModule:
             server = self.artifact.server
             if server is None or not server.exists():
                 raise RelaxEdgeError(f"{self.artifact.out_dir}: no RPC server was built; rebuild the artifact")
-            self._rpc_module = RpcModule(lambda: ProcessStream([str(server)], what="host"), self.artifact, 600.0)
+            self._rpc_module = RpcModule(lambda: ProcessStream([str(server), *self.server_args], what="host"), self.artifact, 600.0)
         return self._rpc_module
 
     def benchmark(self, *inputs, warmup: int = 3, repeat: int = 20, min_repeat_ms: int = 0) -> dict:
@@ -154,9 +158,11 @@ class HostDevice:
             module.close()
         return False
 
-    def load(self, artifact, function: str = "main") -> LoadedModule:
+    def load(self, artifact, function: str = "main", threads: int | None = None) -> LoadedModule:
+        """The artifact's function in this process; `threads` sets the runtime's
+        thread pool (default 1) for in-process runs and the benchmark server."""
         if artifact.board != "host":
             raise RelaxEdgeError(f"artifact built for board {artifact.board}, not host")
-        module = LoadedModule(artifact, function)
+        module = LoadedModule(artifact, function, threads)
         self.__dict__.setdefault("_modules", []).append(module)
         return module

@@ -177,9 +177,9 @@ class SshDevice(DeviceSession):
             raise DeviceError(f"{self.where}: the connection was lost while running the model")
         return subprocess.CompletedProcess(full, code, out, err)
 
-    def spawn(self, program: str) -> "ChannelStream":
+    def spawn(self, program: str, args=()) -> "ChannelStream":
         """Start the RPC server over an exec channel that carries the frames."""
-        cmd = " ".join(shlex.quote(a) for a in [*self.prefix, program])
+        cmd = " ".join(shlex.quote(a) for a in [*self.prefix, program, *args])
         try:
             channel = self.client.get_transport().open_session()
             channel.exec_command(f"cd {shlex.quote(self.session_dir)} && exec {cmd}")

@@ -292,17 +292,21 @@ class Function(Expr):
 
 @dataclass(frozen=True, eq=False)
 class ExternDecl:
-    """The signature of an external kernel and the library that provides it."""
+    """The signature of an external kernel and the library that provides it;
+    `reference(*arrays, **params)` computes it with numpy (`params`: the
+    call's attrs["params"]), for the interpreter."""
     name: str
     param_types: tuple
     ret_type: Type
     library: str = "runtime"
+    reference: Any = None
 
-    def __init__(self, name, param_types, ret_type, library="runtime"):
+    def __init__(self, name, param_types, ret_type, library="runtime", reference=None):
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "param_types", tuple(param_types))
         object.__setattr__(self, "ret_type", ret_type)
         object.__setattr__(self, "library", library)
+        object.__setattr__(self, "reference", reference)
 
 
 class IRModule:

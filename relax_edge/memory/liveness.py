@@ -1,6 +1,6 @@
 """Liveness of a lowered graph function: the buffers the planner sees.
 
-1. Steps are the tensor-program calls in order. Each intermediate value
+1. Steps are the tensor-program and library-kernel calls in order. Each intermediate value
    becomes a buffer with a symbolic byte size, its producing step as first
    use and its last reading step as last use; each kernel's scratch buffers
    live for their call's step only (scratch declared by tensor programs is
@@ -8,7 +8,8 @@
 2. A reshape (which is also how flatten, squeeze and unsqueeze arrive) of a
    contiguous tensor is a view: no kernel runs, the value shares its
    source's storage and extends its lifetime.
-3. An elementwise or broadcast kernel writes in place over an input of the
+3. An elementwise or broadcast kernel (by its operator, or by the pattern
+   the fusion pass read from a fused program) writes in place over an input of the
    same shape and dtype that dies at that call (an intermediate in the
    workspace, not a view of an input, a constant or an output).
 4. Values that are function outputs are computed straight into the caller's
@@ -23,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import RelaxEdgeError
-from ..ir.expr import CallTensor, Constant, Function, IRModule, MatchCast, Tuple, Var
+from ..ir.expr import CallExtern, CallTensor, Constant, Function, IRModule, MatchCast, Tuple, Var
 from ..ir.shape import Proof, as_expr, prove_equal, substitute
 from ..ir.types import TensorType, TupleType
 from ..op.registry import OPS
@@ -48,7 +49,7 @@ def nbytes(t: TensorType):
 @dataclass
 class Step:
     var: Var
-    call: CallTensor
+    call: CallTensor | CallExtern
     view_of: Var | None = None          # a view: no kernel, shares this value's storage
     inplace_over: Var | None = None     # writes over this argument's storage
     scratch: list = field(default_factory=list)   # buffer indices of its scratch
@@ -92,9 +93,9 @@ def analyze(mod: IRModule, func: Function, inplace: bool = True, views: bool = T
                 raise RelaxEdgeError(f"function {func.name}: match_cast ({b.var.name}) is not supported by "
                                      "the C backend yet")
             v = b.value
-            if isinstance(v, CallTensor):
+            if isinstance(v, (CallTensor, CallExtern)):
                 if not isinstance(v.type, TensorType):
-                    raise RelaxEdgeError(f"{b.var.name}: tuple-valued tensor programs are not supported yet")
+                    raise RelaxEdgeError(f"{b.var.name}: tuple-valued kernels are not supported yet")
                 steps.append(Step(b.var, v))
             elif isinstance(v, Var):
                 alias[b.var] = v
@@ -134,6 +135,8 @@ def analyze(mod: IRModule, func: Function, inplace: bool = True, views: bool = T
         return x
 
     for t, s in enumerate(steps):
+        if isinstance(s.call, CallExtern):   # library kernels write their own output, never in place
+            continue
         program = mod.tensor_programs[s.call.program.name]
         op = program.attrs.get("op")
         arg0 = s.call.args[0] if s.call.args else None
@@ -141,7 +144,8 @@ def analyze(mod: IRModule, func: Function, inplace: bool = True, views: bool = T
             s.view_of = root(arg0)
             group[s.var] = find(s.view_of)
             continue
-        if inplace and s.var not in claimed and op in OPS and OPS[op].kind in INPLACE_KINDS:
+        pointwise = (OPS[op].kind if op in OPS else program.attrs.get("pattern")) in INPLACE_KINDS
+        if inplace and s.var not in claimed and pointwise:
             for a in s.call.args:
                 if not isinstance(a, Var):
                     continue
@@ -177,6 +181,11 @@ def analyze(mod: IRModule, func: Function, inplace: bool = True, views: bool = T
             buf = buffers[idx]
             buf.last = max(buf.last, last_use.get(var, buf.first))
     for t, s in enumerate(steps):
+        if isinstance(s.call, CallExtern):
+            if s.call.attrs.get("scratch_bytes") is not None:
+                s.scratch.append(len(buffers))
+                buffers.append(Buffer(f"{s.var.name}.scratch", s.call.attrs["scratch_bytes"], t, t))
+            continue
         program = mod.tensor_programs[s.call.program.name]
         mapping = dict(zip(program.size_params, s.call.size_args))
         for sb in program.scratch:
