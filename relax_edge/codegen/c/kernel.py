@@ -14,12 +14,15 @@ import math
 from ...errors import RelaxEdgeError
 from ...tir.expr import is_float
 from ...tir.render import Renderer
+from ...tir.expr import BinOp, Cast, Compare, Load, Select
 from ...tir.stmt import Allocate, Assert, For, IfThenElse, Let, Seq, Store, TensorProgram
+from ...transform.schedule import at_lane, depends_on, stride
 from ..abi import DTYPES
 
 C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern float for
 goto if inline int long register restrict return short signed sizeof static struct switch typedef union
-unsigned void volatile while _Bool int8_t int16_t int32_t int64_t uint8_t uint64_t size_t main""".split())
+unsigned void volatile while _Bool int8_t int16_t int32_t int64_t uint8_t uint64_t size_t main
+err ctx task begin end thread""".split())
 
 
 def c_string(text: str) -> str:
@@ -106,50 +109,182 @@ def declare_kernel(program: TensorProgram, symbol: str) -> str:
     return f"extern {_signature(program, symbol, CRenderer())};\n"
 
 
+_VECTOR_TYPE = """#ifndef {T}_DEFINED
+#define {T}_DEFINED
+typedef {c} {T} __attribute__((vector_size({size})));
+typedef {mask} {T}_mask __attribute__((vector_size({size})));
+static inline {T} {T}_load(const {c}* p) {{ {T} v; __builtin_memcpy(&v, p, sizeof v); return v; }}
+static inline void {T}_store({c}* p, {T} v) {{ __builtin_memcpy(p, &v, sizeof v); }}
+static inline {T} {T}_dup({c} x) {{ return ({T}){{{dups}}}; }}
+static inline {T} {T}_blend({T}_mask m, {T} a, {T} b) {{ return ({T})((m & ({T}_mask)a) | (~m & ({T}_mask)b)); }}
+#endif
+"""
+_VECTOR_BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+_VECTOR_COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+_MASKS = {"float32": "int32_t", "float64": "int64_t"}
+
+
+class CVectorRenderer:
+    """Expressions of a vectorized loop's body as GCC/Clang vector-extension
+    C: contiguous loads and stores as whole vectors (memcpy), arithmetic,
+    min/max and float compares/selects lane-wise; anything else (math,
+    gathers, integer work) element by element into a vector literal."""
+
+    def __init__(self, r: CRenderer, var, lanes: int, types: dict):
+        self.r, self.var, self.lanes, self.types = r, var, lanes, types
+
+    def vtype(self, dtype: str) -> str:
+        name = f"rxe_v{self.lanes}{'f32' if dtype == 'float32' else 'f64'}"
+        if name not in self.types:
+            c = c_type(dtype)
+            self.types[name] = _VECTOR_TYPE.format(T=name, c=c, mask=_MASKS[dtype], dups=", ".join(["x"] * self.lanes),
+                                                   size=self.lanes * (4 if dtype == "float32" else 8))
+        return name
+
+    def vec(self, e) -> str:
+        """`e` as a vector of e.dtype (a uniform value broadcast)."""
+        text, is_vector = self.expr(e)
+        return text if is_vector else f"{self.vtype(e.dtype)}_dup({text})"
+
+    def address(self, buffer, indices) -> str:
+        base = at_lane(buffer.flat_index(indices), self.var, 0)
+        return f"&{self.r.name(buffer, buffer.name)}[{self.r.expr(base)}]"
+
+    def expr(self, e):
+        """(text, is_vector): uniform expressions stay scalar."""
+        if not depends_on(e, self.var):
+            return self.r.expr(e), False
+        T = self.vtype(e.dtype) if e.dtype in _MASKS else None
+        if T is not None:
+            if isinstance(e, Load) and stride(e.buffer.flat_index(e.indices), self.var) == 1:
+                return f"{T}_load({self.address(e.buffer, e.indices)})", True
+            if isinstance(e, BinOp) and e.op in _VECTOR_BINARY:
+                return f"({self.vec(e.a)} {_VECTOR_BINARY[e.op]} {self.vec(e.b)})", True
+            if isinstance(e, BinOp) and e.op in ("min", "max"):
+                a, b = self.vec(e.a), self.vec(e.b)
+                return f"{T}_blend({a} {'<' if e.op == 'min' else '>'} {b}, {a}, {b})", True
+            if isinstance(e, Cast) and e.a.dtype in _MASKS:
+                return f"__builtin_convertvector({self.vec(e.a)}, {T})", True
+            if isinstance(e, Select) and not depends_on(e.cond, self.var):
+                return f"({self.r.expr(e.cond)} ? {self.vec(e.a)} : {self.vec(e.b)})", True
+            if isinstance(e, Select) and isinstance(e.cond, Compare) and e.cond.a.dtype in _MASKS:
+                mask = f"({self.vec(e.cond.a)} {_VECTOR_COMPARE[e.cond.op]} {self.vec(e.cond.b)})"
+                return f"{T}_blend({mask}, {self.vec(e.a)}, {self.vec(e.b)})", True
+        lanes = ", ".join(self.r.expr(at_lane(e, self.var, k)) for k in range(self.lanes))
+        return f"({T}){{{lanes}}}", True
+
+    def store(self, s: Store) -> str:
+        return f"{self.vtype(s.buffer.dtype)}_store({self.address(s.buffer, s.indices)}, {self.vec(s.value)});"
+
+
+def _vectorizable(s: For) -> bool:
+    body = s.body.stmts if isinstance(s.body, Seq) else (s.body,)
+    return s.extent.is_const and all(isinstance(x, Store) and x.buffer.dtype in _MASKS
+                                     and stride(x.buffer.flat_index(x.indices), s.var) == 1 for x in body)
+
+
 def render_kernel(program: TensorProgram, symbol: str) -> str:
     """A static C function for `program`: buffers as pointers (inputs const),
     the size parameters as int64_t, and the error record; it returns a
-    status (not RXE_OK only when an Assert fails)."""
+    status (not RXE_OK only when an Assert fails).
+
+    Scheduled loops: a vectorized loop (constant extent) becomes vector
+    statements (CVectorRenderer), an unrolled one gets `#pragma GCC unroll`,
+    and a parallel one is outlined into `SYMBOL_parK(ctx, begin, end,
+    thread)` over a context struct of everything it uses, run by
+    rxe_parallel_for; the first failed Assert in any task is the kernel's
+    status."""
     r = CRenderer()
+    before, types = [], {}
     lines = [f"static {_signature(program, symbol, r)} {{", "  (void)err;"]
 
-    def emit(s, depth):
+    def fail(s, pad, out, in_task):
+        message = c_string(f"{program.name}: " + s.message.replace("%", "%%").replace("{}", "%d"))
+        values = "".join(f", (int64_t)({r.expr(v)})" for v in s.values)
+        error = f"rxe_error_set(err, RXE_ERR_INDEX, {message}{values})"
+        if not in_task:
+            out.append(f"{pad}if (!{r.expr(s.cond)}) return {error};")
+            return
+        out.append(f"{pad}if (!{r.expr(s.cond)}) {{")
+        out.append(f"{pad}  if (!__atomic_test_and_set(&ctx->failed, __ATOMIC_ACQ_REL)) ctx->status = {error};")
+        out.append(f"{pad}  return;")
+        out.append(f"{pad}}}")
+
+    def outline(s, depth, out, scope):
+        """The parallel loop `s` as a task function; the call into `out`."""
+        name = f"{symbol}_par{len(before)}"
+        inputs = set(program.inputs)
+        fields = [(f"const {c_type(b.dtype)}*" if b in inputs else f"{c_type(b.dtype)}*", r.name(b, b.name))
+                  for b in program.params]
+        fields += [("int64_t", r.name(v, v.name)) for v in program.size_params]
+        fields += [(f"const {c_type(v.dtype)}" if hasattr(v, "dtype") else "int64_t", r.name(v, v.name)) for v in scope]
+        fields.append(("rxe_error_t*", "err"))
+        struct = [f"typedef struct {{"] + [f"  {t} {n};" for t, n in fields] + \
+                 ["  rxe_status_t status;", "  unsigned char failed;", f"}} {name}_ctx;"]
+        restrict = "" if program.attrs.get("inplace") else " restrict"
+        fn = [f"static void {name}(void* task, int64_t begin, int64_t end, int thread) {{",
+              f"  {name}_ctx* ctx = ({name}_ctx*)task;", "  (void)thread;"]
+        fn += [f"  {t}{restrict if t.endswith('*') and n != 'err' else ''} {n} = ctx->{n};" for t, n in fields]
+        v = r.name(s.var, s.var.name)
+        fn.append(f"  for (int64_t {v} = begin; {v} < end; ++{v}) {{")
+        emit(s.body, 2, fn, scope, True)
+        fn += ["  }", "}"]
+        before.append("\n".join(struct + fn) + "\n")
+        pad = "  " * depth
+        out.append(f"{pad}{{")
+        out.append(f"{pad}  {name}_ctx ctx = {{{', '.join(n for _, n in fields)}, RXE_OK, 0}};")
+        out.append(f"{pad}  rxe_parallel_for({r.int_expr(s.extent)}, {name}, &ctx);")
+        out.append(f"{pad}  if (ctx.failed) return ctx.status;")
+        out.append(f"{pad}}}")
+
+    def emit(s, depth, out, scope, in_task):
         pad = "  " * depth
         if isinstance(s, Store):
             target = f"{r.name(s.buffer, s.buffer.name)}[{r.expr(s.buffer.flat_index(s.indices))}]"
-            lines.append(f"{pad}{target} = {r.expr(s.value)};")
+            out.append(f"{pad}{target} = {r.expr(s.value)};")
+        elif isinstance(s, For) and s.kind == "parallel" and not in_task:
+            outline(s, depth, out, scope)
+        elif isinstance(s, For) and s.kind == "vectorized" and _vectorizable(s):
+            vr = CVectorRenderer(r, s.var, int(s.extent), types)
+            body = s.body.stmts if isinstance(s.body, Seq) else (s.body,)
+            out.append(f"{pad}{{  /* {s.var.name}: {int(s.extent)} lanes */")
+            out.extend(f"{pad}  {vr.store(x)}" for x in body)
+            out.append(f"{pad}}}")
         elif isinstance(s, For):
             v = r.name(s.var, s.var.name)
-            lines.append(f"{pad}for (int64_t {v} = 0; {v} < {r.int_expr(s.extent)}; ++{v}) {{")
-            emit(s.body, depth + 1)
-            lines.append(f"{pad}}}")
+            if s.kind == "unrolled" and s.extent.is_const:
+                out.append(f"{pad}#pragma GCC unroll {int(s.extent)}")
+            out.append(f"{pad}for (int64_t {v} = 0; {v} < {r.int_expr(s.extent)}; ++{v}) {{")
+            emit(s.body, depth + 1, out, scope + [s.var], in_task)
+            out.append(f"{pad}}}")
         elif isinstance(s, IfThenElse):
-            lines.append(f"{pad}if ({r.expr(s.cond)}) {{")
-            emit(s.then_body, depth + 1)
+            out.append(f"{pad}if ({r.expr(s.cond)}) {{")
+            emit(s.then_body, depth + 1, out, scope, in_task)
             if s.else_body is not None:
-                lines.append(f"{pad}}} else {{")
-                emit(s.else_body, depth + 1)
-            lines.append(f"{pad}}}")
+                out.append(f"{pad}}} else {{")
+                emit(s.else_body, depth + 1, out, scope, in_task)
+            out.append(f"{pad}}}")
         elif isinstance(s, Let):
-            lines.append(f"{pad}{{")
-            lines.append(f"{pad}  const {c_type(s.var.dtype)} {r.name(s.var, s.var.name)} = {r.expr(s.value)};")
-            emit(s.body, depth + 1)
-            lines.append(f"{pad}}}")
+            out.append(f"{pad}{{")
+            out.append(f"{pad}  const {c_type(s.var.dtype)} {r.name(s.var, s.var.name)} = {r.expr(s.value)};")
+            emit(s.body, depth + 1, out, scope + [s.var], in_task)
+            out.append(f"{pad}}}")
         elif isinstance(s, Allocate):
-            lines.append(f"{pad}{{")
-            lines.append(f"{pad}  {c_type(s.buffer.dtype)} {r.name(s.buffer, s.buffer.name)}[{int(s.buffer.numel())}];")
-            emit(s.body, depth + 1)
-            lines.append(f"{pad}}}")
+            out.append(f"{pad}{{")
+            out.append(f"{pad}  {c_type(s.buffer.dtype)} {r.name(s.buffer, s.buffer.name)}[{int(s.buffer.numel())}];")
+            emit(s.body, depth + 1, out, scope, in_task)
+            out.append(f"{pad}}}")
         elif isinstance(s, Seq):
             for x in s.stmts:
-                emit(x, depth)
+                emit(x, depth, out, scope, in_task)
         elif isinstance(s, Assert):
-            message = c_string(f"{program.name}: " + s.message.replace("%", "%%").replace("{}", "%d"))
-            values = "".join(f", (int64_t)({r.expr(v)})" for v in s.values)
-            lines.append(f"{pad}if (!{r.expr(s.cond)}) return rxe_error_set(err, RXE_ERR_INDEX, {message}{values});")
+            fail(s, pad, out, in_task)
         else:
             raise RelaxEdgeError(f"C backend: cannot emit {type(s).__name__}")
 
-    emit(program.body, 1)
+    emit(program.body, 1, lines, [], False)
     lines += ["  return RXE_OK;", "}"]
-    return "\n".join(lines) + "\n"
+    head = list(types.values())
+    if before:
+        head.insert(0, '#include "relax_edge/threads.h"\n')
+    return "".join(head) + "".join(before) + "\n".join(lines) + "\n"

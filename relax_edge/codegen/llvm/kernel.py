@@ -14,7 +14,14 @@
    `IndexArithmetic` is this lowering alone; the host functions (host.py)
    use it too, with the sizes read from their sizes array.
 4. Booleans are i1 in registers and one byte (0 or 1) in memory.
-5. Floats follow IEEE like the C build (no fast-math flags): min/max are
+5. Scheduled loops: a vectorized loop (constant extent L) becomes <L x T>
+   IR (VectorEmitter): contiguous loads and stores as vectors, arithmetic,
+   min/max and float compares/selects lane-wise, anything else built lane
+   by lane; an unrolled loop is emitted once per iteration; a parallel loop
+   is outlined into `SYMBOL.parK(ctx, begin, end, thread)` over a context
+   of every value it uses and run by rxe_parallel_for, the first failed
+   Assert of any task recording the kernel's status.
+6. Floats follow IEEE like the C build (no fast-math flags): min/max are
    `a < b ? a : b` / `a > b ? a : b` (RXE_MIN/RXE_MAX), math goes to LLVM
    intrinsics where they exist and to libm otherwise (tanh, erf); on targets
    without an OS every math function but fabs is the runtime's portable
@@ -29,6 +36,7 @@ from ...errors import RelaxEdgeError
 from ...ir.shape import SizeVar, _FloorDiv, _FloorMod, _Min, bounds
 from ...tir.expr import BinOp, Cast, Compare, Const, Index, Intrinsic, Load, Logical, Not, ScalarVar, Select, is_float
 from ...tir.stmt import Allocate, Assert, For, IfThenElse, Let, Seq, Store, TensorProgram
+from ...transform.schedule import at_lane, depends_on, stride
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
@@ -137,6 +145,9 @@ class KernelEmitter(IndexArithmetic):
         self.b: ir.IRBuilder | None = None
         self.entry: ir.Block | None = None   # local buffers are allocated here
         self.err: ir.Argument | None = None
+        self.scope: list = []    # loop variables and scalars bound around the current statement
+        self.task = None         # in an outlined parallel loop: (context pointer, its struct type)
+        self.tasks = 0           # parallel loops outlined so far
 
     # function ------------------------------------------------------------
     def emit(self) -> ir.Function:
@@ -171,6 +182,14 @@ class KernelEmitter(IndexArithmetic):
             if s.buffer.dtype == "bool":
                 value = b.zext(value, I8)
             b.store(value, self.address(s.buffer, s.indices), align=self.align(s.buffer.dtype))
+        elif isinstance(s, For) and s.kind == "parallel" and self.task is None:
+            self.parallel(s)
+        elif isinstance(s, For) and s.kind == "vectorized" and vectorizable(s):
+            VectorEmitter(self, s.var, int(s.extent)).body(s.body)
+        elif isinstance(s, For) and s.kind == "unrolled" and s.extent.is_const:
+            for k in range(int(s.extent)):
+                self.values[id(s.var)] = ir.Constant(I64, k)
+                self.stmt(s.body)
         elif isinstance(s, For):
             self.loop(s)
         elif isinstance(s, IfThenElse):
@@ -186,7 +205,9 @@ class KernelEmitter(IndexArithmetic):
                         self.stmt(s.else_body)
         elif isinstance(s, Let):
             self.values[id(s.var)] = self.expr(s.value)
+            self.scope.append(s.var)
             self.stmt(s.body)
+            self.scope.pop()
         elif isinstance(s, Allocate):
             with b.goto_block(self.entry):
                 self.values[id(s.buffer)] = b.alloca(memory_type(s.buffer.dtype), int(s.buffer.numel()),
@@ -200,10 +221,11 @@ class KernelEmitter(IndexArithmetic):
         else:
             raise RelaxEdgeError(f"LLVM backend: cannot emit {type(s).__name__}")
 
-    def loop(self, s: For) -> None:
-        """for (int64_t i = 0; i < extent; ++i), the extent computed once before."""
+    def loop(self, s: For, begin=None, end=None) -> None:
+        """for (int64_t i = begin; i < end; ++i), [0, extent) by default, the
+        end computed once before."""
         b = self.b
-        extent = self.int_expr(s.extent)
+        extent = self.int_expr(s.extent) if end is None else end
         before = b.block
         head = b.append_basic_block(f"{s.var.name}.head")
         body = b.append_basic_block(f"{s.var.name}.body")
@@ -211,23 +233,75 @@ class KernelEmitter(IndexArithmetic):
         b.branch(head)
         b.position_at_end(head)
         i = b.phi(I64, name=s.var.name)
-        i.add_incoming(ir.Constant(I64, 0), before)
+        i.add_incoming(ir.Constant(I64, 0) if begin is None else begin, before)
         b.cbranch(b.icmp_signed("<", i, extent), body, done)
         b.position_at_end(body)
         self.values[id(s.var)] = i
+        self.scope.append(s.var)
         self.stmt(s.body)
+        self.scope.pop()
         i.add_incoming(b.add(i, ir.Constant(I64, 1), flags=["nuw", "nsw"]), b.block)
         b.branch(head)
         b.position_at_end(done)
+
+    def field(self, ctx, slots, k) -> ir.Value:
+        k = k % len(slots.elements)
+        return self.b.gep(ctx, [ir.Constant(I32, 0), ir.Constant(I32, k)], inbounds=True, source_etype=slots)
+
+    def parallel(self, s: For) -> None:
+        """Outline `s` into a task function; run it with rxe_parallel_for and
+        return the recorded status when a task failed."""
+        p = self.program
+        captured = [*p.params, *p.size_params, *self.scope]
+        values = [self.values[id(c)] for c in captured] + [self.err]
+        slots = ir.LiteralStructType([v.type for v in values] + [I32, I8])
+        self.tasks += 1
+        task_fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR, I64, I64, I32]),
+                              f"{self.symbol}.par{self.tasks}")
+        task_fn.linkage = "internal"
+        task_fn.attributes.add("nounwind")
+        inner = KernelEmitter(self.module, p, task_fn.name, self.math)
+        inner.entry = task_fn.append_basic_block("entry")
+        start = task_fn.append_basic_block("start")
+        inner.b = ir.IRBuilder(inner.entry)
+        ctx = task_fn.args[0]
+        for k, c in enumerate(captured):
+            inner.values[id(c)] = inner.b.load(inner.field(ctx, slots, k), typ=values[k].type)
+        inner.err = inner.b.load(inner.field(ctx, slots, len(captured)), typ=PTR)
+        inner.b.branch(start)
+        inner.b = ir.IRBuilder(start)
+        inner.task, inner.scope = (ctx, slots), list(self.scope)
+        inner.loop(s, begin=task_fn.args[1], end=task_fn.args[2])
+        inner.b.ret_void()
+        b = self.b
+        with b.goto_block(self.entry):
+            ctx = b.alloca(slots, name="task")
+        for k, v in enumerate(values):
+            b.store(v, self.field(ctx, slots, k))
+        b.store(ir.Constant(I32, RXE_OK), self.field(ctx, slots, -2))
+        b.store(ir.Constant(I8, 0), self.field(ctx, slots, -1))
+        run = self.runtime_function("rxe_parallel_for", ir.VoidType(), [I64, PTR, PTR])
+        b.call(run, [self.int_expr(s.extent), task_fn, ctx])
+        failed = b.icmp_unsigned("!=", b.load(self.field(ctx, slots, -1), typ=I8), ir.Constant(I8, 0))
+        with b.if_then(failed, likely=False):
+            b.ret(b.load(self.field(ctx, slots, -2), typ=I32))
 
     def check(self, s: Assert) -> None:
         b = self.b
         text = f"{self.program.name}: " + s.message.replace("%", "%%").replace("{}", "%d")
         values = [self.cast(self.expr(v), v.dtype, "int64") for v in s.values]
         with b.if_then(b.not_(self.truth(self.expr(s.cond), s.cond.dtype)), likely=False):
-            status = b.call(self.runtime_function("rxe_error_set", I32, [PTR, I32, PTR], var_arg=True),
-                            [self.err, ir.Constant(I32, RXE_ERR_INDEX), self.string(text), *values])
-            b.ret(status)
+            error = self.runtime_function("rxe_error_set", I32, [PTR, I32, PTR], var_arg=True)
+            args = [self.err, ir.Constant(I32, RXE_ERR_INDEX), self.string(text), *values]
+            if self.task is None:
+                b.ret(b.call(error, args))
+                return
+            ctx, slots = self.task   # first failure wins: claim the flag, record the status
+            first = b.icmp_unsigned("==", b.atomic_rmw("xchg", self.field(ctx, slots, -1), ir.Constant(I8, 1),
+                                                       "acq_rel"), ir.Constant(I8, 0))
+            with b.if_then(first):
+                b.store(b.call(error, args), self.field(ctx, slots, -2))
+            b.ret_void()
 
     # expressions ------------------------------------------------------------
     def expr(self, e) -> ir.Value:
@@ -321,7 +395,10 @@ class KernelEmitter(IndexArithmetic):
 
     # memory ------------------------------------------------------------
     def address(self, buffer, indices) -> ir.Value:
-        offset = self.expr(buffer.flat_index(indices))
+        return self.flat_address(buffer, buffer.flat_index(indices))
+
+    def flat_address(self, buffer, offset) -> ir.Value:
+        offset = self.expr(offset)
         return self.b.gep(self.values[id(buffer)], [offset], inbounds=True, source_etype=memory_type(buffer.dtype))
 
     def load(self, e: Load) -> ir.Value:
@@ -347,6 +424,70 @@ class KernelEmitter(IndexArithmetic):
         g.global_constant, g.linkage, g.unnamed_addr = True, "private", True
         g.initializer = ir.Constant(ir.ArrayType(I8, len(data)), data)
         return g
+
+
+VECTOR_BINARY = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv"}
+
+
+def vectorizable(s: For) -> bool:
+    body = s.body.stmts if isinstance(s.body, Seq) else (s.body,)
+    return s.extent.is_const and all(isinstance(x, Store) and x.buffer.dtype in ("float32", "float64")
+                                     and stride(x.buffer.flat_index(x.indices), s.var) == 1 for x in body)
+
+
+class VectorEmitter:
+    """The body of a vectorized loop over `var` as <lanes x T> IR at the
+    kernel emitter's builder; uniform expressions stay scalar."""
+
+    def __init__(self, kernel: KernelEmitter, var, lanes: int):
+        self.k, self.var, self.lanes = kernel, var, lanes
+
+    def vtype(self, dtype):
+        return ir.VectorType(llvm_type(dtype), self.lanes)
+
+    def body(self, s) -> None:
+        for st in (s.stmts if isinstance(s, Seq) else (s,)):
+            value = self.vec(st.value)
+            address = self.address(st.buffer, st.indices)
+            address.type = PTR   # llvmlite types a GEP by its element; the IR pointer is opaque either way
+            self.k.b.store(value, address, align=self.k.align(st.buffer.dtype))
+
+    def address(self, buffer, indices):
+        return self.k.flat_address(buffer, at_lane(buffer.flat_index(indices), self.var, 0))
+
+    def vec(self, e) -> ir.Value:
+        value, is_vector = self.expr(e)
+        if is_vector:
+            return value
+        b, vt = self.k.b, self.vtype(e.dtype)
+        one = b.insert_element(ir.Constant(vt, ir.Undefined), value, ir.Constant(I32, 0))
+        return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(I32, self.lanes), [0] * self.lanes))
+
+    def expr(self, e):
+        k, b = self.k, self.k.b
+        if not depends_on(e, self.var):
+            return k.expr(e), False
+        if e.dtype in ("float32", "float64"):
+            if isinstance(e, Load) and stride(e.buffer.flat_index(e.indices), self.var) == 1:
+                return b.load(self.address(e.buffer, e.indices), typ=self.vtype(e.dtype), align=k.align(e.dtype)), True
+            if isinstance(e, BinOp) and e.op in VECTOR_BINARY:
+                return getattr(b, VECTOR_BINARY[e.op])(self.vec(e.a), self.vec(e.b)), True
+            if isinstance(e, BinOp) and e.op in MINMAX:
+                x, y = self.vec(e.a), self.vec(e.b)
+                return b.select(k.compare(MINMAX[e.op], x, y, e.dtype), x, y), True
+            if isinstance(e, Cast) and e.a.dtype in ("float32", "float64"):
+                x, to = self.vec(e.a), self.vtype(e.dtype)
+                return (b.fpext if BITS[e.dtype] > BITS[e.a.dtype] else b.fptrunc)(x, to) if e.a.dtype != e.dtype \
+                    else x, True
+            if isinstance(e, Select) and (not depends_on(e.cond, self.var) or
+                                          isinstance(e.cond, Compare) and is_float(e.cond.a.dtype)):
+                cond = k.truth(k.expr(e.cond), e.cond.dtype) if not depends_on(e.cond, self.var) else \
+                    k.compare(e.cond.op, self.vec(e.cond.a), self.vec(e.cond.b), e.cond.a.dtype)
+                return b.select(cond, self.vec(e.a), self.vec(e.b)), True
+        out = ir.Constant(self.vtype(e.dtype), ir.Undefined)
+        for lane in range(self.lanes):
+            out = b.insert_element(out, k.expr(at_lane(e, self.var, lane)), ir.Constant(I32, lane))
+        return out, True
 
 
 def emit_kernels(programs: dict, freestanding: bool, name: str = "kernels") -> ir.Module:
