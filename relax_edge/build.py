@@ -398,9 +398,9 @@ def build_runner(artifact: Artifact, out_path, cc: str | None = None, extra_cfla
     else:
         model = [d / f"{artifact.prefix}.c"]
     sources = [*model, d / f"{artifact.prefix}_weights.S", RUNNER_SOURCE]
-    sources += [RUNTIME_DIR / "src" / s for s in RUNTIME_SOURCES]
+    sources += [RUNTIME_DIR / "src" / s for s in RUNTIME_SOURCES] + library_sources()
     cmd = [cc, "-std=c99", "-O1", "-g", f"-I{RUNTIME_DIR / 'include'}", f"-Wa,-I{d}",
            f"-DRXE_MODULE={artifact.prefix}_module", *extra_cflags, *map(str, sources), "-o", str(out_path),
-           *extra_ldflags, "-lm"]
+           *extra_ldflags, "-lm", "-lpthread"]
     _run(cmd, "building the runner")
     return out_path
