@@ -161,7 +161,8 @@ def test_exact_identities():
         c = bb.emit(op.transpose(bb.emit(op.transpose(cube, (1, 2, 0))), (2, 0, 1)))
         c = bb.emit(op.transpose(bb.emit(op.transpose(c)), (2, 1, 0)))
         s = bb.emit(op.sum(c, axis=(0, 2)))
-        return op.add(op.multiply(y, bb.emit(make_call("cast", [k], {"dtype": "float32"}))), bb.emit(op.reshape(s, (n, 1))))
+        scaled = bb.emit(op.multiply(y, bb.emit(make_call("cast", [k], {"dtype": "float32"}))))
+        return op.add(scaled, bb.emit(op.reshape(s, (n, 1))))
 
     mod = module([x, ints, cube], build)
     folded = fold_constants(mod)
@@ -170,9 +171,9 @@ def test_exact_identities():
         '        lv6: Tensor((3, n, 2), "float32") = transpose(c)\n'
         '        lv8: Tensor((n,), "float32") = sum(c, axis=(0, 2))\n'
         '        lv9: Tensor((n, 4), "float32") = cast(i, dtype="float32")\n'
-        '        lv10: Tensor((n, 1), "float32") = reshape(lv8, shape=(n, 1))\n'
-        '        lv11: Tensor((n, 4), "float32") = multiply(x, lv9)\n'
-        '        out: Tensor((n, 4), "float32") = add(lv11, lv10)\n'
+        '        lv10: Tensor((n, 4), "float32") = multiply(x, lv9)\n'
+        '        lv11: Tensor((n, 1), "float32") = reshape(lv8, shape=(n, 1))\n'
+        '        out: Tensor((n, 4), "float32") = add(lv10, lv11)\n'
         "    return out\n")
     check_same_results(mod, folded)
 
