@@ -245,8 +245,11 @@ class KernelEmitter(IndexArithmetic):
         b.position_at_end(done)
 
     def field(self, ctx, slots, k) -> ir.Value:
+        """The address of slot `k` of the task context `ctx` (of struct type `slots`)."""
         k = k % len(slots.elements)
-        return self.b.gep(ctx, [ir.Constant(I32, 0), ir.Constant(I32, k)], inbounds=True, source_etype=slots)
+        address = self.b.gep(ctx, [ir.Constant(I32, 0), ir.Constant(I32, k)], inbounds=True, source_etype=slots)
+        address.type = PTR   # llvmlite types a GEP by its element; the IR pointer is opaque either way
+        return address
 
     def parallel(self, s: For) -> None:
         """Outline `s` into a task function; run it with rxe_parallel_for and
@@ -258,7 +261,6 @@ class KernelEmitter(IndexArithmetic):
         self.tasks += 1
         task_fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR, I64, I64, I32]),
                               f"{self.symbol}.par{self.tasks}")
-        task_fn.linkage = "internal"
         task_fn.attributes.add("nounwind")
         inner = KernelEmitter(self.module, p, task_fn.name, self.math)
         inner.entry = task_fn.append_basic_block("entry")
