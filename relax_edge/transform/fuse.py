@@ -1,0 +1,419 @@
+"""fuse: merge the tensor programs of neighbouring calls so that
+intermediate tensors are never materialized.
+
+Works on a legalized module (graph functions whose dataflow blocks bind
+`call_tensor`s), inside each dataflow block, greedily in binding order
+until nothing changes. The pattern of every program is read from its TIR
+(transform/pattern.py), and so is the pattern of every merged result, so
+rules compose into chains (GELU's five elementwise ops become one kernel;
+matmul + bias + GELU becomes one).
+
+1. Inline (compute inline): a producer that is one loop nest storing one
+   value per element (ELEMENTWISE, BROADCAST or INJECTIVE; asserts
+   allowed, no scratch) is computed where its consumers load it: each
+   `Load(tmp, idx)` becomes the producer's value with its loop variables
+   replaced by `idx`, the producer's asserts placed before the consumer's
+   statement. It applies when every user of the value is a fusable call in
+   the block, each loads it at affine indices, and the recomputation is
+   bounded: (total reads per element - 1) * arithmetic cost <= 4, where
+   reads come from `reads_per_element` (a matmul re-reads each element of
+   an operand once per output column: unbounded). Pure data movement (cost
+   0: transpose, slice, broadcast_to) is inlined even into a matmul.
+2. Epilogue: the only user of a producer that cannot be inlined (REDUCTION
+   or OUTPUT_FUSABLE: matmul, conv, softmax, layer_norm, or a fused result
+   with locals) is applied at the producer's final store, when that user is
+   one loop nest that loads the producer exactly at its loop variables and
+   has the same shape (matmul + bias + relu, conv + add + clip, softmax *
+   x). A value the user loads twice is bound once with a `let`.
+3. The merged program keeps the size parameters generic: two members'
+   parameters become one when the calls pass the same graph-level size
+   expression, the others are added; the fused call passes them as its
+   size_args. No symbolic dimension becomes a constant.
+4. Left alone: reshape programs (free views in the host), OPAQUE programs,
+   calls whose numpy broadcasting is not provable at compile time (the host
+   checks those dims before the call, so they stay separate calls), values
+   used outside the block's calls (function outputs, tuples, aliases,
+   other blocks), which are still produced, and calls of other blocks.
+5. A fused program has attrs "op": "fused", "ops": the members' operators
+   in order, "pattern": its analyzed pattern; its call's span joins the
+   members' spans with "+", so profiles name the source nodes. It is named
+   `fused_<ops>`, unique in the module. Programs no longer called are
+   removed.
+
+Not guaranteed: the greedy order finds a good grouping, not the fewest
+kernels; a fused producer is never duplicated when it has reductions;
+fusion does not schedule (tile, vectorize) the merged loops.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+from ..ir.expr import CallTensor, DataflowBlock, Function, GlobalVar, IRModule, SeqExpr, VarBinding
+from ..ir.shape import Proof, as_expr, prove_equal, substitute
+from ..ir.visitor import ExprVisitor
+from ..legalize.common import broadcast_checks
+from ..tir.expr import Index, Load, ScalarVar
+from ..tir.stmt import Allocate, Assert, Buffer, For, IfThenElse, Let, Seq, Store, TensorProgram
+from ..tir.visit import map_expr, walk_stmt
+from .pattern import Pattern, analyze, arith_cost, at_loop_vars, inline_form, loads_in, output_nest, reads_per_element, stmt_exprs
+
+__all__ = ["fuse", "MAX_EXTRA_OPS"]
+
+MAX_EXTRA_OPS = 4   # inlining may recompute this many arithmetic operations per producer element
+
+
+# ------------------------------------------------------------ rewriting TIR
+
+def _rewrite_expr(e, sizes, buffers, on_load=None):
+    """`e` with size/loop variables substituted, buffers renamed, and loads
+    replaced where on_load(buffer, new indices) returns an expression."""
+    def visit(node):
+        if isinstance(node, Index):
+            return dataclasses.replace(node, value=substitute(node.value, sizes)) if sizes else node
+        if isinstance(node, Load):
+            idx = tuple(_rewrite_expr(i, sizes, buffers, on_load) for i in node.indices)
+            out = on_load(node.buffer, idx) if on_load is not None else None
+            return out if out is not None else Load(buffers.get(node.buffer, node.buffer), idx)
+        return None
+    return map_expr(e, visit)
+
+
+def _rewrite_stmt(s, ex, sizes, buffers, around=None):
+    """Rebuild a statement: expressions through ex, loop extents substituted,
+    buffers renamed; around(old, new) may wrap or replace each rebuilt
+    Store / Let / Assert."""
+    def rec(x):
+        return _rewrite_stmt(x, ex, sizes, buffers, around)
+    if isinstance(s, Store):
+        new = Store(buffers.get(s.buffer, s.buffer), [ex(i) for i in s.indices], ex(s.value))
+    elif isinstance(s, Let):
+        new = Let(s.var, ex(s.value), rec(s.body))
+    elif isinstance(s, Assert):
+        new = Assert(ex(s.cond), s.message, tuple(ex(v) for v in s.values))
+    elif isinstance(s, For):
+        return For(s.var, substitute(s.extent, sizes), rec(s.body), s.kind)
+    elif isinstance(s, IfThenElse):
+        return IfThenElse(ex(s.cond), rec(s.then_body), None if s.else_body is None else rec(s.else_body))
+    elif isinstance(s, Allocate):
+        return Allocate(s.buffer, rec(s.body))
+    elif isinstance(s, Seq):
+        return Seq([rec(x) for x in s.stmts])
+    else:
+        raise TypeError(f"unknown statement {type(s).__name__}")
+    return around(s, new) if around is not None else new
+
+
+def _reads_buffers(s, buffers) -> list:
+    """The loads of `buffers` in the statement's own expressions."""
+    return [ld for e in stmt_exprs(s) for ld in loads_in(e) if ld.buffer in buffers]
+
+
+# ------------------------------------------------------------ merging two calls
+
+@dataclasses.dataclass
+class _Member:
+    """A call and its program, as seen by the merge."""
+    call: CallTensor
+    program: TensorProgram
+    ops: tuple
+
+    def positions(self, value) -> list:
+        return [k for k, a in enumerate(self.call.args) if a is value]
+
+
+class _Merge:
+    """Arguments, input buffers and size parameters of a merged program,
+    built from a base member and a second one."""
+
+    def __init__(self, base: _Member, other: _Member):
+        self.size_params = list(base.program.size_params)
+        self.size_args = list(base.call.size_args)
+        by_arg = dict(zip(self.size_args, self.size_params))
+        self.other_sizes = {}   # other's size params -> base space
+        for var, arg in zip(other.program.size_params, other.call.size_args):
+            if arg in by_arg:
+                self.other_sizes[var] = as_expr(by_arg[arg])
+            else:
+                by_arg[arg] = var
+                self.size_params.append(var)
+                self.size_args.append(arg)
+        self.args, self.inputs = [], []
+        self.base_buffers, self.other_buffers = {}, {}
+
+    def add(self, arg, buf, sizes, table):
+        """Pass `arg` (its buffer `buf`, shaped in a space mapped by `sizes`)
+        and record in `table` the merged buffer that replaces `buf`."""
+        for k, a in enumerate(self.args):
+            if a is arg:
+                table[buf] = self.inputs[k]
+                return
+        shape = [substitute(d, sizes) for d in buf.shape]
+        table[buf] = Buffer(f"x{len(self.inputs)}", buf.dtype, shape)
+        self.args.append(arg)
+        self.inputs.append(table[buf])
+
+
+def _inline(producer: _Member, consumer: _Member, value_var, form) -> tuple:
+    """The consumer with the producer computed at each of its loads."""
+    ploops, value, asserts = form
+    merge = _Merge(consumer, producer)
+    tmp = {consumer.program.inputs[k] for k in consumer.positions(value_var)}
+    for arg, buf in zip(consumer.call.args, consumer.program.inputs):
+        if buf in tmp:
+            for parg, pbuf in zip(producer.call.args, producer.program.inputs):
+                merge.add(parg, pbuf, merge.other_sizes, merge.other_buffers)
+        else:
+            merge.add(arg, buf, {}, merge.base_buffers)
+
+    def substitution(idx):
+        sub = dict(merge.other_sizes)
+        sub.update({loop.var: i.value for loop, i in zip(ploops, idx)})
+        return sub
+
+    def on_load(buf, idx):
+        if buf in tmp:
+            return _rewrite_expr(value, substitution(idx), merge.other_buffers)
+        return None
+
+    def ex(e):
+        return _rewrite_expr(e, {}, merge.base_buffers, on_load)
+
+    def around(old, new):
+        checks = [Assert(_rewrite_expr(a.cond, substitution(ld.indices), merge.other_buffers), a.message,
+                         tuple(_rewrite_expr(v, substitution(ld.indices), merge.other_buffers) for v in a.values))
+                  for ld in _reads_buffers(old, tmp) for a in asserts]
+        return Seq([*checks, new]) if checks else new
+
+    body = _rewrite_stmt(consumer.program.body, ex, {}, merge.base_buffers, around)
+    return merge, body, consumer.program.outputs, consumer.program.scratch
+
+
+def _epilogue(producer: _Member, consumer: _Member, value_var, form) -> tuple:
+    """The producer with the consumer applied at its final store."""
+    cloops, cvalue, casserts = form
+    nest = output_nest(producer.program)
+    merge = _Merge(producer, consumer)
+    for arg, buf in zip(producer.call.args, producer.program.inputs):
+        merge.add(arg, buf, {}, merge.base_buffers)
+    tmp = {consumer.program.inputs[k] for k in consumer.positions(value_var)}
+    for arg, buf in zip(consumer.call.args, consumer.program.inputs):
+        if buf not in tmp:
+            merge.add(arg, buf, merge.other_sizes, merge.other_buffers)
+    (cout,) = consumer.program.outputs
+    out = Buffer(cout.name, cout.dtype, [substitute(d, merge.other_sizes) for d in cout.shape])
+
+    def ex(e):
+        return _rewrite_expr(e, {}, merge.base_buffers)
+
+    def around(old, new):
+        if old is not nest.store:
+            return new
+        value = new.value
+        uses = sum(ld.buffer in tmp for e in (cvalue, *_assert_exprs(casserts)) for ld in loads_in(e))
+        scalar = ScalarVar(nest.store.buffer.name, value.dtype) if uses > 1 else None
+        loaded = value if scalar is None else scalar
+        sub = dict(merge.other_sizes)
+        sub.update({loop.var: i.value for loop, i in zip(cloops, new.indices)})
+
+        def cex(e):
+            return _rewrite_expr(e, sub, merge.other_buffers,
+                                 lambda buf, idx: loaded if buf in tmp else None)
+        store = Store(out, new.indices, cex(cvalue))
+        checks = [Assert(cex(a.cond), a.message, tuple(cex(v) for v in a.values)) for a in casserts]
+        stmt = Seq([*checks, store]) if checks else store
+        return Let(scalar, value, stmt) if scalar is not None else stmt
+
+    body = _rewrite_stmt(producer.program.body, ex, {}, merge.base_buffers, around)
+    return merge, body, (out,), producer.program.scratch
+
+
+# ------------------------------------------------------------ the pass
+
+class _Refs(ExprVisitor):
+    """How many times each variable is referenced."""
+
+    def __init__(self):
+        self.count = collections.Counter()
+
+    def visit_Var(self, v):
+        self.count[v] += 1
+
+    def visit_binding(self, b):
+        self.visit(b.value)
+
+
+class _Fuser:
+    def __init__(self, mod: IRModule):
+        self.mod = mod
+        self.programs = dict(mod.tensor_programs)
+        self.taken = set(mod.names())
+        self.counts = collections.Counter()
+        self.patterns: dict = {}
+
+    def fresh_name(self, ops) -> str:
+        base = "fused_" + "_".join(ops)
+        if len(base) > 60:
+            base = "fused_" + "_".join(ops[:3]) + f"_and_{len(ops) - 3}_more"
+        while True:
+            name = f"{base}_{self.counts[base]}" if self.counts[base] else base
+            self.counts[base] += 1
+            if name not in self.taken:
+                self.taken.add(name)
+                return name
+
+    def pattern(self, program) -> Pattern:
+        key = id(program)
+        if key not in self.patterns:
+            self.patterns[key] = (program, analyze(program))
+        return self.patterns[key][1]
+
+    def member(self, binding) -> _Member | None:
+        """The binding's call when it may take part in fusion."""
+        call = binding.value if isinstance(binding, VarBinding) else None
+        if not isinstance(call, CallTensor) or call.program.name not in self.programs:
+            return None
+        program = self.programs[call.program.name]
+        op = program.attrs.get("op")
+        if op == "reshape" or self.pattern(program) is Pattern.OPAQUE:
+            return None
+        skip = program.attrs.get("broadcast_skip")
+        if skip is not None and broadcast_checks([a.type for a in call.args], call.type, skip):
+            return None
+        return _Member(call, program, tuple(program.attrs.get("ops", (op or program.name,))))
+
+    # rules ------------------------------------------------------------------
+    def try_inline(self, producer: _Member, var, consumers: list):
+        form = inline_form(producer.program)
+        if form is None:
+            return None
+        _, value, asserts = form
+        cost = arith_cost(value) + sum(arith_cost(e) for e in _assert_exprs(asserts))
+        reads = 0
+        for c in consumers:
+            tmp = {c.program.inputs[k] for k in c.positions(var)}
+            loads = [ld for e in _all_exprs(c.program.body) for ld in loads_in(e) if ld.buffer in tmp]
+            if not all(isinstance(i, Index) for ld in loads for i in ld.indices):
+                return None
+            for buf in tmp:
+                n = reads_per_element(c.program, buf)
+                reads = None if n is None or reads is None else reads + n
+        if cost > 0 and (reads is None or (reads - 1) * cost > MAX_EXTRA_OPS):
+            return None
+        return [self.merged(_inline(producer, c, var, form), producer, c) for c in consumers]
+
+    def try_epilogue(self, producer: _Member, var, consumer: _Member):
+        if inline_form(producer.program) is not None or output_nest(producer.program) is None:
+            return None
+        form = inline_form(consumer.program)
+        if form is None or len(var.type.shape) != len(consumer.call.type.shape):
+            return None
+        if not all(prove_equal(a, b) is Proof.YES for a, b in zip(var.type.shape, consumer.call.type.shape)):
+            return None
+        cloops, cvalue, casserts = form
+        tmp = {consumer.program.inputs[k] for k in consumer.positions(var)}
+        for e in (cvalue, *_assert_exprs(casserts)):
+            if any(ld.buffer in tmp and not at_loop_vars(ld, cloops) for ld in loads_in(e)):
+                return None
+        return self.merged(_epilogue(producer, consumer, var, form), producer, consumer)
+
+    def merged(self, parts, producer: _Member, consumer: _Member) -> CallTensor:
+        merge, body, outputs, scratch = parts
+        ops = producer.ops + consumer.ops
+        name = self.fresh_name(ops)
+        program = TensorProgram(name, tuple(merge.inputs), tuple(outputs), body, tuple(merge.size_params),
+                                tuple(scratch))
+        program.attrs.update({"op": "fused", "ops": ops, "pattern": self.pattern(program).value})
+        self.programs[name] = program
+        span = "+".join(s for s in (producer.call.span, consumer.call.span) if s) or None
+        return CallTensor(GlobalVar(name), merge.args, consumer.call.type, merge.size_args, span)
+
+    # blocks -----------------------------------------------------------------
+    def fuse_once(self, bindings: list, outside: collections.Counter):
+        """Bindings after one fusion, or None when nothing fuses."""
+        members = {b.var: (k, m) for k, b in enumerate(bindings) if (m := self.member(b)) is not None}
+        users = collections.defaultdict(list)
+        for k, b in enumerate(bindings):
+            if isinstance(b.value, CallTensor):
+                for a in dict.fromkeys(b.value.args):
+                    users[a].append(k)
+        for k, b in enumerate(bindings):
+            if b.var not in members:
+                continue
+            for a in dict.fromkeys(b.value.args):
+                if a not in members or outside[a] or not all(bindings[u].var in members for u in users[a]):
+                    continue
+                pk, producer = members[a]
+                consumers = [members[bindings[u].var][1] for u in users[a]]
+                calls = self.try_inline(producer, a, consumers)
+                if calls is not None:
+                    new = list(bindings)
+                    for u, call in zip(users[a], calls):
+                        new[u] = VarBinding(bindings[u].var, call)
+                    del new[pk]
+                    return new
+                if len(consumers) == 1:
+                    call = self.try_epilogue(producer, a, consumers[0])
+                    if call is not None:
+                        new = list(bindings)
+                        new[k] = VarBinding(b.var, call)
+                        del new[pk]
+                        return new
+        return None
+
+    def function(self, f: Function) -> Function:
+        refs = _Refs()
+        refs.visit(f)
+        blocks = []
+        for block in f.body.blocks:
+            if not isinstance(block, DataflowBlock):
+                blocks.append(block)
+                continue
+            inside = collections.Counter(a for b in block.bindings if isinstance(b.value, CallTensor)
+                                         for a in b.value.args)
+            outside = refs.count - inside
+            bindings = list(block.bindings)
+            while (step := self.fuse_once(bindings, outside)) is not None:
+                bindings = step
+            blocks.append(block if len(bindings) == len(block.bindings) else DataflowBlock(bindings))
+        if all(a is b for a, b in zip(blocks, f.body.blocks)):
+            return f
+        return Function(f.params, SeqExpr(blocks, f.body.body), f.ret_type, f.name, f.attrs)
+
+
+def _all_exprs(s) -> list:
+    out = []
+    walk_stmt(s, lambda x: out.extend(stmt_exprs(x)))
+    return out
+
+
+def _assert_exprs(asserts) -> list:
+    return [e for a in asserts for e in (a.cond, *a.values)]
+
+
+def _called(functions) -> set:
+    class Calls(ExprVisitor):
+        names = set()
+
+        def visit_CallTensor(self, c):
+            self.names.add(c.program.name)
+            super().visit_CallTensor(c)
+
+        def visit_binding(self, b):
+            self.visit(b.value)
+    finder = Calls()
+    finder.names = set()
+    for f in functions:
+        finder.visit(f)
+    return finder.names
+
+
+def fuse(mod: IRModule) -> IRModule:
+    """The module with fusable calls merged (see the module's description)."""
+    fuser = _Fuser(mod)
+    functions = {name: fuser.function(f) for name, f in mod.functions.items()}
+    before, after = _called(mod.functions.values()), _called(functions.values())
+    programs = {name: p for name, p in fuser.programs.items()
+                if name in after or (name in mod.tensor_programs and name not in before)}
+    return IRModule(functions, programs, mod.externs)
