@@ -3,6 +3,11 @@
  * what an emulator or an SSH exec channel carries) or over a TCP socket bound
  * to 127.0.0.1 (--tcp PORT). Link with a compiled model, the runtime and
  * rpc/protocol.c, with -DRXE_MODULE=<prefix>_module.
+ *
+ *   server [--threads N] [--tcp PORT]
+ *
+ * --threads N (1..RXE_MAX_THREADS; else RXE_NUM_THREADS from the
+ * environment; else 1) sizes the runtime's thread pool.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
@@ -16,6 +21,7 @@
 
 #include "relax_edge/rpc.h"
 #include "relax_edge/runtime.h"
+#include "relax_edge/threads.h"
 
 #ifndef RXE_MODULE
 #error "compile with -DRXE_MODULE=<prefix>_module"
@@ -142,11 +148,35 @@ static int serve_tcp(int port) {
   return rc;
 }
 
-int main(int argc, char** argv) {
-  if (argc == 3 && strcmp(argv[1], "--tcp") == 0) return serve_tcp(atoi(argv[2]));
-  if (argc != 1) {
-    fprintf(stderr, "usage: %s [--tcp PORT]   (frames on stdin/stdout by default)\n", argv[0]);
-    return 2;
+/* The thread count from --threads or RXE_NUM_THREADS (`what`); 0 if bad. */
+static int set_threads(const char* text, const char* what) {
+  char* end;
+  long n = strtol(text, &end, 10);
+  if (end == text || *end != '\0' || n < 1 || n > RXE_MAX_THREADS) {
+    fprintf(stderr, "relax_edge rpc: %s must be an integer in [1, %d], got '%s'\n", what, RXE_MAX_THREADS, text);
+    return 0;
   }
-  return serve(0, 1);
+  rxe_set_num_threads((int)n);
+  if (rxe_get_num_threads() < n)
+    fprintf(stderr, "relax_edge rpc: note: %s %ld ignored: the runtime is built without threads\n", what, n);
+  return 1;
+}
+
+int main(int argc, char** argv) {
+  const char* threads = getenv("RXE_NUM_THREADS");
+  const char* threads_from = "RXE_NUM_THREADS";
+  int argi, port = -1;
+  for (argi = 1; argi < argc; argi += 2) {
+    if (argi + 1 < argc && strcmp(argv[argi], "--tcp") == 0) {
+      port = atoi(argv[argi + 1]);
+    } else if (argi + 1 < argc && strcmp(argv[argi], "--threads") == 0) {
+      threads = argv[argi + 1];
+      threads_from = "--threads";
+    } else {
+      fprintf(stderr, "usage: %s [--threads N] [--tcp PORT]   (frames on stdin/stdout by default)\n", argv[0]);
+      return 2;
+    }
+  }
+  if (threads != NULL && *threads != '\0' && !set_threads(threads, threads_from)) return 2;
+  return port >= 0 ? serve_tcp(port) : serve(0, 1);
 }

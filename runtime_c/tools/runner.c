@@ -3,8 +3,13 @@
  * outputs to a file. Hosted C99 (stdio, malloc). Build it with the model's
  * sources and -DRXE_MODULE=<prefix>_module.
  *
- *   runner [-f FUNCTION] INPUTS.rxt OUTPUTS.rxt
+ *   runner [-f FUNCTION] [--threads N] INPUTS.rxt OUTPUTS.rxt
  *   runner [-f FUNCTION] -w SIZE...      prints "RXE_WORKSPACE <bytes>" for those sizes
+ *
+ * --threads N (1..RXE_MAX_THREADS; else RXE_NUM_THREADS from the
+ * environment; else 1) sizes the runtime's thread pool. A runtime built
+ * without threads (RXE_NO_THREADS, e.g. on a microcontroller) runs on one
+ * thread and says so on stderr when more were asked for.
  *
  * Tensor file: "RXT1", uint32 count, then per tensor: uint8 dtype code,
  * uint8 bits, uint16 ndim, int64 dims[ndim], the data (little-endian,
@@ -20,6 +25,7 @@
 #include <string.h>
 
 #include "relax_edge/runtime.h"
+#include "relax_edge/threads.h"
 
 #ifdef RXE_SEMIHOST
 #include <semihost.h>
@@ -133,6 +139,20 @@ static void free_tensors(tensor_list_t* list) {
   free(list->blocks);
 }
 
+/* The thread count from --threads or RXE_NUM_THREADS (`what`); 0 if bad. */
+static int set_threads(const char* text, const char* what) {
+  char* end;
+  long n = strtol(text, &end, 10);
+  if (end == text || *end != '\0' || n < 1 || n > RXE_MAX_THREADS) {
+    fprintf(stderr, "%s must be an integer in [1, %d], got '%s'\n", what, RXE_MAX_THREADS, text);
+    return 0;
+  }
+  rxe_set_num_threads((int)n);
+  if (rxe_get_num_threads() < n)
+    fprintf(stderr, "note: %s %ld ignored: the runtime is built without threads (RXE_NO_THREADS)\n", what, n);
+  return 1;
+}
+
 static int model_error(rxe_status_t st, const rxe_error_t* err) {
   fprintf(stderr, "RXE_ERROR %s: %s\n", rxe_status_name(st), err->message);
   return 3;
@@ -140,6 +160,8 @@ static int model_error(rxe_status_t st, const rxe_error_t* err) {
 
 int main(int argc, char** argv) {
   const char* fname = "main";
+  const char* threads = getenv("RXE_NUM_THREADS");
+  const char* threads_from = "RXE_NUM_THREADS";
   const rxe_function_t* fn;
   tensor_list_t in, out;
   uint64_t ws_bytes = 0, total_dims = 0;
@@ -152,10 +174,17 @@ int main(int argc, char** argv) {
 #ifdef RXE_SEMIHOST
   argc = semihost_args(&argv);
 #endif
-  if (argc > 2 && strcmp(argv[1], "-f") == 0) {
-    fname = argv[2];
-    argi = 3;
+  for (; argc > argi + 1; argi += 2) {
+    if (strcmp(argv[argi], "-f") == 0) {
+      fname = argv[argi + 1];
+    } else if (strcmp(argv[argi], "--threads") == 0) {
+      threads = argv[argi + 1];
+      threads_from = "--threads";
+    } else {
+      break;
+    }
   }
+  if (threads != NULL && *threads != '\0' && !set_threads(threads, threads_from)) return 2;
   if ((st = rxe_module_check(&RXE_MODULE, &err)) != RXE_OK) return model_error(st, &err);
   fn = rxe_module_find(&RXE_MODULE, fname);
   if (fn == NULL) {
@@ -167,7 +196,7 @@ int main(int argc, char** argv) {
     uint64_t bytes = 0;
     int32_t i;
     if (argc - argi - 1 != fn->num_sizes || fn->num_sizes > 16) {
-      fprintf(stderr, "RXE_ERROR RXE_ERR_ARGUMENT_COUNT: -w takes %d sizes\n", fn->num_sizes);
+      fprintf(stderr, "RXE_ERROR RXE_ERR_ARGUMENT_COUNT: -w takes %d sizes\n", (int)fn->num_sizes);
       return 3;
     }
     for (i = 0; i < fn->num_sizes; ++i) values[i] = strtoll(argv[argi + 1 + i], NULL, 10);
@@ -176,7 +205,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc - argi != 2) {
-    fprintf(stderr, "usage: %s [-f FUNCTION] INPUTS.rxt OUTPUTS.rxt | -w SIZE...\n", argv[0]);
+    fprintf(stderr, "usage: %s [-f FUNCTION] [--threads N] INPUTS.rxt OUTPUTS.rxt | -w SIZE...\n", argv[0]);
     return 2;
   }
   memset(&in, 0, sizeof(in));
@@ -187,8 +216,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if ((int32_t)in.count != fn->num_inputs) {
-    fprintf(stderr, "RXE_ERROR RXE_ERR_ARGUMENT_COUNT: %s takes %d inputs, got %u\n", fname, fn->num_inputs,
-            in.count);
+    fprintf(stderr, "RXE_ERROR RXE_ERR_ARGUMENT_COUNT: %s takes %d inputs, got %u\n", fname, (int)fn->num_inputs,
+            (unsigned)in.count);
     free_tensors(&in);
     return 3;
   }

@@ -79,6 +79,19 @@ rxe_status_t rxe_lib_conv2d_f32(const float* x, const float* w_packed, const flo
                                 int64_t stride_w, int64_t pad_top, int64_t pad_left, int64_t dil_h,
                                 int64_t dil_w, int64_t groups, int64_t act, rxe_error_t* err);
 
+/* ---- Depthwise convolution (kernels/depthwise.c) ----
+ * y (n,c,oh,ow) = act(depthwise_conv2d(x (n,c,h,w), W (c,1,kh,kw)) + bias (c,)),
+ * NCHW, W as is (no packing), bias may be NULL, no scratch. Output pixel
+ * (oy,ox) reads input rows oy*stride_h - pad_top + ky*dil_h (columns
+ * likewise); reads outside the input are zeros. Interior columns are
+ * vectorized for strides 1 and 2; rows are split over the thread pool and
+ * results do not depend on the thread count. */
+rxe_status_t rxe_lib_depthwise_conv2d_f32(const float* x, const float* w, const float* bias, float* y, int64_t n,
+                                          int64_t c, int64_t h, int64_t w_, int64_t kh, int64_t kw, int64_t oh,
+                                          int64_t ow, int64_t stride_h, int64_t stride_w, int64_t pad_top,
+                                          int64_t pad_left, int64_t dil_h, int64_t dil_w, int64_t act,
+                                          rxe_error_t* err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,12 +1,22 @@
 /*
  * A small thread pool for kernels (library micro-kernels and generated
  * kernels with parallel loops). POSIX threads on hosted targets; with
- * RXE_NO_THREADS (bare metal) every call runs serially on the caller.
+ * RXE_NO_THREADS every call runs serially on the caller and nothing refers
+ * to pthreads. RXE_NO_THREADS is also defined here for builds without
+ * POSIX threads: freestanding ones and targets that are neither Unix nor
+ * Apple (bare metal, Cortex-M).
  *
  * The pool starts lazily on the first parallel call with more than one
  * thread; the thread count is a run option (rxe_set_num_threads, the
  * runner's and RPC server's --threads, or RXE_NUM_THREADS in the
  * environment of those tools). The default is 1: no thread is created.
+ *
+ * The pool is process-wide static state (no malloc on any path). Workers
+ * spin briefly on a generation counter after each task, then sleep on a
+ * condition variable, so back-to-back kernels are dispatched in about a
+ * microsecond. One parallel_for runs at a time: a call made while another
+ * is running (from inside a task, or from another application thread)
+ * runs serially on its caller.
  */
 #ifndef RELAX_EDGE_THREADS_H_
 #define RELAX_EDGE_THREADS_H_
@@ -19,18 +29,24 @@ extern "C" {
 
 #define RXE_MAX_THREADS 16
 
+#if !defined(RXE_NO_THREADS) && (!__STDC_HOSTED__ || !(defined(__unix__) || defined(__APPLE__)))
+#define RXE_NO_THREADS
+#endif
+
 /* fn(ctx, begin, end, thread): run iterations [begin, end) as thread
  * number `thread` (0 <= thread < rxe_get_num_threads()). */
 typedef void (*rxe_task_fn)(void* ctx, int64_t begin, int64_t end, int thread);
 
 /* Split [0, n) into at most rxe_get_num_threads() contiguous chunks, run
  * them on the pool (the caller runs chunk 0) and return when all are done.
+ * Chunk k is [n * k / T, n * (k + 1) / T) for T chunks, run as thread k.
  * n <= 0 returns at once; one thread (or RXE_NO_THREADS) calls
  * fn(ctx, 0, n, 0). Calls from inside a task run serially (no nesting). */
 void rxe_parallel_for(int64_t n, rxe_task_fn fn, void* ctx);
 
 /* Set the thread count (clamped to [1, RXE_MAX_THREADS]); returns the
- * previous one. Not to be called while a parallel_for is running. */
+ * previous one. Not to be called while a parallel_for is running. With
+ * RXE_NO_THREADS the count stays 1 (set returns 1 and changes nothing). */
 int rxe_set_num_threads(int n);
 int rxe_get_num_threads(void);
 
