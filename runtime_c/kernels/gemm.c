@@ -90,11 +90,13 @@ static void ukernel(int64_t kc, const float* a, const float* b, float* c, int64_
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, b0, b1, t;
   int64_t p;
-  for (p = 0; p + 4 <= kc; p += 4) {
-    _mm_prefetch((const char*)(b + 8 * NR), _MM_HINT_T0);
-    FMA_STEP; FMA_STEP; FMA_STEP; FMA_STEP;
+  int i;
+  for (i = 0; i < MR; ++i) { /* the tile's rows, for the epilogue */
+    _mm_prefetch((const char*)(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch((const char*)(c + i * ldc + NR - 1), _MM_HINT_T0);
   }
-  for (; p < kc; ++p) {
+#pragma GCC unroll 2
+  for (p = 0; p < kc; ++p) {
     FMA_STEP;
   }
   store_row_avx2(c, c00, c01, 0, e);
