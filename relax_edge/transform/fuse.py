@@ -19,9 +19,9 @@ matmul + bias + GELU becomes one).
    reads come from `reads_per_element` (a matmul re-reads each element of
    an operand once per output column: unbounded). Pure data movement (cost
    0: transpose, slice, broadcast_to) is inlined even into a matmul.
-2. Epilogue: the only user of a producer that cannot be inlined (REDUCTION
-   or OUTPUT_FUSABLE: matmul, conv, softmax, layer_norm, or a fused result
-   with locals) is applied at the producer's final store, when that user is
+2. Epilogue: the only user of a producer that is not inlined (REDUCTION or
+   OUTPUT_FUSABLE: matmul, conv, softmax, layer_norm; or too costly to
+   recompute) is applied at the producer's final store, when that user is
    one loop nest that loads the producer exactly at its loop variables and
    has the same shape (matmul + bias + relu, conv + add + clip, softmax *
    x). A value the user loads twice is bound once with a `let`.
@@ -57,7 +57,8 @@ from ..legalize.common import broadcast_checks
 from ..tir.expr import Index, Load, ScalarVar
 from ..tir.stmt import Allocate, Assert, Buffer, For, IfThenElse, Let, Seq, Store, TensorProgram
 from ..tir.visit import map_expr, walk_stmt
-from .pattern import Pattern, analyze, arith_cost, at_loop_vars, inline_form, loads_in, output_nest, reads_per_element, stmt_exprs
+from .pattern import (Pattern, analyze, arith_cost, at_loop_vars, inline_form, loads_in, output_nest,
+                      reads_per_element, stmt_exprs)
 
 __all__ = ["fuse", "MAX_EXTRA_OPS"]
 
@@ -117,7 +118,11 @@ class _Member:
     """A call and its program, as seen by the merge."""
     call: CallTensor
     program: TensorProgram
-    ops: tuple
+    order: tuple      # (position in the original block, position in its ops, operator, span) of each op
+
+    @property
+    def ops(self) -> tuple:
+        return tuple(op for _, _, op, _ in self.order)
 
     def positions(self, value) -> list:
         return [k for k, a in enumerate(self.call.args) if a is value]
@@ -212,7 +217,7 @@ def _epilogue(producer: _Member, consumer: _Member, value_var, form) -> tuple:
             return new
         value = new.value
         uses = sum(ld.buffer in tmp for e in (cvalue, *_assert_exprs(casserts)) for ld in loads_in(e))
-        scalar = ScalarVar(nest.store.buffer.name, value.dtype) if uses > 1 else None
+        scalar = ScalarVar(f"{nest.store.buffer.name}_value", value.dtype) if uses > 1 else None
         loaded = value if scalar is None else scalar
         sub = dict(merge.other_sizes)
         sub.update({loop.var: i.value for loop, i in zip(cloops, new.indices)})
@@ -251,6 +256,7 @@ class _Fuser:
         self.taken = set(mod.names())
         self.counts = collections.Counter()
         self.patterns: dict = {}
+        self.order: dict = {}      # call -> its _Member.order
 
     def fresh_name(self, ops) -> str:
         base = "fused_" + "_".join(ops)
@@ -281,7 +287,7 @@ class _Fuser:
         skip = program.attrs.get("broadcast_skip")
         if skip is not None and broadcast_checks([a.type for a in call.args], call.type, skip):
             return None
-        return _Member(call, program, tuple(program.attrs.get("ops", (op or program.name,))))
+        return _Member(call, program, self.order[call])
 
     # rules ------------------------------------------------------------------
     def try_inline(self, producer: _Member, var, consumers: list):
@@ -304,7 +310,7 @@ class _Fuser:
         return [self.merged(_inline(producer, c, var, form), producer, c) for c in consumers]
 
     def try_epilogue(self, producer: _Member, var, consumer: _Member):
-        if inline_form(producer.program) is not None or output_nest(producer.program) is None:
+        if output_nest(producer.program) is None:
             return None
         form = inline_form(consumer.program)
         if form is None or len(var.type.shape) != len(consumer.call.type.shape):
@@ -320,14 +326,17 @@ class _Fuser:
 
     def merged(self, parts, producer: _Member, consumer: _Member) -> CallTensor:
         merge, body, outputs, scratch = parts
-        ops = producer.ops + consumer.ops
+        order = tuple(sorted(set(producer.order + consumer.order)))
+        ops = tuple(op for _, _, op, _ in order)
         name = self.fresh_name(ops)
         program = TensorProgram(name, tuple(merge.inputs), tuple(outputs), body, tuple(merge.size_params),
                                 tuple(scratch))
         program.attrs.update({"op": "fused", "ops": ops, "pattern": self.pattern(program).value})
         self.programs[name] = program
-        span = "+".join(s for s in (producer.call.span, consumer.call.span) if s) or None
-        return CallTensor(GlobalVar(name), merge.args, consumer.call.type, merge.size_args, span)
+        span = "+".join(dict.fromkeys(s for *_, s in order if s)) or None
+        call = CallTensor(GlobalVar(name), merge.args, consumer.call.type, merge.size_args, span)
+        self.order[call] = order
+        return call
 
     # blocks -----------------------------------------------------------------
     def fuse_once(self, bindings: list, outside: collections.Counter):
@@ -373,6 +382,11 @@ class _Fuser:
             inside = collections.Counter(a for b in block.bindings if isinstance(b.value, CallTensor)
                                          for a in b.value.args)
             outside = refs.count - inside
+            for k, b in enumerate(block.bindings):
+                if isinstance(b.value, CallTensor) and b.value.program.name in self.programs:
+                    attrs = self.programs[b.value.program.name].attrs
+                    ops = attrs.get("ops", (attrs.get("op", b.value.program.name),))
+                    self.order[b.value] = tuple((k, j, op, b.value.span) for j, op in enumerate(ops))
             bindings = list(block.bindings)
             while (step := self.fuse_once(bindings, outside)) is not None:
                 bindings = step
