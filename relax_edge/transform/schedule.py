@@ -48,9 +48,12 @@ _IDENTITY = {"add": 0.0, "max": -math.inf, "min": math.inf}
 
 def vector_bits(target: Target) -> int:
     """The target's SIMD register width in bits (0: no vectors); for the
-    native host, 256 with AVX, else 128 (x86-64 and aarch64 baselines)."""
+    native host, 256 when its flags enable the host's AVX (-march=native,
+    -mavx*), else 128 (the x86-64 and aarch64 baselines)."""
     if target.vector_bits or target.llvm_triple != "native":
         return target.vector_bits
+    if not any(f == "-march=native" or f.startswith("-mavx") for f in target.cflags):
+        return 128
     import llvmlite.binding as llvm
     llvm.initialize_native_target()
     return 256 if "+avx" in llvm.get_host_cpu_features().flatten().split(",") else 128

@@ -112,11 +112,12 @@ def declare_kernel(program: TensorProgram, symbol: str) -> str:
 _VECTOR_TYPE = """#ifndef {T}_DEFINED
 #define {T}_DEFINED
 typedef {c} {T} __attribute__((vector_size({size})));
+typedef {c} {T}_unaligned __attribute__((vector_size({size}), aligned(sizeof({c})), may_alias));
 typedef {mask} {T}_mask __attribute__((vector_size({size})));
-static inline {T} {T}_load(const {c}* p) {{ {T} v; __builtin_memcpy(&v, p, sizeof v); return v; }}
-static inline void {T}_store({c}* p, {T} v) {{ __builtin_memcpy(p, &v, sizeof v); }}
-static inline {T} {T}_dup({c} x) {{ return ({T}){{{dups}}}; }}
-static inline {T} {T}_blend({T}_mask m, {T} a, {T} b) {{ return ({T})((m & ({T}_mask)a) | (~m & ({T}_mask)b)); }}
+#define {T}_load(p) (*(const {T}_unaligned*)(p))
+#define {T}_store(p, v) (*({T}_unaligned*)(p) = (v))
+#define {T}_dup(x) (({T}){{{dups}}})
+#define {T}_blend(m, a, b) (({T})((({T}_mask)(m) & ({T}_mask)(a)) | (~({T}_mask)(m) & ({T}_mask)(b))))
 #endif
 """
 _VECTOR_BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
@@ -126,7 +127,7 @@ _MASKS = {"float32": "int32_t", "float64": "int64_t"}
 
 class CVectorRenderer:
     """Expressions of a vectorized loop's body as GCC/Clang vector-extension
-    C: contiguous loads and stores as whole vectors (memcpy), arithmetic,
+    C: contiguous loads and stores as whole vectors (unaligned, may_alias), arithmetic,
     min/max and float compares/selects lane-wise; anything else (math,
     gathers, integer work) element by element into a vector literal."""
 
@@ -137,7 +138,7 @@ class CVectorRenderer:
         name = f"rxe_v{self.lanes}{'f32' if dtype == 'float32' else 'f64'}"
         if name not in self.types:
             c = c_type(dtype)
-            self.types[name] = _VECTOR_TYPE.format(T=name, c=c, mask=_MASKS[dtype], dups=", ".join(["x"] * self.lanes),
+            self.types[name] = _VECTOR_TYPE.format(T=name, c=c, mask=_MASKS[dtype], dups=", ".join(["(x)"] * self.lanes),
                                                    size=self.lanes * (4 if dtype == "float32" else 8))
         return name
 
@@ -224,7 +225,7 @@ def render_kernel(program: TensorProgram, symbol: str) -> str:
         restrict = "" if program.attrs.get("inplace") else " restrict"
         fn = [f"static void {name}(void* task, int64_t begin, int64_t end, int thread) {{",
               f"  {name}_ctx* ctx = ({name}_ctx*)task;", "  (void)thread;"]
-        fn += [f"  {t}{restrict if t.endswith('*') and n != 'err' else ''} {n} = ctx->{n};" for t, n in fields]
+        fn += [f"  {t}{restrict if t.endswith('*') and n != 'err' else ''} {n} = ctx->{n}; (void){n};" for t, n in fields]
         v = r.name(s.var, s.var.name)
         fn.append(f"  for (int64_t {v} = begin; {v} < end; ++{v}) {{")
         emit(s.body, 2, fn, scope, True)
