@@ -101,7 +101,7 @@ def matmul_case(rng, batch, m, n, k, a_shared=False, b_shared=False):
     out = np.full((batch, m, n), np.nan, np.float32)
     scratch = np.full(max(K.matmul_scratch_bytes(m, n, k) // 4, 1), np.nan, np.float32)
     sizes = [batch, m, n, k, 0 if a_shared else m * k, 0 if b_shared else k * n]
-    return "rxe_lib_matmul_f32", [a, b, out, scratch], sizes, K.matmul_reference(a, b)
+    return "rxe_lib_matmul_f32", [a, b, out, scratch], sizes, np.broadcast_to(K.matmul_reference(a, b), out.shape)
 
 
 def conv_case(rng, n, c, h, w, o, kh, kw, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1, act=0,
@@ -121,7 +121,16 @@ def output_of(case):
     return arrays[OUTPUT[symbol]]
 
 
-def assert_close(actual, expected, depth):
-    """Within float32 rounding of a depth-term sum of unit-normal products."""
+def depth_of(case):
+    """The number of terms summed into each output element."""
+    symbol, _, sizes, _ = case
+    if symbol == "rxe_lib_conv2d_f32":
+        return sizes[1] // sizes[15] * sizes[5] * sizes[6]
+    return sizes[2] if symbol == "rxe_lib_dense_f32" else sizes[3]
+
+
+def assert_close(actual, case):
+    """Within float32 rounding of the case's sums of unit-normal products."""
+    expected = case[3]
     np.testing.assert_allclose(np.asarray(actual).reshape(expected.shape), expected, rtol=1e-4,
-                               atol=1e-5 * max(depth, 1) ** 0.5)
+                               atol=1e-5 * max(depth_of(case), 1) ** 0.5, err_msg=f"{case[0]} sizes {case[2]}")
