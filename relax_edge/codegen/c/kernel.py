@@ -172,7 +172,7 @@ class CVectorRenderer:
                 mask = f"({self.vec(e.cond.a)} {_VECTOR_COMPARE[e.cond.op]} {self.vec(e.cond.b)})"
                 return f"{T}_blend({mask}, {self.vec(e.a)}, {self.vec(e.b)})", True
         lanes = ", ".join(self.r.expr(at_lane(e, self.var, k)) for k in range(self.lanes))
-        return f"({T}){{{lanes}}}", True
+        return f"(({T}){{{lanes}}})", True   # parenthesized: a macro argument may hold it
 
     def store(self, s: Store) -> str:
         return f"{self.vtype(s.buffer.dtype)}_store({self.address(s.buffer, s.indices)}, {self.vec(s.value)});"
