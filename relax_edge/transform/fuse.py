@@ -81,12 +81,12 @@ def _rewrite_expr(e, sizes, buffers, on_load=None):
     return map_expr(e, visit)
 
 
-def _rewrite_stmt(s, ex, sizes, buffers, around=None):
-    """Rebuild a statement: expressions through ex, loop extents substituted,
-    buffers renamed; around(old, new) may wrap or replace each rebuilt
-    Store / Let / Assert."""
+def _rewrite_stmt(s, ex, buffers, around=None):
+    """Rebuild a statement of the merge's base program: expressions through
+    ex, stored buffers renamed; around(old, new) may wrap or replace each
+    rebuilt Store / Let / Assert."""
     def rec(x):
-        return _rewrite_stmt(x, ex, sizes, buffers, around)
+        return _rewrite_stmt(x, ex, buffers, around)
     if isinstance(s, Store):
         new = Store(buffers.get(s.buffer, s.buffer), [ex(i) for i in s.indices], ex(s.value))
     elif isinstance(s, Let):
@@ -94,7 +94,7 @@ def _rewrite_stmt(s, ex, sizes, buffers, around=None):
     elif isinstance(s, Assert):
         new = Assert(ex(s.cond), s.message, tuple(ex(v) for v in s.values))
     elif isinstance(s, For):
-        return For(s.var, substitute(s.extent, sizes), rec(s.body), s.kind)
+        return For(s.var, s.extent, rec(s.body), s.kind)
     elif isinstance(s, IfThenElse):
         return IfThenElse(ex(s.cond), rec(s.then_body), None if s.else_body is None else rec(s.else_body))
     elif isinstance(s, Allocate):
@@ -119,10 +119,6 @@ class _Member:
     call: CallTensor
     program: TensorProgram
     order: tuple      # (position in the original block, position in its ops, operator, span) of each op
-
-    @property
-    def ops(self) -> tuple:
-        return tuple(op for _, _, op, _ in self.order)
 
     def positions(self, value) -> list:
         return [k for k, a in enumerate(self.call.args) if a is value]
@@ -191,7 +187,7 @@ def _inline(producer: _Member, consumer: _Member, value_var, form) -> tuple:
                   for ld in _reads_buffers(old, tmp) for a in asserts]
         return Seq([*checks, new]) if checks else new
 
-    body = _rewrite_stmt(consumer.program.body, ex, {}, merge.base_buffers, around)
+    body = _rewrite_stmt(consumer.program.body, ex, merge.base_buffers, around)
     return merge, body, consumer.program.outputs, consumer.program.scratch
 
 
@@ -230,7 +226,7 @@ def _epilogue(producer: _Member, consumer: _Member, value_var, form) -> tuple:
         stmt = Seq([*checks, store]) if checks else store
         return Let(scalar, value, stmt) if scalar is not None else stmt
 
-    body = _rewrite_stmt(producer.program.body, ex, {}, merge.base_buffers, around)
+    body = _rewrite_stmt(producer.program.body, ex, merge.base_buffers, around)
     return merge, body, (out,), producer.program.scratch
 
 
@@ -251,7 +247,6 @@ class _Refs(ExprVisitor):
 
 class _Fuser:
     def __init__(self, mod: IRModule):
-        self.mod = mod
         self.programs = dict(mod.tensor_programs)
         self.taken = set(mod.names())
         self.counts = collections.Counter()
@@ -406,28 +401,27 @@ def _assert_exprs(asserts) -> list:
     return [e for a in asserts for e in (a.cond, *a.values)]
 
 
-def _called(functions) -> set:
-    class Calls(ExprVisitor):
-        names = set()
+class _Called(ExprVisitor):
+    """The names of the tensor programs that functions call."""
 
-        def visit_CallTensor(self, c):
-            self.names.add(c.program.name)
-            super().visit_CallTensor(c)
+    def __init__(self, functions):
+        self.names = set()
+        for f in functions:
+            self.visit(f)
 
-        def visit_binding(self, b):
-            self.visit(b.value)
-    finder = Calls()
-    finder.names = set()
-    for f in functions:
-        finder.visit(f)
-    return finder.names
+    def visit_CallTensor(self, c):
+        self.names.add(c.program.name)
+        super().visit_CallTensor(c)
+
+    def visit_binding(self, b):
+        self.visit(b.value)
 
 
 def fuse(mod: IRModule) -> IRModule:
     """The module with fusable calls merged (see the module's description)."""
     fuser = _Fuser(mod)
     functions = {name: fuser.function(f) for name, f in mod.functions.items()}
-    before, after = _called(mod.functions.values()), _called(functions.values())
+    before, after = _Called(mod.functions.values()).names, _Called(functions.values()).names
     programs = {name: p for name, p in fuser.programs.items()
                 if name in after or (name in mod.tensor_programs and name not in before)}
     return IRModule(functions, programs, mod.externs)

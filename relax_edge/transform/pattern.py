@@ -13,7 +13,9 @@ is the analysis that drives fusion (relax_edge/transform/fuse.py).
    - ELEMENTWISE: one loop nest, one store, every input loaded at exactly
      the loop variables (a program with no input qualifies);
    - BROADCAST: as elementwise, but some inputs are loaded at a subset of
-     the loop variables in order, at 0, or at `var % size`;
+     the loop variables in order, at 0 along a dimension of 1, or at
+     `var % size`, so an input of the output's shape is still read only at
+     the element being written (in-place safe);
    - INJECTIVE: one store per output element and no reduction, loads at any
      index (transpose, slicing, concat, gather, pad);
    - REDUCTION: loops that are not the output's feed each output element
@@ -199,11 +201,11 @@ def _load_pattern(load: Load, loops: tuple) -> Pattern:
     loop_vars = tuple(loop.var for loop in loops)
     idx = load.indices
     positions = []
-    for i in idx:
+    for i, dim in zip(idx, load.buffer.shape):
         if not isinstance(i, Index):
             return Pattern.INJECTIVE
         e = i.value
-        if e.is_const and e.value == 0:
+        if e == 0 and dim == 1:
             continue
         v = e.as_var() or _mod_of_var(e)
         if v is None or v not in loop_vars:

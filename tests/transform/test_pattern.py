@@ -124,3 +124,15 @@ def test_inline_form_and_cost():
 def test_constant_arguments_do_not_change_the_pattern():
     program = legalized([("n", 4)], lambda x: op.multiply(x, Constant(np.float32(0.5))))
     assert analyze(program) is Pattern.BROADCAST
+
+
+def test_a_row_of_the_same_tensor_is_not_a_broadcast():
+    """x[i, j] + x[0, j] reads elements other than the one written: an
+    in-place kernel would overwrite row 0 before the other rows read it."""
+    n = SizeVar("n")
+    x = placeholder((n, 4), F, "x")
+    y = compute((n, 4), lambda i, j: x[i, j] + x[0, j], "y")
+    assert analyze(lower("row0", [x], [y])) is Pattern.INJECTIVE
+    row = placeholder((1, 4), F, "row")
+    z = compute((n, 4), lambda i, j: x[i, j] + row[0, j], "z")
+    assert analyze(lower("bias_row", [x, row], [z])) is Pattern.BROADCAST
