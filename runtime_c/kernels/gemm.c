@@ -43,7 +43,9 @@ static void epilogue_scalar(const float* t, float* c, int64_t ldc, int64_t mr, i
 }
 
 /* ukernel(kc, a, b, c, ldc, e): the full MR x NR tile c = epilogue(a @ b),
- * a packed as kc columns of MR, b as kc rows of NR. */
+ * a packed as kc columns of MR, b as kc rows of NR.
+ * ukernel_rows(kc, mr, a, b, t): the sums of the first mr rows only, into t
+ * (row stride NR), for tiles of few rows (dense layers with a small batch). */
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 
@@ -107,6 +109,30 @@ static void ukernel(int64_t kc, const float* a, const float* b, float* c, int64_
   store_row_avx2(c + 5 * ldc, c50, c51, 5, e);
 }
 
+/* Row by row, the sums of each half in four interleaved chains. */
+static void ukernel_rows(int64_t kc, int64_t mr, const float* a, const float* b, float* t) {
+  int64_t i, p;
+  for (i = 0; i < mr; ++i) {
+    __m256 s[8], x;
+    int u;
+    for (u = 0; u < 8; ++u) s[u] = _mm256_setzero_ps();
+    for (p = 0; p + 4 <= kc; p += 4) {
+      for (u = 0; u < 4; ++u) {
+        x = _mm256_broadcast_ss(a + (p + u) * MR + i);
+        s[2 * u] = _mm256_fmadd_ps(x, _mm256_loadu_ps(b + (p + u) * NR), s[2 * u]);
+        s[2 * u + 1] = _mm256_fmadd_ps(x, _mm256_loadu_ps(b + (p + u) * NR + 8), s[2 * u + 1]);
+      }
+    }
+    for (; p < kc; ++p) {
+      x = _mm256_broadcast_ss(a + p * MR + i);
+      s[0] = _mm256_fmadd_ps(x, _mm256_loadu_ps(b + p * NR), s[0]);
+      s[1] = _mm256_fmadd_ps(x, _mm256_loadu_ps(b + p * NR + 8), s[1]);
+    }
+    _mm256_storeu_ps(t + i * NR, _mm256_add_ps(_mm256_add_ps(s[0], s[2]), _mm256_add_ps(s[4], s[6])));
+    _mm256_storeu_ps(t + i * NR + 8, _mm256_add_ps(_mm256_add_ps(s[1], s[3]), _mm256_add_ps(s[5], s[7])));
+  }
+}
+
 #elif defined(__aarch64__)
 #include <arm_neon.h>
 
@@ -156,13 +182,37 @@ static void ukernel(int64_t kc, const float* a, const float* b, float* c, int64_
   }
 }
 
+/* Row by row, the sums of each quarter in two interleaved chains. */
+static void ukernel_rows(int64_t kc, int64_t mr, const float* a, const float* b, float* t) {
+  int64_t i, p;
+  int j;
+  for (i = 0; i < mr; ++i) {
+    float32x4_t s0[4], s1[4];
+#pragma GCC unroll 4
+    for (j = 0; j < 4; ++j) s0[j] = s1[j] = vdupq_n_f32(0.0f);
+    for (p = 0; p + 2 <= kc; p += 2) {
+      float x0 = a[p * MR + i], x1 = a[(p + 1) * MR + i];
+#pragma GCC unroll 4
+      for (j = 0; j < 4; ++j) {
+        s0[j] = vfmaq_n_f32(s0[j], vld1q_f32(b + p * NR + 4 * j), x0);
+        s1[j] = vfmaq_n_f32(s1[j], vld1q_f32(b + (p + 1) * NR + 4 * j), x1);
+      }
+    }
+    if (p < kc) {
+#pragma GCC unroll 4
+      for (j = 0; j < 4; ++j) s0[j] = vfmaq_n_f32(s0[j], vld1q_f32(b + p * NR + 4 * j), a[p * MR + i]);
+    }
+#pragma GCC unroll 4
+    for (j = 0; j < 4; ++j) vst1q_f32(t + i * NR + 4 * j, vaddq_f32(s0[j], s1[j]));
+  }
+}
+
 #else
 /* Generic C: 2 x 8 sub-tiles keep the sums in registers on scalar FPUs. */
-static void ukernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, const epilogue_t* e) {
-  float t[MR * NR];
-  int64_t p;
-  int i0, j0, i, j;
-  for (i0 = 0; i0 < MR; i0 += 2) {
+static void ukernel_rows(int64_t kc, int64_t mr, const float* a, const float* b, float* t) {
+  int64_t p, i0;
+  int j0, i, j;
+  for (i0 = 0; i0 < mr; i0 += 2) {
     for (j0 = 0; j0 < NR; j0 += 8) {
       float s[2][8] = {{0.0f}};
       for (p = 0; p < kc; ++p) {
@@ -177,6 +227,11 @@ static void ukernel(int64_t kc, const float* a, const float* b, float* c, int64_
       }
     }
   }
+}
+
+static void ukernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, const epilogue_t* e) {
+  float t[MR * NR];
+  ukernel_rows(kc, MR, a, b, t);
   epilogue_scalar(t, c, ldc, MR, NR, e);
 }
 #endif
@@ -190,7 +245,11 @@ static void tile(int64_t kc, const float* a, const float* b, float* c, int64_t l
     ukernel(kc, a, b, c, ldc, e);
     return;
   }
-  ukernel(kc, a, b, t, NR, &sums);
+  if (2 * mr <= MR) {
+    ukernel_rows(kc, mr, a, b, t);
+  } else {
+    ukernel(kc, a, b, t, NR, &sums);
+  }
   epilogue_scalar(t, c, ldc, mr, nr, e);
 }
 
