@@ -13,30 +13,45 @@ typedef struct {
   int64_t stride_h, stride_w, pad_top, pad_left, dil_h, dil_w;
 } im2col_t;
 
-/* Rows of B are (channel, ky, kx); columns are output pixels (oy, ox). */
+/* Columns t of a run of output pixels in one output row read input columns
+ * ix + t*stride; those inside [0, w) are t in [lo, hi). */
+static void copy_run(const float* row, int64_t ix, int64_t stride, int64_t w, int64_t len, float* out) {
+  int64_t lo = ix >= 0 ? 0 : (-ix + stride - 1) / stride, hi = ix >= w ? 0 : (w - ix + stride - 1) / stride, t;
+  if (hi > len) hi = len;
+  if (lo > hi) lo = hi;
+  for (t = 0; t < lo; ++t) out[t] = 0.0f;
+  if (stride == 1) {
+    for (t = lo; t < hi; ++t) out[t] = row[ix + t];
+  } else {
+    for (t = lo; t < hi; ++t) out[t] = row[ix + t * stride];
+  }
+  for (t = hi; t < len; ++t) out[t] = 0.0f;
+}
+
+/* Rows of B are (channel, ky, kx); columns are output pixels (oy, ox),
+ * taken as runs that lie in one output row. */
 static void pack_im2col(const void* ctx, int64_t p0, int64_t kc, int64_t j0, int64_t nr, float* dst) {
   const im2col_t* s = (const im2col_t*)ctx;
-  int64_t iy0[NR], ix0[NR];
-  int64_t ci = p0 / (s->kh * s->kw), ky = p0 / s->kw % s->kh, kx = p0 % s->kw, p, j;
-  /* One output row, stride 1: the panel reads 16 consecutive inputs. */
-  int one_row = nr == NR && s->stride_w == 1 && j0 / s->ow == (j0 + NR - 1) / s->ow;
-  for (j = 0; j < nr; ++j) {
-    iy0[j] = (j0 + j) / s->ow * s->stride_h - s->pad_top;
-    ix0[j] = (j0 + j) % s->ow * s->stride_w - s->pad_left;
+  int64_t run_start[NR + 1], run_iy[NR], run_ix[NR];
+  int64_t ci = p0 / (s->kh * s->kw), ky = p0 / s->kw % s->kh, kx = p0 % s->kw, p, j, r, runs = 0;
+  for (j = 0; j < nr; j += s->ow - (j0 + j) % s->ow) {
+    run_start[runs] = j;
+    run_iy[runs] = (j0 + j) / s->ow * s->stride_h - s->pad_top;
+    run_ix[runs++] = (j0 + j) % s->ow * s->stride_w - s->pad_left;
   }
+  run_start[runs] = nr;
   for (p = 0; p < kc; ++p) {
     const float* xc = s->x + ci * s->h * s->w;
-    int64_t iy = iy0[0] + ky * s->dil_h, ix = ix0[0] + kx * s->dil_w;
     float* out = dst + p * NR;
-    if (one_row && iy >= 0 && iy < s->h && ix >= 0 && ix + NR <= s->w) {
-      for (j = 0; j < NR; ++j) out[j] = xc[iy * s->w + ix + j];
-    } else {
-      for (j = 0; j < NR; ++j) {
-        iy = j < nr ? iy0[j] + ky * s->dil_h : -1;
-        ix = j < nr ? ix0[j] + kx * s->dil_w : -1;
-        out[j] = iy >= 0 && iy < s->h && ix >= 0 && ix < s->w ? xc[iy * s->w + ix] : 0.0f;
+    for (r = 0; r < runs; ++r) {
+      int64_t iy = run_iy[r] + ky * s->dil_h, len = run_start[r + 1] - run_start[r];
+      if (iy >= 0 && iy < s->h) {
+        copy_run(xc + iy * s->w, run_ix[r] + kx * s->dil_w, s->stride_w, s->w, len, out + run_start[r]);
+      } else {
+        for (j = 0; j < len; ++j) out[run_start[r] + j] = 0.0f;
       }
     }
+    for (j = nr; j < NR; ++j) out[j] = 0.0f;
     if (++kx == s->kw) {
       kx = 0;
       if (++ky == s->kh) {
