@@ -1,8 +1,9 @@
 /* Depthwise 2-D convolution (see relax_edge/kernels.h). Each output row is
- * an interior segment, whose taps are all in range (vectorized over the
- * output columns for strides 1 and 2), and border columns computed with
- * bounds checks. Rows of all planes are split over the thread pool; a row
- * is computed the same way whatever thread runs it. */
+ * a segment of columns whose taps are all inside the input row (vectorized
+ * over the columns for strides 1 and 2, with the taps of the kernel rows
+ * that fall inside the input) and border columns computed with bounds
+ * checks. Rows of all planes are split over the thread pool; a row is
+ * computed the same way whatever thread runs it. */
 #include "relax_edge/kernels.h"
 #include "relax_edge/runtime.h"
 #include "relax_edge/threads.h"
@@ -19,15 +20,25 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define VL 8
+#define VEC_MASKED_TAIL /* the last columns of a segment as one masked block */
 typedef __m256 vec_t;
 #define vec_set(s) _mm256_set1_ps(s)
 #define vec_load(p) _mm256_loadu_ps(p)
 #define vec_store(p, v) _mm256_storeu_ps(p, v)
 #define vec_fma(acc, a, b) _mm256_fmadd_ps(a, b, acc)
-/* p[0], p[2], ..., p[14] (reads p[0..16)) */
-static inline vec_t vec_load_even(const float* p) {
-  __m256 pairs = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), _MM_SHUFFLE(2, 0, 2, 0));
+#define vec_max(a, b) _mm256_max_ps(a, b)
+#define vec_min(a, b) _mm256_min_ps(a, b)
+/* the even elements of the 16 floats lo, hi */
+static inline vec_t vec_even(__m256 lo, __m256 hi) {
+  __m256 pairs = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
   return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(pairs), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+/* p[0], p[2], ..., p[14] (reads p[0..16)) */
+#define vec_load_even(p) vec_even(_mm256_loadu_ps(p), _mm256_loadu_ps((p) + 8))
+/* lanes whose index first + j is below n */
+static inline __m256i lanes_below(int64_t n, int first) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 16 ? n : 16)),
+                            _mm256_add_epi32(_mm256_set1_epi32(first), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
 }
 #elif defined(__aarch64__)
 #include <arm_neon.h>
@@ -37,6 +48,8 @@ typedef float32x4_t vec_t;
 #define vec_load(p) vld1q_f32(p)
 #define vec_store(p, v) vst1q_f32(p, v)
 #define vec_fma(acc, a, b) vfmaq_f32(acc, a, b)
+#define vec_max(a, b) vmaxq_f32(a, b)
+#define vec_min(a, b) vminq_f32(a, b)
 #define vec_load_even(p) (vld2q_f32(p).val[0]) /* reads p[0..8) */
 #endif
 
@@ -46,14 +59,30 @@ typedef struct {
   const float* bias;
   float* y;
   int64_t c, in_h, in_w, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw, act;
+  int64_t c0, c1; /* interior columns: every tap inside the input row */
 } dw_args_t;
 
-/* y[i] = b + sum over taps of w[ky][kx] * x0[ky*dh*in_w + i*sw + kx*dw]
- * for i in [0, count), every tap in range; `avail` columns are readable
- * from x0 on each row. Constant arguments specialize it when inlined. */
+DW_INLINE float act_scalar(float v, int64_t act) {
+  if (act != RXE_ACT_NONE) v = v < 0.0f ? 0.0f : v;
+  if (act == RXE_ACT_RELU6) v = v > 6.0f ? 6.0f : v;
+  return v;
+}
+
+#ifdef VL
+DW_INLINE vec_t act_vec(vec_t v, int64_t act) {
+  if (act != RXE_ACT_NONE) v = vec_max(v, vec_set(0.0f));
+  if (act == RXE_ACT_RELU6) v = vec_min(v, vec_set(6.0f));
+  return v;
+}
+#endif
+
+/* y[i] = act(b + sum over taps of w[ky][kx] * x0[ky*dh*in_w + i*sw + kx*dw])
+ * for i in [0, count) and ky < kh (the kernel rows inside the input), every
+ * tap in range; `avail` columns are readable from x0 on each row. Constant
+ * arguments specialize it when inlined. */
 DW_INLINE void dw_segment(const float* restrict x0, int64_t in_w, const float* restrict wp, float b,
-                          float* restrict y, int64_t count, int64_t avail, int64_t kh, int64_t kw, int64_t sw,
-                          int64_t dh, int64_t dw) {
+                          float* restrict y, int64_t count, int64_t avail, int64_t kh, int64_t kw, int64_t wstride,
+                          int64_t sw, int64_t dh, int64_t dw, int64_t act) {
   int64_t i = 0, ky, kx;
 #ifdef VL
   if (sw == 1 || sw == 2) {
@@ -64,11 +93,28 @@ DW_INLINE void dw_segment(const float* restrict x0, int64_t in_w, const float* r
         const float* row = x0 + ky * dh * in_w + i * sw;
         for (kx = 0; kx < kw; ++kx) {
           vec_t xv = sw == 1 ? vec_load(row + kx * dw) : vec_load_even(row + kx * dw);
-          acc = vec_fma(acc, vec_set(wp[ky * kw + kx]), xv);
+          acc = vec_fma(acc, vec_set(wp[ky * wstride + kx]), xv);
         }
       }
-      vec_store(y + i, acc);
+      vec_store(y + i, act_vec(acc, act));
     }
+#ifdef VEC_MASKED_TAIL
+    for (; i < count; i += VL) { /* masked loads read only the columns needed */
+      int64_t rest = count - i;
+      __m256i lo = lanes_below(sw == 1 ? rest : 2 * rest - 1, 0), hi = lanes_below(2 * rest - 1, 8);
+      vec_t acc = vec_set(b);
+      for (ky = 0; ky < kh; ++ky) {
+        const float* row = x0 + ky * dh * in_w + i * sw;
+        for (kx = 0; kx < kw; ++kx) {
+          const float* p = row + kx * dw;
+          vec_t xv = sw == 1 ? _mm256_maskload_ps(p, lo) : vec_even(_mm256_maskload_ps(p, lo),
+                                                                    _mm256_maskload_ps(p + 8, hi));
+          acc = vec_fma(acc, vec_set(wp[ky * wstride + kx]), xv);
+        }
+      }
+      _mm256_maskstore_ps(y + i, lanes_below(rest, 0), act_vec(acc, act));
+    }
+#endif
   }
 #else
   (void)avail;
@@ -77,73 +123,105 @@ DW_INLINE void dw_segment(const float* restrict x0, int64_t in_w, const float* r
     const float* s = x0 + i * sw;
     float acc = b;
     for (ky = 0; ky < kh; ++ky)
-      for (kx = 0; kx < kw; ++kx) acc += wp[ky * kw + kx] * s[ky * dh * in_w + kx * dw];
-    y[i] = acc;
+      for (kx = 0; kx < kw; ++kx) acc += wp[ky * wstride + kx] * s[ky * dh * in_w + kx * dw];
+    y[i] = act_scalar(acc, act);
   }
 }
 
-/* One output with bounds checks (reads outside the plane are zeros). */
-static float dw_point(const dw_args_t* a, const float* xp, const float* wp, float b, int64_t oy, int64_t ox) {
+/* One output from kernel rows [ky0, ky1) (those inside the input for input
+ * row iy = oy * sh - pt); columns outside the input are skipped. */
+static float dw_point(const dw_args_t* a, const float* xp, const float* wp, float b, int64_t iy, int64_t ky0,
+                      int64_t ky1, int64_t ox) {
+  int64_t ix = ox * a->sw - a->pl, ky, kx;
   float acc = b;
-  int64_t ky, kx;
-  for (ky = 0; ky < a->kh; ++ky) {
-    int64_t iy = oy * a->sh - a->pt + ky * a->dh;
-    if (iy < 0 || iy >= a->in_h) continue;
+  for (ky = ky0; ky < ky1; ++ky) {
+    const float* row = xp + (iy + ky * a->dh) * a->in_w;
     for (kx = 0; kx < a->kw; ++kx) {
-      int64_t ix = ox * a->sw - a->pl + kx * a->dw;
-      if (ix >= 0 && ix < a->in_w) acc += wp[ky * a->kw + kx] * xp[iy * a->in_w + ix];
+      int64_t col = ix + kx * a->dw;
+      if (col >= 0 && col < a->in_w) acc += wp[ky * a->kw + kx] * row[col];
     }
   }
-  return acc;
+  return act_scalar(acc, a->act);
 }
 
-static void dw_interior(const dw_args_t* a, const float* x0, const float* wp, float b, float* y, int64_t count,
-                        int64_t avail) {
-  if (a->kh == 3 && a->kw == 3 && a->dh == 1 && a->dw == 1 && a->sw == 1)
-    dw_segment(x0, a->in_w, wp, b, y, count, avail, 3, 3, 1, 1, 1);
-  else if (a->kh == 3 && a->kw == 3 && a->dh == 1 && a->dw == 1 && a->sw == 2)
-    dw_segment(x0, a->in_w, wp, b, y, count, avail, 3, 3, 2, 1, 1);
+/* dw_segment on kernel rows [0, kh) of wp, input rows `pitch` floats apart
+ * for one step of the kernel; specialized for the common cases. */
+static void dw_interior(const dw_args_t* a, const float* x0, int64_t pitch, int64_t dh, const float* wp, int64_t kh,
+                        float b, float* y, int64_t count, int64_t avail) {
+  int64_t kw = a->kw, act = a->act;
+  int plain3x3 = kh == 3 && kw == 3 && dh == 1 && a->dw == 1;
+  if (plain3x3 && a->sw == 1)
+    dw_segment(x0, pitch, wp, b, y, count, avail, 3, 3, 3, 1, 1, 1, act);
+  else if (plain3x3 && a->sw == 2)
+    dw_segment(x0, pitch, wp, b, y, count, avail, 3, 3, 3, 2, 1, 1, act);
   else if (a->sw == 1)
-    dw_segment(x0, a->in_w, wp, b, y, count, avail, a->kh, a->kw, 1, a->dh, a->dw);
+    dw_segment(x0, pitch, wp, b, y, count, avail, kh, kw, kw, 1, dh, a->dw, act);
   else if (a->sw == 2)
-    dw_segment(x0, a->in_w, wp, b, y, count, avail, a->kh, a->kw, 2, a->dh, a->dw);
+    dw_segment(x0, pitch, wp, b, y, count, avail, kh, kw, kw, 2, dh, a->dw, act);
   else
-    dw_segment(x0, a->in_w, wp, b, y, count, avail, a->kh, a->kw, a->sw, a->dh, a->dw);
+    dw_segment(x0, pitch, wp, b, y, count, avail, kh, kw, kw, a->sw, dh, a->dw, act);
 }
+
+#ifdef VL
+/* Rows with border columns are computed from a copy of their input rows,
+ * zero-padded, when it fits in this many floats on the stack. */
+#define ROW_BUFFER_FLOATS 2048
+
+/* dst[j] = src[j - pl] for j in [0, width), zero outside [0, in_w); a
+ * vector at a time where it can */
+static void pad_row(const float* src, int64_t in_w, int64_t pl, float* dst, int64_t width) {
+  int64_t j, col;
+  for (j = 0; j < width; ++j) {
+    col = j - pl;
+    if (col >= 0 && col + VL <= in_w && j + VL <= width) {
+      vec_store(dst + j, vec_load(src + col));
+      j += VL - 1;
+    } else { /* a select, not a branch: the index is clamped into the row */
+      float v = src[col < 0 ? 0 : col >= in_w ? in_w - 1 : col];
+      dst[j] = col >= 0 && col < in_w ? v : 0.0f;
+    }
+  }
+}
+#endif
 
 static void dw_row(const dw_args_t* a, const float* xp, const float* wp, float b, float* y, int64_t oy) {
-  int64_t iy = oy * a->sh - a->pt, c0 = 0, c1 = 0, ox;
-  if (iy >= 0 && iy + (a->kh - 1) * a->dh < a->in_h) {
-    /* interior columns: ox * sw - pl >= 0 and ox * sw - pl + (kw - 1) * dw < in_w */
-    int64_t last = a->in_w - 1 - (a->kw - 1) * a->dw + a->pl;
-    c0 = (a->pl + a->sw - 1) / a->sw;
-    c1 = last < 0 ? 0 : last / a->sw + 1;
-    c0 = c0 < a->ow ? c0 : a->ow;
-    c1 = c1 < a->ow ? c1 : a->ow;
-    if (c1 < c0) c1 = c0;
-    if (c1 > c0)
-      dw_interior(a, xp + iy * a->in_w + c0 * a->sw - a->pl, wp, b, y + c0, c1 - c0,
-                  a->in_w - (c0 * a->sw - a->pl));
+  int64_t iy = oy * a->sh - a->pt, below = a->in_h - 1 - iy, ky0, ky1, c0 = a->c0, c1 = a->c1, ox;
+  /* kernel rows inside the input: iy + ky * dh in [0, in_h) for ky in [ky0, ky1) */
+  ky0 = iy >= 0 ? 0 : (-iy + a->dh - 1) / a->dh;
+  ky1 = below >= (a->kh - 1) * a->dh ? a->kh : below < 0 ? 0 : below / a->dh + 1;
+  if (ky1 < ky0) ky1 = ky0;
+#ifdef VL
+  if (c0 > 0 || c1 < a->ow) {
+    int64_t width = (a->ow - 1) * a->sw + (a->kw - 1) * a->dw + 1, k;
+    if ((ky1 - ky0) * width <= ROW_BUFFER_FLOATS) {
+      float rows[ROW_BUFFER_FLOATS];
+      for (k = ky0; k < ky1; ++k)
+        pad_row(xp + (iy + k * a->dh) * a->in_w, a->in_w, a->pl, rows + (k - ky0) * width, width);
+      dw_interior(a, rows, width, 1, wp + ky0 * a->kw, ky1 - ky0, b, y, a->ow, width);
+      return;
+    }
   }
-  for (ox = 0; ox < c0; ++ox) y[ox] = dw_point(a, xp, wp, b, oy, ox);
-  for (ox = c1; ox < a->ow; ++ox) y[ox] = dw_point(a, xp, wp, b, oy, ox);
-  if (a->act == RXE_ACT_RELU) {
-    for (ox = 0; ox < a->ow; ++ox) y[ox] = y[ox] < 0.0f ? 0.0f : y[ox];
-  } else if (a->act == RXE_ACT_RELU6) {
-    for (ox = 0; ox < a->ow; ++ox) y[ox] = y[ox] < 0.0f ? 0.0f : y[ox] > 6.0f ? 6.0f : y[ox];
-  }
+#endif
+  if (c1 > c0)
+    dw_interior(a, xp + (iy + ky0 * a->dh) * a->in_w + c0 * a->sw - a->pl, a->in_w, a->dh, wp + ky0 * a->kw,
+                ky1 - ky0, b, y + c0, c1 - c0, a->in_w - (c0 * a->sw - a->pl));
+  for (ox = 0; ox < c0; ++ox) y[ox] = dw_point(a, xp, wp, b, iy, ky0, ky1, ox);
+  for (ox = c1; ox < a->ow; ++ox) y[ox] = dw_point(a, xp, wp, b, iy, ky0, ky1, ox);
 }
 
 /* rows [begin, end) of all planes, row r = plane * oh + oy */
 static void dw_rows(void* ctx, int64_t begin, int64_t end, int thread) {
   const dw_args_t* a = (const dw_args_t*)ctx;
-  int64_t r;
+  int64_t r, plane = begin / a->oh, oy = begin % a->oh, ch = plane % a->c;
   (void)thread;
   for (r = begin; r < end; ++r) {
-    int64_t plane = r / a->oh, oy = r % a->oh, ch = plane % a->c;
-    float b = a->bias != 0 ? a->bias[ch] : 0.0f;
-    dw_row(a, a->x + plane * a->in_h * a->in_w, a->w + ch * a->kh * a->kw, b, a->y + (plane * a->oh + oy) * a->ow,
-           oy);
+    dw_row(a, a->x + plane * a->in_h * a->in_w, a->w + ch * a->kh * a->kw, a->bias != 0 ? a->bias[ch] : 0.0f,
+           a->y + r * a->ow, oy);
+    if (++oy == a->oh) {
+      oy = 0;
+      ++plane;
+      ch = ch + 1 == a->c ? 0 : ch + 1;
+    }
   }
 }
 
@@ -153,7 +231,7 @@ rxe_status_t rxe_lib_depthwise_conv2d_f32(const float* x, const float* w, const 
                                           int64_t pad_left, int64_t dil_h, int64_t dil_w, int64_t act,
                                           rxe_error_t* err) {
   dw_args_t a;
-  int64_t rows = n * c * oh;
+  int64_t rows = n * c * oh, last;
   if (act != RXE_ACT_NONE && act != RXE_ACT_RELU && act != RXE_ACT_RELU6)
     return rxe_error_set(err, RXE_ERR_INTERNAL,
                          "rxe_lib_depthwise_conv2d_f32: act %d is not 0 (none), 1 (relu) or 2 (relu6)", act);
@@ -186,6 +264,13 @@ rxe_status_t rxe_lib_depthwise_conv2d_f32(const float* x, const float* w, const 
   a.dh = dil_h;
   a.dw = dil_w;
   a.act = act;
+  /* interior columns: ox * sw - pl >= 0 and ox * sw - pl + (kw - 1) * dw < w */
+  last = w_ - 1 - (kw - 1) * dil_w + pad_left;
+  a.c0 = (pad_left + stride_w - 1) / stride_w;
+  a.c0 = a.c0 < ow ? a.c0 : ow;
+  a.c1 = last < 0 ? 0 : last / stride_w + 1;
+  a.c1 = a.c1 < ow ? a.c1 : ow;
+  a.c1 = a.c1 > a.c0 ? a.c1 : a.c0;
   if (rows * ow * kh * kw < PARALLEL_MIN_MACS)
     dw_rows(&a, 0, rows, 0);
   else

@@ -36,6 +36,9 @@ CASES = {
     "3x3_s3_generic_stride": (1, 2, 14, 29, 3, 3, (3, 3), (1, 1, 1, 1), (1, 1), 0, True),
     "kernel_wider_than_input": (1, 2, 3, 2, 3, 5, (1, 1), (1, 2, 1, 2), (1, 1), 0, True),
     "mobilenet_7x7": (1, 16, 7, 7, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 2, True),
+    # rows too wide for the kernel's zero-padded row copy: borders computed in place
+    "wide_rows_s1_p1": (1, 2, 5, 1500, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 1, True),
+    "wide_rows_s2_p1": (1, 2, 6, 1401, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1), 0, True),
 }
 
 
