@@ -3,9 +3,11 @@ convolution, max / average pooling (2-D and 3-D through helpers generic in
 the spatial rank) and batch / layer normalization.
 
 Guaranteed:
-1. Results follow the numpy references of op/nn.py and op/norm.py: float
-   inputs accumulate in float64 and are rounded to the input dtype once;
-   integer convolutions accumulate in int64, then cast like the reference.
+1. Results follow the numpy references of op/nn.py and op/norm.py up to
+   float rounding: float inputs compute and accumulate in
+   reduce.accumulator_dtype (float32 for float32, as ONNX Runtime does;
+   float64 for float64) and are rounded to the input dtype once; integer
+   convolutions accumulate in int64, then cast like the reference.
 2. No load is ever out of bounds: a kernel tap that may fall in padding, past
    the input (ceil mode) or between input elements (transposed convolution)
    is guarded by a select on an in-bounds condition, and its indices are
@@ -30,16 +32,11 @@ from ..ir.shape import as_expr, floordiv, floormod, max_expr, min_expr
 from ..tir.compute import compute, reduce_axis, reduce_max, reduce_sum
 from ..tir.expr import cast, const, eq, intrinsic, is_float, logical_and, select, wrap
 from .common import legalization, load_broadcast
-
-F64 = "float64"
+from .reduce import accumulator_dtype
 
 
 def _ints(values):
     return tuple(int(v) for v in values)
-
-
-def _acc_dtype(dtype):
-    return F64 if is_float(dtype) else "int64"
 
 
 def _all(conds):
@@ -98,7 +95,7 @@ def _conv(ctx, nd):
     c = reduce_axis(per_group_in, "rc")
     taps = [reduce_axis(k, f"rk{i}") for i, k in enumerate(w.shape[2:])]
     tap_vars = [t.var for t in taps]
-    acc = _acc_dtype(x.dtype)
+    acc = accumulator_dtype(x.dtype)
 
     def element(n, o, *pos):
         channel = c.var if groups == 1 else floordiv(o, per_group_out) * per_group_in + c.var
@@ -120,7 +117,7 @@ def _conv_transpose(ctx, nd):
     c = reduce_axis(per_group_in, "rc")
     taps = [reduce_axis(k, f"rk{i}") for i, k in enumerate(w.shape[2:])]
     tap_vars = [t.var for t in taps]
-    acc = _acc_dtype(x.dtype)
+    acc = accumulator_dtype(x.dtype)
 
     def element(n, o, *pos):
         group = 0 if groups == 1 else floordiv(o, per_group_out)
@@ -166,7 +163,7 @@ def _max_pool(ctx, nd):
 
 
 def _avg_pool(ctx, nd):
-    """The float64 sum over the window's taps inside the input, divided by the
+    """The sum (accumulator dtype) over the window's taps inside the input, divided by the
     number of taps inside the input (or inside the declared padding, with
     count_include_pad). Where that count varies with the position it is a
     stage of its own over the spatial output shape."""
@@ -174,6 +171,7 @@ def _avg_pool(ctx, nd):
     kernel, strides, dilation, padding, ceil_mode = _pool_attrs(ctx.attrs)
     include_pad = bool(ctx.attrs["count_include_pad"])
     sizes = x.shape[2:]
+    acc = accumulator_dtype(x.dtype) if is_float(x.dtype) else "float64"
     taps = [reduce_axis(k, f"rk{i}") for i, k in enumerate(kernel)]
     count_taps = [reduce_axis(k, f"rc{i}") for i, k in enumerate(kernel)]
 
@@ -183,22 +181,22 @@ def _avg_pool(ctx, nd):
             cond = _all([_lt(j, as_expr(z) + e) for j, z, e in zip(coords, sizes, padding[nd:])])
         else:
             cond = _guard(coords, sizes, padding, ceil_mode)[1]
-        return reduce_sum(select(cond, const(1, F64), const(0, F64)), count_taps)
+        return reduce_sum(select(cond, const(1, acc), const(0, acc)), count_taps)
 
     # the count varies with the position only where some tap can fall outside what is counted
     if ceil_mode or (not include_pad and max(padding) > 0):
-        count = compute(ctx.out_shape[2:], counted, f"{ctx.op_name}_count", F64)
+        count = compute(ctx.out_shape[2:], counted, f"{ctx.op_name}_count", acc)
     else:
         count = None
 
     def element(n, c, *pos):
         coords = _tap_coords(pos, [t.var for t in taps], strides, dilation, padding)
         idx, inside = _guard(coords, sizes, padding, ceil_mode)
-        value = cast(x[(n, c, *idx)], F64)
+        value = cast(x[(n, c, *idx)], acc)
         if inside is not None:
-            value = select(inside, value, const(0, F64))
+            value = select(inside, value, const(0, acc))
         total = reduce_sum(value, taps)
-        divisor = const(int(np.prod(kernel)), F64) if count is None else count[pos]
+        divisor = const(int(np.prod(kernel)), acc) if count is None else count[pos]
         return cast(total / divisor, ctx.out_dtype)
     return compute(ctx.out_shape, element, ctx.op_name, ctx.out_dtype)
 
@@ -218,14 +216,16 @@ def legalize_spatial(ctx):
 
 @legalization("batch_norm")
 def legalize_batch_norm(ctx):
-    """(x - mean[c]) / sqrt(var[c] + epsilon) * scale[c] + bias[c], in float64."""
+    """(x - mean[c]) / sqrt(var[c] + epsilon) * scale[c] + bias[c], in the
+    accumulator dtype."""
     x, scale, bias, mean, var = ctx.inputs
-    eps = const(ctx.attrs["epsilon"], F64)
+    acc = accumulator_dtype(x.dtype)
+    eps = const(ctx.attrs["epsilon"], acc)
 
     def element(*i):
         def channel(t):
-            return cast(t[i[1]], F64)
-        y = (cast(x[i], F64) - channel(mean)) / intrinsic("sqrt", channel(var) + eps) * channel(scale)
+            return cast(t[i[1]], acc)
+        y = (cast(x[i], acc) - channel(mean)) / intrinsic("sqrt", channel(var) + eps) * channel(scale)
         return cast(y + channel(bias), ctx.out_dtype)
     return compute(ctx.out_shape, element, "batch_norm", ctx.out_dtype)
 
@@ -233,34 +233,36 @@ def legalize_batch_norm(ctx):
 @legalization("layer_norm")
 def legalize_layer_norm(ctx):
     """Three stages over the leading axes [0, axis): the mean, the variance
-    (mean of squared deviations), then the normalized, scaled, shifted value."""
+    (mean of squared deviations), then the normalized, scaled, shifted value,
+    in the accumulator dtype."""
     x, scale, *bias = ctx.inputs
+    acc = accumulator_dtype(x.dtype)
     rank = len(x.shape)
     axis = ctx.attrs["axis"] % rank
     outer, inner = x.shape[:axis], x.shape[axis:]
-    eps = const(ctx.attrs["epsilon"], F64)
+    eps = const(ctx.attrs["epsilon"], acc)
     inner_size = as_expr(1)
     for d in inner:
         inner_size = inner_size * d
-    count = cast(wrap(inner_size, "int64"), F64)
+    count = cast(wrap(inner_size, "int64"), acc)
 
     def sum_over_inner(name, term):
         r = [reduce_axis(d, f"r{k}") for k, d in enumerate(inner)]
         return compute(outer, lambda *i: reduce_sum(term(i, tuple(v.var for v in r)), r) / count,
-                       f"layer_norm_{name}", F64)
+                       f"layer_norm_{name}", acc)
 
-    mean = sum_over_inner("mean", lambda i, j: cast(x[i + j], F64))
+    mean = sum_over_inner("mean", lambda i, j: cast(x[i + j], acc))
 
     def squared_deviation(i, j):
-        deviation = cast(x[i + j], F64) - mean[i]
+        deviation = cast(x[i + j], acc) - mean[i]
         return deviation * deviation
     var = sum_over_inner("var", squared_deviation)
 
     def element(*i):
         o = i[:axis]
-        y = (cast(x[i], F64) - mean[o]) / intrinsic("sqrt", var[o] + eps)
-        y = y * cast(load_broadcast(scale, x.shape, i), F64)
+        y = (cast(x[i], acc) - mean[o]) / intrinsic("sqrt", var[o] + eps)
+        y = y * cast(load_broadcast(scale, x.shape, i), acc)
         if bias:
-            y = y + cast(load_broadcast(bias[0], x.shape, i), F64)
+            y = y + cast(load_broadcast(bias[0], x.shape, i), acc)
         return cast(y, ctx.out_dtype)
     return compute(ctx.out_shape, element, "layer_norm", ctx.out_dtype)

@@ -1,5 +1,10 @@
 """Legalization of reductions (sum, mean, max, min, argmax), matmul and
-softmax / log_softmax, as reductions of the compute language."""
+softmax / log_softmax, as reductions of the compute language.
+
+Float sums accumulate in `accumulator_dtype` (float32 for float32 and
+float16, float64 for float64), as ONNX Runtime does; the result may differ
+from the float64 numpy reference by float32 rounding of the sum (the
+schedule's partial accumulators keep that error small)."""
 
 from __future__ import annotations
 
@@ -8,6 +13,13 @@ from ..op.reduce import reduce_axes
 from ..tir.compute import Reduce, compute, reduce_axis, reduce_max, reduce_min, reduce_sum
 from ..tir.expr import cast, const, intrinsic, is_float, select, wrap
 from .common import broadcast_indices, legalization
+
+
+def accumulator_dtype(dtype: str) -> str:
+    """The dtype float sums of `dtype` accumulate in; int64 for integers."""
+    if is_float(dtype):
+        return "float64" if dtype == "float64" else "float32"
+    return "int64"
 
 
 def _split_axes(ctx, x):
@@ -42,7 +54,7 @@ def legalize_reduce(ctx):
 
     def element(*i):
         src = x[_source_index(i, axes, raxes, rank, keep)]
-        acc_dtype = "float64" if is_float(x.dtype) and ctx.op_name in ("sum", "mean") else x.dtype
+        acc_dtype = accumulator_dtype(x.dtype) if is_float(x.dtype) and ctx.op_name in ("sum", "mean") else x.dtype
         value = reducer(cast(src, acc_dtype), raxes)
         if ctx.op_name == "mean":
             count = as_expr(1)
@@ -86,7 +98,7 @@ def legalize_matmul(ctx):
     out = ctx.out_shape
     batch_rank = len(out) - (len(a.shape) > 1) - (len(b.shape) > 1)
     batch = out[:batch_rank]
-    acc = "float64" if is_float(a.dtype) else a.dtype
+    acc = accumulator_dtype(a.dtype) if is_float(a.dtype) else a.dtype
 
     def element(*i):
         bi = i[:batch_rank]
@@ -102,8 +114,10 @@ def legalize_matmul(ctx):
 
 @legalization("softmax", "log_softmax")
 def legalize_softmax(ctx):
-    """max over the axis, sum of exp(x - max), then the normalized value."""
+    """max over the axis, sum of exp(x - max), then the normalized value,
+    computed in the accumulator dtype."""
     (x,) = ctx.inputs
+    acc = accumulator_dtype(x.dtype)
     rank = len(x.shape)
     axis = ctx.attrs["axis"] % rank
     outer = tuple(d for k, d in enumerate(x.shape) if k != axis)
@@ -114,12 +128,12 @@ def legalize_softmax(ctx):
     r = reduce_axis(x.shape[axis], "r")
     peak = compute(outer, lambda *i: reduce_max(x[at(i, r.var)], [r]), f"{ctx.op_name}_max", x.dtype)
     r2 = reduce_axis(x.shape[axis], "r2")
-    total = compute(outer, lambda *i: reduce_sum(intrinsic("exp", cast(x[at(i, r2.var)] - peak[i], "float64")),
-                                                 [r2]), f"{ctx.op_name}_sum", "float64")
+    total = compute(outer, lambda *i: reduce_sum(intrinsic("exp", cast(x[at(i, r2.var)] - peak[i], acc)), [r2]),
+                    f"{ctx.op_name}_sum", acc)
 
     def element(*i):
         rest = tuple(v for k, v in enumerate(i) if k != axis)
-        shifted = cast(x[i] - peak[rest], "float64")
+        shifted = cast(x[i] - peak[rest], acc)
         if ctx.op_name == "softmax":
             return cast(intrinsic("exp", shifted) / total[rest], x.dtype)
         return cast(shifted - intrinsic("log", total[rest]), x.dtype)
