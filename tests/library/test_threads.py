@@ -1,6 +1,7 @@
 """The runtime's thread pool (runtime_c/src/threads.c): its C unit tests
 (runtime_c/tests/test_threads.c) built with the host cc, with threads, with
-RXE_NO_THREADS and under ThreadSanitizer where this machine supports it;
+RXE_NO_THREADS and under ThreadSanitizer where this machine supports it,
+and for aarch64 and riscv64 under qemu-user;
 warning-free builds for every cross compiler; and the thread count as a run
 option of the runner and the RPC server (--threads N, RXE_NUM_THREADS)."""
 
@@ -57,6 +58,18 @@ def test_unit_tests_under_thread_sanitizer(tmp_path):
     assert "ThreadSanitizer" not in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize("arch", ["aarch64", "riscv64"])
+def test_unit_tests_under_qemu_user(arch, tmp_path):
+    cc, qemu = f"{arch}-linux-gnu-gcc", f"qemu-{arch}"
+    for tool in (cc, qemu):
+        assert shutil.which(tool), f"{tool} is missing: scripts/setup.sh installs it"
+    exe = tmp_path / "test_threads"
+    built = run([cc, "-O2", *WARNINGS, "-static", "-pthread", INCLUDE, TEST_C, THREADS_C, "-o", exe])
+    assert built.returncode == 0, built.stderr
+    proc = run([qemu, exe])
+    assert proc.returncode == 0 and "RXE_TESTS_PASSED" in proc.stdout, proc.stdout + proc.stderr
+
+
 CROSS = {
     "aarch64": ["aarch64-linux-gnu-gcc", "-mcpu=cortex-a72"],
     "armv7": ["arm-linux-gnueabihf-gcc", "-march=armv7-a", "-mfpu=neon", "-mfloat-abi=hard"],
@@ -95,8 +108,9 @@ def test_runner_threads_option(cnn, tmp_path):
         assert proc.returncode == 0 and "RXE_OK" in proc.stdout, proc.stderr
         (out,) = tensorfile.decode((tmp_path / "out.rxt").read_bytes())
         np.testing.assert_allclose(out, rxe.interpret(mod, x), rtol=1e-5, atol=1e-5)
-    for args, env, named in ((["--threads", "0"], {}, "--threads"), (["--threads", "2x"], {}, "--threads"),
-                             (["--threads", "17"], {}, "--threads"), ([], {"RXE_NUM_THREADS": "many"}, "RXE_NUM_THREADS")):
+    bad = [(["--threads", "0"], {}, "--threads"), (["--threads", "2x"], {}, "--threads"),
+           (["--threads", "17"], {}, "--threads"), ([], {"RXE_NUM_THREADS": "many"}, "RXE_NUM_THREADS")]
+    for args, env, named in bad:
         proc = run([art.runner, *args, tmp_path / "in.rxt", tmp_path / "out.rxt"], env=env)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert f"{named} must be an integer in [1, 16]" in proc.stderr, proc.stderr
