@@ -6,7 +6,7 @@ Works on a legalized module (graph functions whose dataflow blocks bind
 until nothing changes. The pattern of every program is read from its TIR
 (transform/pattern.py), and so is the pattern of every merged result, so
 rules compose into chains (GELU's five elementwise ops become one kernel;
-matmul + bias + GELU becomes one).
+matmul + bias + residual add becomes one).
 
 1. Inline (compute inline): a producer that is one loop nest storing one
    value per element (ELEMENTWISE, BROADCAST or INJECTIVE; asserts
@@ -17,8 +17,8 @@ matmul + bias + GELU becomes one).
    the block, each loads it at affine indices, and the recomputation is
    bounded: (total reads per element - 1) * arithmetic cost <= 4, where
    reads come from `reads_per_element` (a matmul re-reads each element of
-   an operand once per output column: unbounded). Pure data movement (cost
-   0: transpose, slice, broadcast_to) is inlined even into a matmul.
+   an operand once per output column: unbounded, so nothing costly is
+   inlined into it; pure data movement, cost 0, may be: see 4).
 2. Epilogue: the only user of a producer that is not inlined (REDUCTION or
    OUTPUT_FUSABLE: matmul, conv, softmax, layer_norm; or too costly to
    recompute) is applied at the producer's final store, when that user is
@@ -34,6 +34,13 @@ matmul + bias + GELU becomes one).
    checks those dims before the call, so they stay separate calls), values
    used outside the block's calls (function outputs, tuples, aliases,
    other blocks), which are still produced, and calls of other blocks.
+   With `vectorizable` (the default), two merges that measured slower on
+   the host C backend are not made, since the C compiler vectorizes a
+   matmul's loop over output columns only with its operand's layout and
+   without calls in the loop: pure data movement (transpose, slice) into a
+   consumer that re-reads it (matmul), and an epilogue with math calls
+   (erf, tanh, exp) onto an OUTPUT_FUSABLE producer. Without it, matmul +
+   bias + GELU and transpose + matmul become one kernel each.
 5. A fused program has attrs "op": "fused", "ops": the members' operators
    in order, "pattern": its analyzed pattern; its call's span joins the
    members' spans with "+", so profiles name the source nodes. It is named
@@ -54,7 +61,7 @@ from ..ir.expr import CallTensor, DataflowBlock, Function, GlobalVar, IRModule, 
 from ..ir.shape import Proof, as_expr, prove_equal, substitute
 from ..ir.visitor import ExprVisitor
 from ..legalize.common import broadcast_checks
-from ..tir.expr import Index, Load, ScalarVar
+from ..tir.expr import Index, Intrinsic, Load, ScalarVar
 from ..tir.stmt import Allocate, Assert, Buffer, For, IfThenElse, Let, Seq, Store, TensorProgram
 from ..tir.visit import map_expr, walk_stmt
 from .pattern import (Pattern, analyze, arith_cost, at_loop_vars, inline_form, loads_in, output_nest,
@@ -246,7 +253,8 @@ class _Refs(ExprVisitor):
 
 
 class _Fuser:
-    def __init__(self, mod: IRModule):
+    def __init__(self, mod: IRModule, vectorizable: bool):
+        self.vectorizable = vectorizable
         self.programs = dict(mod.tensor_programs)
         self.taken = set(mod.names())
         self.counts = collections.Counter()
@@ -300,7 +308,8 @@ class _Fuser:
             for buf in tmp:
                 n = reads_per_element(c.program, buf)
                 reads = None if n is None or reads is None else reads + n
-        if cost > 0 and (reads is None or (reads - 1) * cost > MAX_EXTRA_OPS):
+        if (reads is None and (cost > 0 or self.vectorizable)) or \
+                (reads is not None and (reads - 1) * cost > MAX_EXTRA_OPS):
             return None
         return [self.merged(_inline(producer, c, var, form), producer, c) for c in consumers]
 
@@ -313,6 +322,8 @@ class _Fuser:
         if not all(prove_equal(a, b) is Proof.YES for a, b in zip(var.type.shape, consumer.call.type.shape)):
             return None
         cloops, cvalue, casserts = form
+        if self.vectorizable and self.pattern(producer.program) is Pattern.OUTPUT_FUSABLE and _calls_math(cvalue):
+            return None
         tmp = {consumer.program.inputs[k] for k in consumer.positions(var)}
         for e in (cvalue, *_assert_exprs(casserts)):
             if any(ld.buffer in tmp and not at_loop_vars(ld, cloops) for ld in loads_in(e)):
@@ -397,6 +408,12 @@ def _all_exprs(s) -> list:
     return out
 
 
+def _calls_math(e) -> bool:
+    found = []
+    map_expr(e, lambda node: found.append(node) if isinstance(node, Intrinsic) else None)
+    return bool(found)
+
+
 def _assert_exprs(asserts) -> list:
     return [e for a in asserts for e in (a.cond, *a.values)]
 
@@ -417,9 +434,10 @@ class _Called(ExprVisitor):
         self.visit(b.value)
 
 
-def fuse(mod: IRModule) -> IRModule:
-    """The module with fusable calls merged (see the module's description)."""
-    fuser = _Fuser(mod)
+def fuse(mod: IRModule, vectorizable: bool = True) -> IRModule:
+    """The module with fusable calls merged (see the module's description;
+    `vectorizable=False` drops the guards of its point 4)."""
+    fuser = _Fuser(mod, vectorizable)
     functions = {name: fuser.function(f) for name, f in mod.functions.items()}
     before, after = _Called(mod.functions.values()).names, _Called(functions.values()).names
     programs = {name: p for name, p in fuser.programs.items()

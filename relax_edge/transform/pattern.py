@@ -65,10 +65,6 @@ class OutputNest:
     tail: object      # the innermost output loop's body (the whole nest when the output is a scalar)
     stages: tuple     # top-level statements before the nest (they write scratch)
 
-    @property
-    def vars(self) -> tuple:
-        return tuple(loop.var for loop in self.loops)
-
 
 # ------------------------------------------------------------ small walks
 
@@ -231,10 +227,10 @@ def _loop_vars(program: TensorProgram):
 
 
 def _reuses_inputs(program: TensorProgram) -> bool:
-    """Some input element is read, under a reduction loop, by several output
-    (or scratch) elements: an enclosing spatial variable is missing from the
-    load's indices, or one index mixes spatial and reduction variables (a
-    window)."""
+    """Some input element that a reduction runs over is read by several
+    output (or scratch) elements: an enclosing spatial variable is missing
+    from the load's indices, or one index mixes spatial and reduction
+    variables (a window)."""
     (every, spatial), inputs = _loop_vars(program), set(program.inputs)
     found = []
 
@@ -248,6 +244,8 @@ def _reuses_inputs(program: TensorProgram) -> bool:
                 if load.buffer not in inputs:
                     continue
                 used = _index_vars(load)
+                if not used & set(reduction):
+                    continue     # the same element for the whole reduction: a bias, a scalar
                 mixed = any(_window_vars(i, every, spatial) for i in load.indices)
                 found.append(bool(outer - used) or mixed)
     _walk_with_loops(program.body, visit)
