@@ -62,7 +62,7 @@ PASSES = {
 
 def default_passes(board=DEFAULT_BOARD) -> list:
     """The pass names `optimize` runs for `board`, in order."""
-    return ["fold_constants", "dce", "cse", "dispatch", "legalize", "dce", "schedule"]
+    return ["fold_constants", "dce", "cse", "dispatch", "legalize", "fuse", "dce", "schedule"]
 
 
 def optimize(mod: IRModule, board=DEFAULT_BOARD, passes=None, verify: bool = False,
