@@ -24,7 +24,7 @@ import numpy as np
 
 from ..ir.shape import as_expr, floordiv, min_expr
 
-MR, NR, KC, NC = 6, 16, 256, 384   # RXE_GEMM_MR, _NR, _KC, _NC
+MR, NR, KC, NC = 6, 16, 256, 512   # RXE_GEMM_MR, _NR, _KC, _NC
 ACT_NONE, ACT_RELU, ACT_RELU6 = 0, 1, 2
 
 

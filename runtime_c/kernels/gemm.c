@@ -263,9 +263,14 @@ typedef struct {
 
 static void pack_a(const float* a, int64_t lda, int64_t mr, int64_t kc, float* dst) {
   int64_t i, p;
+  if (mr == MR) { /* column by column: six loads, six adjacent stores */
+    for (p = 0; p < kc; ++p) {
+      for (i = 0; i < MR; ++i) dst[p * MR + i] = a[i * lda + p];
+    }
+    return;
+  }
   for (i = 0; i < MR; ++i) {
-    const float* row = a + i * lda;
-    for (p = 0; p < kc; ++p) dst[p * MR + i] = i < mr ? row[p] : 0.0f;
+    for (p = 0; p < kc; ++p) dst[p * MR + i] = i < mr ? a[i * lda + p] : 0.0f;
   }
 }
 

@@ -33,7 +33,7 @@ CONVS = {
     "groups2": (1, 8, 10, 12, 6, 3, 3, {"groups": 2, "padding": (1, 1, 1, 1)}),
     "depthwise": (2, 5, 9, 9, 5, 3, 3, {"groups": 5, "padding": (1, 1, 1, 1), "act": 2}),
     "depthwise_multiplier2": (1, 4, 8, 8, 8, 3, 3, {"groups": 4, "stride": (2, 2), "padding": (1, 1, 0, 0)}),
-    "beyond_kc_and_nc": (1, 64, 20, 21, 70, 3, 3, {"padding": (1, 1, 1, 1), "act": 1}),
+    "beyond_kc_and_nc": (1, 64, 20, 27, 70, 3, 3, {"padding": (1, 1, 1, 1), "act": 1}),
     "empty_kernel_window": (1, 0, 4, 4, 3, 3, 3, {"act": 1}),
 }
 

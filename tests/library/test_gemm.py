@@ -34,7 +34,7 @@ def test_dense_matches_numpy(host_kernels, m):
         assert_close(run_case(host_kernels, case), case)
 
 
-@pytest.mark.parametrize("m, n, k", [(40, 900, 700), (13, 385, 513), (1, 1000, 2048)])
+@pytest.mark.parametrize("m, n, k", [(40, 2 * K.NC + 5, 3 * K.KC - 1), (13, K.NC + 1, 2 * K.KC + 1), (1, 1000, 2048)])
 def test_dense_across_cache_blocks(host_kernels, m, n, k):
     case = dense_case(np.random.default_rng(1), m, n, k, act=2)
     assert_close(run_case(host_kernels, case), case)
@@ -56,7 +56,7 @@ def test_matmul_matches_numpy(host_kernels, m):
 
 
 @pytest.mark.parametrize("a_shared, b_shared", [(False, False), (True, False), (False, True), (True, True)])
-@pytest.mark.parametrize("m, n, k", [(7, 33, 17), (70, 800, 600)])
+@pytest.mark.parametrize("m, n, k", [(7, 33, 17), (70, K.NC + 100, K.KC + 90)])
 def test_batched_matmul_with_broadcast_strides(host_kernels, m, n, k, a_shared, b_shared):
     case = matmul_case(np.random.default_rng(3), 3, m, n, k, a_shared, b_shared)
     assert case[3].shape == (3, m, n)
@@ -112,7 +112,7 @@ def test_dense_packing_layout_and_inverse():
 
 
 def test_scratch_bytes_mirror_the_c_macro(tmp_path):
-    shapes = [(1, 1, 1), (5, 17, 300), (64, 1000, 64), (3, 384, 256), (2, 385, 257), (9, 9, 0)]
+    shapes = [(1, 1, 1), (5, 17, 300), (64, 1000, 64), (3, K.NC, K.KC), (2, K.NC + 1, K.KC + 1), (9, 9, 0)]
     program = tmp_path / "scratch.c"
     program.write_text('#include <stdio.h>\n#include "relax_edge/kernels.h"\nint main(void) {\n' + "".join(
         f'  printf("%llu\\n", (unsigned long long)RXE_LIB_MATMUL_SCRATCH_BYTES({m}, {n}, {k}));\n'

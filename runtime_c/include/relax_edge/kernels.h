@@ -39,7 +39,7 @@ extern "C" {
 #define RXE_GEMM_MR 6
 #define RXE_GEMM_NR 16
 #define RXE_GEMM_KC 256
-#define RXE_GEMM_NC 384
+#define RXE_GEMM_NC 512
 
 #define RXE_GEMM_MIN_(a, b) ((a) < (b) ? (a) : (b))
 #define RXE_GEMM_ROUND_NR_(x) (((x) + RXE_GEMM_NR - 1) / RXE_GEMM_NR * RXE_GEMM_NR)
