@@ -142,7 +142,29 @@ static void publish(unsigned chunks) {
   }
 }
 
+/* fork: the child gets none of the workers; the locks are held across the
+ * fork so that the child starts from a consistent, empty pool */
+static void before_fork(void) {
+  pthread_mutex_lock(&call_lock);
+  pthread_mutex_lock(&sleep_lock);
+}
+
+static void after_fork_in_parent(void) {
+  pthread_mutex_unlock(&sleep_lock);
+  pthread_mutex_unlock(&call_lock);
+}
+
+static void after_fork_in_child(void) {
+  started = 0;
+  store_word(&sleepers, 0);
+  pthread_cond_init(&wake, NULL);
+  pthread_cond_init(&done, NULL);
+  after_fork_in_parent();
+}
+
 static void start_workers(int count) {
+  static int fork_handlers;
+  if (!fork_handlers) fork_handlers = pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child) == 0;
   while (started < count) {
     worker_t* w = &workers[started + 1];
     w->index = started + 1;

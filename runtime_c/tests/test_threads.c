@@ -1,7 +1,8 @@
 /* Unit tests of the thread pool: chunks cover [0, n) exactly once, nested
  * calls run serially, the thread count is clamped, the pool shuts down and
- * restarts, concurrent callers are served. With RXE_NO_THREADS the same
- * checks hold with one thread. Prints "RXE_TESTS_PASSED <n> checks". */
+ * restarts, a forked child gets a pool of its own, concurrent callers are
+ * served. With RXE_NO_THREADS the same checks hold with one thread. Prints
+ * "RXE_TESTS_PASSED <n> checks". */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <string.h>
@@ -10,7 +11,9 @@
 
 #ifndef RXE_NO_THREADS
 #include <pthread.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 #endif
 
 static int checks = 0, failures = 0;
@@ -187,6 +190,27 @@ static void* caller_thread(void* arg) {
   return NULL;
 }
 
+/* A child made by fork runs parallel loops on a pool of its own. Built
+ * with RXE_TEST_SKIP_FORK for qemu-user, which cannot start threads in the
+ * forked child of a threaded process. */
+static void test_fork(void) {
+#ifndef RXE_TEST_SKIP_FORK
+  int status = -1;
+  pid_t child;
+  rxe_set_num_threads(3);
+  CHECK(parallel_sum(500) == 124750);
+  fflush(stdout);
+  child = fork();
+  if (child == 0) {
+    alarm(20); /* a child waiting for workers that did not follow the fork dies */
+    _exit(parallel_sum(600) == 179700 && parallel_sum(7) == 21 ? 0 : 1);
+  }
+  CHECK(child > 0 && waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(parallel_sum(501) == 125250);
+#endif
+}
+
 /* Two application threads call parallel_for at the same time. */
 static void test_concurrent_callers(void) {
   pthread_t a, b;
@@ -208,6 +232,7 @@ int main(void) {
   test_shutdown_restart();
 #ifndef RXE_NO_THREADS
   test_after_idle();
+  test_fork();
   test_concurrent_callers();
 #endif
   rxe_threads_shutdown();

@@ -50,7 +50,9 @@ void rxe_parallel_for(int64_t n, rxe_task_fn fn, void* ctx);
 int rxe_set_num_threads(int n);
 int rxe_get_num_threads(void);
 
-/* Join the pool's threads (optional; the next parallel call restarts it). */
+/* Join the pool's threads (optional; the next parallel call restarts it).
+ * Not from inside a task. A child process made by fork starts with an empty
+ * pool (no worker follows a fork). */
 void rxe_threads_shutdown(void);
 
 #ifdef __cplusplus
