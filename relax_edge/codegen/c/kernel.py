@@ -4,7 +4,9 @@ The expression walk is tir/render.py's; this file is the C table: operator
 formats, dtype names, integer floor division through kernel.h helpers
 (plain `/` and `%` where the prover shows the operands non-negative), exact
 float constants as hexadecimal literals, and math through RXE_* macros so a
-target without libm can use the runtime's own.
+target without libm can use the runtime's own. float32 exp, erf and tanh
+call kernel.h's libm-free rxe_f32_* functions, and their vector versions in
+vectorized loops, so every element gets the same result wherever it falls.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import math
 from ...errors import RelaxEdgeError
 from ...tir.expr import is_float
 from ...tir.render import Renderer
-from ...tir.expr import BinOp, Cast, Compare, Load, Select
+from ...tir.expr import BinOp, Cast, Compare, Intrinsic, Load, Select
 from ...tir.stmt import Allocate, Assert, For, IfThenElse, Let, Seq, Store, TensorProgram
 from ...transform.schedule import at_lane, depends_on, stride
 from ..abi import DTYPES
@@ -34,6 +36,9 @@ def c_type(dtype: str) -> str:
     if ctype is None:
         raise RelaxEdgeError(f"dtype {dtype} is not supported by the C backend")
     return ctype
+
+
+F32_MATH = ("exp", "erf", "tanh")   # kernel.h's rxe_f32_NAME and, per vector type T, T_NAME
 
 
 class CRenderer(Renderer):
@@ -88,6 +93,8 @@ class CRenderer(Renderer):
         return f"(({c_type(dst)})({x}))"
 
     def intrinsic(self, name, args, dtype):
+        if dtype == "float32" and name in F32_MATH:
+            return f"rxe_f32_{name}({args[0]})"
         suffix = "F" if dtype == "float32" else ""
         return f"RXE_{self.MATH[name]}{suffix}({', '.join(args)})"
 
@@ -118,7 +125,7 @@ typedef {mask} {T}_mask __attribute__((vector_size({size})));
 #define {T}_store(p, v) (*({T}_unaligned*)(p) = (v))
 #define {T}_dup(x) (({T}){{{dups}}})
 #define {T}_blend(m, a, b) (({T})((({T}_mask)(m) & ({T}_mask)(a)) | (~({T}_mask)(m) & ({T}_mask)(b))))
-#endif
+{math}#endif
 """
 _VECTOR_BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 _VECTOR_COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
@@ -128,8 +135,9 @@ _MASKS = {"float32": "int32_t", "float64": "int64_t"}
 class CVectorRenderer:
     """Expressions of a vectorized loop's body as GCC/Clang vector-extension
     C: contiguous loads and stores as whole vectors (unaligned, may_alias), arithmetic,
-    min/max and float compares/selects lane-wise; anything else (math,
-    gathers, integer work) element by element into a vector literal."""
+    min/max, float compares/selects and float32 exp/erf/tanh (kernel.h)
+    lane-wise; anything else (other math, gathers, integer work) element by
+    element into a vector literal."""
 
     def __init__(self, r: CRenderer, var, lanes: int, types: dict):
         self.r, self.var, self.lanes, self.types = r, var, lanes, types
@@ -138,8 +146,9 @@ class CVectorRenderer:
         name = f"rxe_v{self.lanes}{'f32' if dtype == 'float32' else 'f64'}"
         if name not in self.types:
             c = c_type(dtype)
+            math = f"RXE_VECTOR_MATH_F32({name})\n" if dtype == "float32" else ""
             self.types[name] = _VECTOR_TYPE.format(T=name, c=c, mask=_MASKS[dtype], dups=", ".join(["(x)"] * self.lanes),
-                                                   size=self.lanes * (4 if dtype == "float32" else 8))
+                                                   size=self.lanes * (4 if dtype == "float32" else 8), math=math)
         return name
 
     def vec(self, e) -> str:
@@ -166,6 +175,8 @@ class CVectorRenderer:
                 return f"{T}_blend({a} {'<' if e.op == 'min' else '>'} {b}, {a}, {b})", True
             if isinstance(e, Cast) and e.a.dtype in _MASKS:
                 return f"__builtin_convertvector({self.vec(e.a)}, {T})", True
+            if isinstance(e, Intrinsic) and e.dtype == "float32" and e.name in F32_MATH:
+                return f"{T}_{e.name}({self.vec(e.args[0])})", True
             if isinstance(e, Select) and not depends_on(e.cond, self.var):
                 return f"({self.r.expr(e.cond)} ? {self.vec(e.a)} : {self.vec(e.b)})", True
             if isinstance(e, Select) and isinstance(e.cond, Compare) and e.cond.a.dtype in _MASKS:
