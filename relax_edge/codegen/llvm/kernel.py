@@ -25,7 +25,10 @@
    `a < b ? a : b` / `a > b ? a : b` (RXE_MIN/RXE_MAX), math goes to LLVM
    intrinsics where they exist and to libm otherwise (tanh, erf); on targets
    without an OS every math function but fabs is the runtime's portable
-   rxe_* version, as kernel.h selects with RXE_NO_LIBM.
+   rxe_* version, as kernel.h selects with RXE_NO_LIBM. float32 exp, erf
+   and tanh are inline code (F32Math), scalar and vector alike: kernel.h's
+   RXE_F32_MATH template operation for operation, with its constants, so C
+   and LLVM kernels agree.
 """
 
 from __future__ import annotations
@@ -74,6 +77,15 @@ FREESTANDING_MATH = {
     "round": ("double", "rxe_round"),
 }
 INTRINSIC_SUFFIX = {"float32": "f32", "float64": "f64"}
+
+# kernel.h's RXE_F32_MATH constants (hexadecimal float32), polynomial coefficients highest degree first
+F32_EXP_POLY = ("0x1.a0d2cep-13", "0x1.6e879cp-10", "0x1.11121p-7", "0x1.555382p-5", "0x1.555554p-3", "0x1p-1")
+F32_ERF_SMALL = ("-0x1.39d988p-11", "0x1.472ae6p-8", "-0x1.b68828p-6", "0x1.ce1a2cp-4", "-0x1.8126e4p-2",
+                 "0x1.06eba6p-3")
+F32_ERF_BIG = ("0x1.b70a8p-20", "-0x1.81d0f8p-15", "0x1.3875c4p-11", "-0x1.379478p-8", "0x1.b0936ap-6",
+               "-0x1.c2b988p-4", "-0x1.438532p-1", "-0x1.2154cep+0", "0x1.460c3ap-12")
+F32_TANH_POLY = ("-0x1.75e1d4p-8", "0x1.52269cp-6", "-0x1.b83c5ap-5", "0x1.110726p-3", "-0x1.555532p-2")
+F32_EXP_CONSTANTS = {"log2e": "0x1.715476p+0", "round": "0x1.8p23", "ln2_hi": "0x1.62e4p-1", "ln2_lo": "0x1.7f7d1cp-20"}
 
 
 def llvm_type(dtype: str) -> ir.Type:
@@ -379,6 +391,8 @@ class KernelEmitter(IndexArithmetic):
         return value
 
     def intrinsic(self, name: str, args: list, dtype: str) -> ir.Value:
+        if dtype == "float32" and name in F32Math.NAMES:
+            return getattr(F32Math(self.b, args[0].type), name)(args[0])
         how, symbol = self.math[name]
         ftype = llvm_type(dtype)
         if how == "intrinsic":
@@ -481,6 +495,8 @@ class VectorEmitter:
                 x, to = self.vec(e.a), self.vtype(e.dtype)
                 return (b.fpext if BITS[e.dtype] > BITS[e.a.dtype] else b.fptrunc)(x, to) if e.a.dtype != e.dtype \
                     else x, True
+            if isinstance(e, Intrinsic) and e.dtype == "float32" and e.name in F32Math.NAMES:
+                return k.intrinsic(e.name, [self.vec(e.args[0])], e.dtype), True
             if isinstance(e, Select) and (not depends_on(e.cond, self.var) or
                                           isinstance(e.cond, Compare) and is_float(e.cond.a.dtype)):
                 cond = k.truth(k.expr(e.cond), e.cond.dtype) if not depends_on(e.cond, self.var) else \
@@ -490,6 +506,83 @@ class VectorEmitter:
         for lane in range(self.lanes):
             out = b.insert_element(out, k.expr(at_lane(e, self.var, lane)), ir.Constant(I32, lane))
         return out, True
+
+
+class F32Math:
+    """float32 exp, erf and tanh of a float or <L x float> value at builder
+    `b`: kernel.h's RXE_F32_MATH, the same operations in the same order."""
+
+    NAMES = ("exp", "erf", "tanh")
+
+    def __init__(self, b: ir.IRBuilder, ftype):
+        self.b, self.ftype = b, ftype
+        lanes = getattr(ftype, "count", None)
+        self.itype = I32 if lanes is None else ir.VectorType(I32, lanes)
+
+    def f(self, value) -> ir.Constant:
+        value = float.fromhex(value) if isinstance(value, str) else float(value)
+        return ir.Constant(self.ftype, [value] * self.ftype.count if isinstance(self.ftype, ir.VectorType) else value)
+
+    def i(self, value: int) -> ir.Constant:
+        return ir.Constant(self.itype, [value] * self.itype.count if isinstance(self.itype, ir.VectorType) else value)
+
+    def select(self, pred: str, a, b, then, otherwise):
+        return self.b.select(self.b.fcmp_ordered(pred, a, b), then, otherwise)
+
+    def horner(self, coeffs, x):
+        p = self.f(coeffs[0])
+        for c in coeffs[1:]:
+            p = self.b.fadd(self.b.fmul(p, x), self.f(c))
+        return p
+
+    def bits(self, x):
+        return self.b.bitcast(x, self.itype)
+
+    def exp(self, x):
+        b, k = self.b, F32_EXP_CONSTANTS
+        c = self.select(">", x, self.f(-104.0), x, self.f(-104.0))
+        c = self.select("<", c, self.f(89.0), c, self.f(89.0))
+        t = b.fadd(b.fmul(c, self.f(k["log2e"])), self.f(k["round"]))
+        kf = b.fsub(t, self.f(k["round"]))
+        n = b.sub(self.bits(t), self.i(0x4b400000))
+        r = b.fsub(c, b.fmul(kf, self.f(k["ln2_hi"])))
+        r = b.fsub(r, b.fmul(kf, self.f(k["ln2_lo"])))
+        p = b.fadd(b.fmul(self.horner(F32_EXP_POLY, r), b.fmul(r, r)), r)
+        p = b.fadd(p, self.f(1.0))
+        n1 = b.ashr(n, self.i(1))
+        y = b.fmul(p, b.bitcast(b.shl(b.add(n1, self.i(127)), self.i(23)), self.ftype))
+        y = b.fmul(y, b.bitcast(b.shl(b.add(b.sub(n, n1), self.i(127)), self.i(23)), self.ftype))
+        return self.select("==", x, x, y, x)
+
+    def _odd(self, x, small, big, split):
+        """sign(x) * (|x| < split ? small(|x|) : big(|x|))"""
+        b = self.b
+        a = b.bitcast(b.and_(self.bits(x), self.i(0x7fffffff)), self.ftype)
+        sign = b.xor(self.bits(x), self.bits(a))
+        y = self.select("<", a, self.f(split), small(a), big(a))
+        return b.bitcast(b.or_(self.bits(y), sign), self.ftype)
+
+    def erf(self, x):
+        b = self.b
+
+        def small(a):
+            return b.fadd(a, b.fmul(a, self.horner(F32_ERF_SMALL, b.fmul(a, a))))
+
+        def big(a):
+            c = self.select(">", a, self.f(3.925), self.f(3.925), a)
+            return b.fsub(self.f(1.0), self.exp(self.horner(F32_ERF_BIG, c)))
+        return self._odd(x, small, big, 0.921875)
+
+    def tanh(self, x):
+        b = self.b
+
+        def small(a):
+            z = b.fmul(a, a)
+            return b.fadd(a, b.fmul(b.fmul(a, z), self.horner(F32_TANH_POLY, z)))
+
+        def big(a):
+            return b.fsub(self.f(1.0), b.fdiv(self.f(2.0), b.fadd(self.exp(b.fadd(a, a)), self.f(1.0))))
+        return self._odd(x, small, big, 0.625)
 
 
 def emit_kernels(programs: dict, freestanding: bool, name: str = "kernels") -> ir.Module:
