@@ -29,7 +29,7 @@ def test_bench_mobilenet_on_three_boards(tmp_path):
                                    "--build-dir", str(tmp_path / f"b{k}"), "--warmup", "0", "--repeat", "1",
                                    "--profile", "--json", str(out)], capture_output=True, text=True, timeout=900)
             assert proc.returncode == 0, proc.stderr[-2000:]
-            assert "top kernels" in proc.stdout and "k_conv2d" in proc.stdout
+            assert "top kernels" in proc.stdout and "rxe_lib_conv2d_f32" in proc.stdout
             data = json.loads(out.read_text())
             prof = data["profile"]
             assert abs(prof["kernels_ms"] - prof["run_ms"]) <= 0.10 * prof["run_ms"]

@@ -45,7 +45,7 @@ def test_run_benchmark_profile_everywhere(cnn, sshd, tmp_path):
             assert stats["min_ms"] <= stats["median_ms"] <= stats["max_ms"] and stats["min_ms"] > 0
             prof = m.profile(x)
             names = {r["kernel"] for r in prof["rows"]}
-            assert {"k_conv2d", "k_matmul"} <= names and all(r["calls"] == 1 for r in prof["rows"])
+            assert {"rxe_lib_conv2d_f32", "rxe_lib_dense_f32"} <= names and all(r["calls"] == 1 for r in prof["rows"])
             assert abs(sum(r["share"] for r in prof["rows"]) - 1) < 1e-9
             # the kernels account for the run: within 10% of the measured run time
             assert abs(prof["kernels_ms"] - prof["run_ms"]) <= 0.10 * prof["run_ms"]
