@@ -1,7 +1,7 @@
 """dispatch: library micro-kernels for the operators that have one.
 
-Runs on operator-level graph functions (before legalize). In each dataflow
-block it rewrites these patterns into `call_extern` of a kernel of
+Runs on operator-level graph functions (before legalize). In each binding
+block (operators are pure, dataflow or not) it rewrites these patterns into `call_extern` of a kernel of
 runtime_c/kernels (relax_edge/library), the intermediate values of a pattern
 being used by the next operator only:
 
@@ -97,8 +97,6 @@ class _Dispatcher:
 
     # -- the block ----------------------------------------------------------------
     def block(self, block, env, uses, outputs):
-        if not isinstance(block, DataflowBlock):
-            return block
         bindings = list(block.bindings)
         value_of = {b.var: b.value for b in bindings if isinstance(b, VarBinding)}
         absorbed, replaced = set(), {}
@@ -123,7 +121,7 @@ class _Dispatcher:
                 out.append(VarBinding(b.var, replaced[b.var]))
             elif b.var not in absorbed:
                 out.append(b)
-        return DataflowBlock(out)
+        return type(block)(out)
 
     def match(self, b, value_of, single_user, env):
         """(binding var to replace, absorbed vars, call) for a pattern that

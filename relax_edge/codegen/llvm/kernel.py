@@ -85,7 +85,8 @@ F32_ERF_SMALL = ("-0x1.39d988p-11", "0x1.472ae6p-8", "-0x1.b68828p-6", "0x1.ce1a
 F32_ERF_BIG = ("0x1.b70a8p-20", "-0x1.81d0f8p-15", "0x1.3875c4p-11", "-0x1.379478p-8", "0x1.b0936ap-6",
                "-0x1.c2b988p-4", "-0x1.438532p-1", "-0x1.2154cep+0", "0x1.460c3ap-12")
 F32_TANH_POLY = ("-0x1.75e1d4p-8", "0x1.52269cp-6", "-0x1.b83c5ap-5", "0x1.110726p-3", "-0x1.555532p-2")
-F32_EXP_CONSTANTS = {"log2e": "0x1.715476p+0", "round": "0x1.8p23", "ln2_hi": "0x1.62e4p-1", "ln2_lo": "0x1.7f7d1cp-20"}
+F32_EXP_CONSTANTS = {"log2e": "0x1.715476p+0", "round": "0x1.8p23", "ln2_hi": "0x1.62e4p-1", "ln2_lo": "0x1.7f7d1cp-20",
+                     "flush": "-0x1.5d589ep+6"}
 
 
 def llvm_type(dtype: str) -> ir.Type:
@@ -540,7 +541,7 @@ class F32Math:
 
     def exp(self, x):
         b, k = self.b, F32_EXP_CONSTANTS
-        c = self.select(">", x, self.f(-104.0), x, self.f(-104.0))
+        c = self.select(">", x, self.f(k["flush"]), x, self.f(k["flush"]))
         c = self.select("<", c, self.f(89.0), c, self.f(89.0))
         t = b.fadd(b.fmul(c, self.f(k["log2e"])), self.f(k["round"]))
         kf = b.fsub(t, self.f(k["round"]))
@@ -552,6 +553,7 @@ class F32Math:
         n1 = b.ashr(n, self.i(1))
         y = b.fmul(p, b.bitcast(b.shl(b.add(n1, self.i(127)), self.i(23)), self.ftype))
         y = b.fmul(y, b.bitcast(b.shl(b.add(b.sub(n, n1), self.i(127)), self.i(23)), self.ftype))
+        y = self.select(">", x, self.f(k["flush"]), y, self.f(0.0))
         return self.select("==", x, x, y, x)
 
     def _odd(self, x, small, big, split):
