@@ -166,7 +166,8 @@ class Toolchain:
         flags = [f for f in t.cflags if not (opt_level and f.startswith("-O"))]
         if opt_level:
             flags.insert(0, opt_level)
-        base = ["-std=c99", "-Wall", "-Wextra", f"-I{RUNTIME_DIR / 'include'}"]
+        # -fno-math-errno: sqrt and friends inline as instructions (nothing reads errno)
+        base = ["-std=c99", "-Wall", "-Wextra", "-fno-math-errno", f"-I{RUNTIME_DIR / 'include'}"]
         if t.freestanding:
             base += ["-DRXE_NO_LIBM", "-DRXE_NO_THREADS", "-ffunction-sections", "-fdata-sections"]
         else:
