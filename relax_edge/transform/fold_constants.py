@@ -20,6 +20,9 @@
    compose to the identity, all become `x`. A variable that outlives its
    dataflow block and would become a dataflow variable is bound to it
    instead (`gv = lv`).
+4. Strength reduction (not bit-exact, within an ulp or two): `x ** 2` and
+   `x ** 3` by a constant exponent become products, `x ** 0.5` a sqrt
+   (GELU's tanh form computes `x ** 3` per element).
 
 Does not fold calls of tensor programs, externs or graph functions, calls
 with symbolic attributes or results of unknown or symbolic shape, or `if`
@@ -39,7 +42,7 @@ from ..ir.expr import (BindingBlock, Call, Constant, DataflowVar, Function, IRMo
                        Var, VarBinding)
 from ..ir.types import TensorType
 from ..ir.visitor import ExprMutator, ExprVisitor
-from ..op.registry import Op
+from ..op.registry import Op, make_call
 
 __all__ = ["fold_constants", "DEFAULT_MAX_BYTES"]
 
@@ -87,6 +90,26 @@ def _identity(call: Call, producers: dict):
     return None
 
 
+def _strength_reduce(var, call: Call):
+    """`x ** 2` and `x ** 3` as products, `x ** 0.5` as sqrt (the exponent a
+    constant of equal elements that broadcasts nothing), as bindings, or None."""
+    if call.op.name != "power" or not isinstance(call.args[1], Constant):
+        return None
+    x, e = call.args
+    if x.type != call.type or call.type.dtype not in ("float32", "float64") or e.data.size == 0:
+        return None
+    exponent = float(e.data.reshape(-1)[0])
+    if not np.all(e.data == exponent) or exponent not in (0.5, 2.0, 3.0):
+        return None
+    if exponent == 0.5:
+        return [VarBinding(var, make_call("sqrt", [x], span=call.span))]
+    square = make_call("multiply", [x, x], span=call.span)
+    if exponent == 2.0:
+        return [VarBinding(var, square)]
+    sq = type(var)(f"{var.name}_sq", square.type)
+    return [VarBinding(sq, square), VarBinding(var, make_call("multiply", [sq, x], span=call.span))]
+
+
 class _Folder(ExprMutator):
     """One folding walk; `refused` variables stay calls. `made` records, for
     each constant it creates, the variable it replaced and its arguments."""
@@ -109,6 +132,9 @@ class _Folder(ExprMutator):
                 self.made[folded] = (b.var, call.args)
         replacement = folded if folded is not None else _identity(call, self.producers)
         if replacement is None:
+            cheaper = _strength_reduce(b.var, call)
+            if cheaper is not None:
+                return cheaper
             self.producers[b.var] = call
             return [b] if call is b.value else [VarBinding(b.var, call)]
         if isinstance(replacement, DataflowVar) and not isinstance(b.var, DataflowVar):

@@ -228,3 +228,19 @@ def test_onnx_models(name, bounds):
                         actual if isinstance(actual, tuple) else [actual]):
             assert a.shape == e.shape and a.dtype == e.dtype
             np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("exponent, ops", [(2.0, ["multiply"]), (3.0, ["multiply", "multiply"]), (0.5, ["sqrt"]),
+                                           (1.5, ["power"])])
+def test_power_by_a_small_constant_becomes_products(exponent, ops):
+    x = Var("x", TensorType((n, 4)))
+    mod = module([x], lambda bb, x: op.exp(bb.emit(make_call("power", [x, Constant(np.float32(exponent))]))))
+    folded = fold_constants(mod)
+    assert [b.value.op.name for b in bindings(folded)][:-1] == ops
+    check_same_results(mod, folded)
+
+
+def test_power_that_broadcasts_is_kept():
+    x = Var("x", TensorType((n, 1)))
+    mod = module([x], lambda bb, x: make_call("power", [x, Constant(np.full((1, 3), 2.0, np.float32))]))
+    assert [b.value.op.name for b in bindings(fold_constants(mod))] == ["power"]
