@@ -13,50 +13,75 @@ typedef struct {
   int64_t stride_h, stride_w, pad_top, pad_left, dil_h, dil_w;
 } im2col_t;
 
-/* Columns t of a run of output pixels in one output row read input columns
- * ix + t*stride; those inside [0, w) are t in [lo, hi). */
-static void copy_run(const float* row, int64_t ix, int64_t stride, int64_t w, int64_t len, float* out) {
-  int64_t lo = ix >= 0 ? 0 : (-ix + stride - 1) / stride, hi = ix >= w ? 0 : (w - ix + stride - 1) / stride, t;
-  if (hi > len) hi = len;
-  if (lo > hi) lo = hi;
-  for (t = 0; t < lo; ++t) out[t] = 0.0f;
-  if (stride == 1) {
-    for (t = lo; t < hi; ++t) out[t] = row[ix + t];
-  } else {
-    for (t = lo; t < hi; ++t) out[t] = row[ix + t * stride];
-  }
-  for (t = hi; t < len; ++t) out[t] = 0.0f;
+static int64_t clamp(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+static void zero(float* o, int64_t n) {
+  int64_t t;
+  for (t = 0; t < n; ++t) o[t] = 0.0f;
 }
 
-/* Rows of B are (channel, ky, kx); columns are output pixels (oy, ox),
- * taken as runs that lie in one output row. */
+/* Row (ci, ky, kx) of B for nr output pixels from (oy, ox) on, into out:
+ * runs of pixels in one output row, each a copy of input row iy (zeros
+ * where iy or the input column is outside the input). */
+static void im2col_row(const im2col_t* s, const float* xc, int64_t ky, int64_t kx, int64_t oy, int64_t ox,
+                       int64_t nr, float* out) {
+  int64_t sw = s->stride_w, ix0 = kx * s->dil_w - s->pad_left; /* the input column of ox = 0 */
+  /* ox in [lo, hi) reads an input column in [0, w) */
+  int64_t hi = clamp((s->w - ix0 + sw - 1) / sw, 0, s->ow), lo = clamp((-ix0 + sw - 1) / sw, 0, hi);
+  int64_t j, len, t;
+  for (j = 0; j < nr; j += len, ox = 0, ++oy) {
+    int64_t iy = oy * s->stride_h - s->pad_top + ky * s->dil_h, a, b;
+    const float* src;
+    float* o = out + j;
+    len = s->ow - ox < nr - j ? s->ow - ox : nr - j;
+    if (iy < 0 || iy >= s->h) {
+      zero(o, len);
+      continue;
+    }
+    a = clamp(lo - ox, 0, len);
+    b = clamp(hi - ox, a, len);
+    src = xc + iy * s->w + ix0 + (ox + a) * sw;
+    zero(o, a);
+    if (sw == 1) {
+      for (t = 0; t < b - a; ++t) o[a + t] = src[t];
+    } else if (sw == 2) {
+      for (t = 0; t < b - a; ++t) o[a + t] = src[2 * t];
+    } else {
+      for (t = 0; t < b - a; ++t) o[a + t] = src[t * sw];
+    }
+    zero(o + b, len - b);
+  }
+}
+
+/* Copy row p of a run of panels from row, nr floats (zeros past nr). */
+static void scatter_row(const float* row, int64_t nr, int64_t kc, int64_t p, float* dst) {
+  int64_t q, j;
+  for (q = 0; (q + 1) * NR <= nr; ++q) {
+    for (j = 0; j < NR; ++j) dst[(q * kc + p) * NR + j] = row[q * NR + j];
+  }
+  if (q * NR < nr) {
+    float* out = dst + (q * kc + p) * NR;
+    for (j = 0; j < NR; ++j) out[j] = q * NR + j < nr ? row[q * NR + j] : 0.0f;
+  }
+}
+
+/* Rows of B are (channel, ky, kx); columns are output pixels (oy, ox).
+ * Each row is built whole in a buffer, then cut into the panels. */
 static void pack_im2col(const void* ctx, int64_t p0, int64_t kc, int64_t j0, int64_t nr, float* dst) {
   const im2col_t* s = (const im2col_t*)ctx;
-  int64_t run_start[NR + 1], run_iy[NR], run_ix[NR];
-  int64_t ci = p0 / (s->kh * s->kw), ky = p0 / s->kw % s->kh, kx = p0 % s->kw, p, j, r, runs = 0;
-  for (j = 0; j < nr; j += s->ow - (j0 + j) % s->ow) {
-    run_start[runs] = j;
-    run_iy[runs] = (j0 + j) / s->ow * s->stride_h - s->pad_top;
-    run_ix[runs++] = (j0 + j) % s->ow * s->stride_w - s->pad_left;
-  }
-  run_start[runs] = nr;
-  for (p = 0; p < kc; ++p) {
-    const float* xc = s->x + ci * s->h * s->w;
-    float* out = dst + p * NR;
-    for (r = 0; r < runs; ++r) {
-      int64_t iy = run_iy[r] + ky * s->dil_h, len = run_start[r + 1] - run_start[r];
-      if (iy >= 0 && iy < s->h) {
-        copy_run(xc + iy * s->w, run_ix[r] + kx * s->dil_w, s->stride_w, s->w, len, out + run_start[r]);
-      } else {
-        for (j = 0; j < len; ++j) out[run_start[r] + j] = 0.0f;
-      }
-    }
-    for (j = nr; j < NR; ++j) out[j] = 0.0f;
-    if (++kx == s->kw) {
-      kx = 0;
-      if (++ky == s->kh) {
-        ky = 0;
-        ++ci;
+  float row[RXE_GEMM_NC];
+  int64_t ci = p0 / (s->kh * s->kw), ky = p0 / s->kw % s->kh, kx = p0 % s->kw, p, j;
+  for (j = 0; j < nr; j += RXE_GEMM_NC) {
+    int64_t len = nr - j < RXE_GEMM_NC ? nr - j : RXE_GEMM_NC, c = ci, y = ky, x = kx;
+    for (p = 0; p < kc; ++p) {
+      im2col_row(s, s->x + c * s->h * s->w, y, x, (j0 + j) / s->ow, (j0 + j) % s->ow, len, row);
+      scatter_row(row, len, kc, p, dst + j / NR * kc * NR);
+      if (++x == s->kw) {
+        x = 0;
+        if (++y == s->kh) {
+          y = 0;
+          ++c;
+        }
       }
     }
   }
@@ -65,12 +90,8 @@ static void pack_im2col(const void* ctx, int64_t p0, int64_t kc, int64_t j0, int
 /* 1x1, stride 1, no padding: B is the group's input, (cg, h*w) row-major. */
 static void pack_pointwise(const void* ctx, int64_t p0, int64_t kc, int64_t j0, int64_t nr, float* dst) {
   const im2col_t* s = (const im2col_t*)ctx;
-  int64_t hw = s->h * s->w, p, j;
-  for (p = 0; p < kc; ++p) {
-    const float* row = s->x + (p0 + p) * hw + j0;
-    float* out = dst + p * NR;
-    for (j = 0; j < NR; ++j) out[j] = j < nr ? row[j] : 0.0f;
-  }
+  int64_t p;
+  for (p = 0; p < kc; ++p) scatter_row(s->x + (p0 + p) * s->h * s->w + j0, nr, kc, p, dst);
 }
 
 rxe_status_t rxe_lib_conv2d_f32(const float* x, const float* w_packed, const float* bias, float* y,

@@ -314,12 +314,9 @@ static void compute_task(void* ctx, int64_t begin, int64_t end, int thread) {
 static void pack_task(void* ctx, int64_t begin, int64_t end, int thread) {
   const block_t* blk = (const block_t*)ctx;
   const rxe_gemm_t* g = blk->g;
-  int64_t q;
+  int64_t j = begin * NR, nr = blk->nc - j < (end - begin) * NR ? blk->nc - j : (end - begin) * NR;
   (void)thread;
-  for (q = begin; q < end; ++q) {
-    int64_t j = q * NR, nr = blk->nc - j < NR ? blk->nc - j : NR;
-    g->pack_b(g->b_ctx, blk->pc, blk->kc, blk->jc + j, nr, g->scratch + q * blk->kc * NR);
-  }
+  g->pack_b(g->b_ctx, blk->pc, blk->kc, blk->jc + j, nr, g->scratch + begin * blk->kc * NR);
 }
 
 static void run_tasks(int parallel, int64_t n, rxe_task_fn fn, void* ctx) {
@@ -373,14 +370,17 @@ typedef struct {
 
 static void pack_row_major(const void* ctx, int64_t p0, int64_t kc, int64_t j0, int64_t nr, float* dst) {
   const row_major_t* src = (const row_major_t*)ctx;
-  int64_t p, j;
-  for (p = 0; p < kc; ++p) {
-    const float* row = src->b + (p0 + p) * src->ldb + j0;
-    float* out = dst + p * NR;
-    if (nr == NR) {
-      for (j = 0; j < NR; ++j) out[j] = row[j];
-    } else {
-      for (j = 0; j < NR; ++j) out[j] = j < nr ? row[j] : 0.0f;
+  int64_t q, p, j;
+  for (q = 0; q * NR < nr; ++q) {
+    int64_t width = nr - q * NR < NR ? nr - q * NR : NR;
+    for (p = 0; p < kc; ++p) {
+      const float* row = src->b + (p0 + p) * src->ldb + j0 + q * NR;
+      float* out = dst + (q * kc + p) * NR;
+      if (width == NR) {
+        for (j = 0; j < NR; ++j) out[j] = row[j];
+      } else {
+        for (j = 0; j < NR; ++j) out[j] = j < width ? row[j] : 0.0f;
+      }
     }
   }
 }

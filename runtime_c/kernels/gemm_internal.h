@@ -8,7 +8,7 @@
  * a_packed + r*a_panel_stride, column p of it at + p*MR).
  * B is either already packed in column panels of NR (b_packed: panel j at
  * b_packed + j*b_panel_stride, row p at + p*NR) or packed block by block into
- * scratch (KC*NC floats) by pack_b.
+ * scratch (KC*NC floats) by pack_b, a run of column panels per call.
  * The epilogue adds row_bias[i] and/or col_bias[j] (either may be NULL) and
  * applies act, after the last k block.
  */
@@ -17,8 +17,9 @@
 
 #include "relax_edge/kernels.h"
 
-/* Pack rows [p0, p0+kc) and columns [j0, j0+nr) (nr <= NR) of B into dst as
- * kc rows of NR floats, zeros past nr. */
+/* Pack rows [p0, p0+kc) and columns [j0, j0+nr) of B into dst as
+ * ceil(nr/NR) column panels of kc rows x NR floats (panel q at dst +
+ * q*kc*NR), zeros past nr. */
 typedef void (*rxe_gemm_pack_fn)(const void* ctx, int64_t p0, int64_t kc, int64_t j0, int64_t nr,
                                  float* dst);
 
