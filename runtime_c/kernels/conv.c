@@ -102,6 +102,7 @@ rxe_status_t rxe_lib_conv2d_f32(const float* x, const float* w_packed, const flo
   rxe_gemm_t g;
   im2col_t src;
   int64_t cg, og, kg, ni, gi;
+  int pointwise, in_place;
   if (!RXE_ACT_VALID(act)) {
     return rxe_error_set(err, RXE_ERR_INTERNAL,
                          "rxe_lib_conv2d_f32: act %d is not 0 (none), 1 (relu) or 2 (relu6)", act);
@@ -144,10 +145,13 @@ rxe_status_t rxe_lib_conv2d_f32(const float* x, const float* w_packed, const flo
   g.a = NULL;
   g.lda = 0;
   g.a_panel_stride = kg * RXE_GEMM_MR;
+  pointwise = kh == 1 && kw == 1 && stride_h == 1 && stride_w == 1 && pad_top == 0 && pad_left == 0 && oh == h &&
+              ow == w;
+  in_place = pointwise && h * w % NR == 0; /* B is x itself, read in whole panels */
   g.b_packed = NULL;
-  g.b_panel_stride = 0;
-  g.pack_b = kh == 1 && kw == 1 && stride_h == 1 && stride_w == 1 && pad_top == 0 && pad_left == 0 &&
-                     oh == h && ow == w ? pack_pointwise : pack_im2col;
+  g.b_panel_stride = in_place ? NR : 0;
+  g.ldb = in_place ? h * w : NR;
+  g.pack_b = pointwise ? pack_pointwise : pack_im2col;
   g.b_ctx = &src;
   g.scratch = scratch;
   g.ldc = oh * ow;
@@ -156,6 +160,7 @@ rxe_status_t rxe_lib_conv2d_f32(const float* x, const float* w_packed, const flo
   for (ni = 0; ni < n; ++ni) {
     for (gi = 0; gi < groups; ++gi) {
       src.x = x + (ni * c + gi * cg) * h * w;
+      if (in_place) g.b_packed = src.x;
       g.a_packed = w_packed + gi * ((og + RXE_GEMM_MR - 1) / RXE_GEMM_MR) * g.a_panel_stride;
       g.c = y + (ni * o + gi * og) * oh * ow;
       g.row_bias = bias ? bias + gi * og : NULL;

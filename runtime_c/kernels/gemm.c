@@ -42,9 +42,9 @@ static void epilogue_scalar(const float* t, float* c, int64_t ldc, int64_t mr, i
   }
 }
 
-/* ukernel(kc, a, b, c, ldc, e): the full MR x NR tile c = epilogue(a @ b),
- * a packed as kc columns of MR, b as kc rows of NR.
- * ukernel_rows(kc, mr, a, b, t): the sums of the first mr rows only, into t
+/* ukernel(kc, a, b, ldb, c, ldc, e): the full MR x NR tile c = epilogue(a @ b),
+ * a packed as kc columns of MR, b as kc rows of NR floats ldb apart.
+ * ukernel_rows(kc, mr, a, b, ldb, t): the sums of the first mr rows only, into t
  * (row stride NR), for tiles of few rows (dense layers with a small batch). */
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -86,9 +86,10 @@ static void store_row_avx2(float* c, __m256 v0, __m256 v1, int i, const epilogue
   b1 = _mm256_loadu_ps(b + 8);                                                    \
   FMA_ROW(0); FMA_ROW(1); FMA_ROW(2); FMA_ROW(3); FMA_ROW(4); FMA_ROW(5);         \
   a += MR;                                                                        \
-  b += NR
+  b += ldb
 
-static void ukernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, const epilogue_t* e) {
+static void ukernel(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
+                    const epilogue_t* e) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, b0, b1, t;
   int64_t p;
@@ -110,7 +111,7 @@ static void ukernel(int64_t kc, const float* a, const float* b, float* c, int64_
 }
 
 /* Row by row, the sums of each half in four interleaved chains. */
-static void ukernel_rows(int64_t kc, int64_t mr, const float* a, const float* b, float* t) {
+static void ukernel_rows(int64_t kc, int64_t mr, const float* a, const float* b, int64_t ldb, float* t) {
   int64_t i, p;
   for (i = 0; i < mr; ++i) {
     __m256 s[8], x;
@@ -119,14 +120,14 @@ static void ukernel_rows(int64_t kc, int64_t mr, const float* a, const float* b,
     for (p = 0; p + 4 <= kc; p += 4) {
       for (u = 0; u < 4; ++u) {
         x = _mm256_broadcast_ss(a + (p + u) * MR + i);
-        s[2 * u] = _mm256_fmadd_ps(x, _mm256_loadu_ps(b + (p + u) * NR), s[2 * u]);
-        s[2 * u + 1] = _mm256_fmadd_ps(x, _mm256_loadu_ps(b + (p + u) * NR + 8), s[2 * u + 1]);
+        s[2 * u] = _mm256_fmadd_ps(x, _mm256_loadu_ps(b + (p + u) * ldb), s[2 * u]);
+        s[2 * u + 1] = _mm256_fmadd_ps(x, _mm256_loadu_ps(b + (p + u) * ldb + 8), s[2 * u + 1]);
       }
     }
     for (; p < kc; ++p) {
       x = _mm256_broadcast_ss(a + p * MR + i);
-      s[0] = _mm256_fmadd_ps(x, _mm256_loadu_ps(b + p * NR), s[0]);
-      s[1] = _mm256_fmadd_ps(x, _mm256_loadu_ps(b + p * NR + 8), s[1]);
+      s[0] = _mm256_fmadd_ps(x, _mm256_loadu_ps(b + p * ldb), s[0]);
+      s[1] = _mm256_fmadd_ps(x, _mm256_loadu_ps(b + p * ldb + 8), s[1]);
     }
     _mm256_storeu_ps(t + i * NR, _mm256_add_ps(_mm256_add_ps(s[0], s[2]), _mm256_add_ps(s[4], s[6])));
     _mm256_storeu_ps(t + i * NR + 8, _mm256_add_ps(_mm256_add_ps(s[1], s[3]), _mm256_add_ps(s[5], s[7])));
@@ -136,7 +137,8 @@ static void ukernel_rows(int64_t kc, int64_t mr, const float* a, const float* b,
 #elif defined(__aarch64__)
 #include <arm_neon.h>
 
-static void ukernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, const epilogue_t* e) {
+static void ukernel(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
+                    const epilogue_t* e) {
   float32x4_t acc[MR][4];
   int64_t p;
   int i, j;
@@ -162,7 +164,7 @@ static void ukernel(int64_t kc, const float* a, const float* b, float* c, int64_
     NEON_ROW(5, , 45, 1);
 #undef NEON_ROW
     a += MR;
-    b += NR;
+    b += ldb;
   }
 #pragma GCC unroll 6
   for (i = 0; i < MR; ++i) {
@@ -183,7 +185,7 @@ static void ukernel(int64_t kc, const float* a, const float* b, float* c, int64_
 }
 
 /* Row by row, the sums of each quarter in two interleaved chains. */
-static void ukernel_rows(int64_t kc, int64_t mr, const float* a, const float* b, float* t) {
+static void ukernel_rows(int64_t kc, int64_t mr, const float* a, const float* b, int64_t ldb, float* t) {
   int64_t i, p;
   int j;
   for (i = 0; i < mr; ++i) {
@@ -194,13 +196,13 @@ static void ukernel_rows(int64_t kc, int64_t mr, const float* a, const float* b,
       float x0 = a[p * MR + i], x1 = a[(p + 1) * MR + i];
 #pragma GCC unroll 4
       for (j = 0; j < 4; ++j) {
-        s0[j] = vfmaq_n_f32(s0[j], vld1q_f32(b + p * NR + 4 * j), x0);
-        s1[j] = vfmaq_n_f32(s1[j], vld1q_f32(b + (p + 1) * NR + 4 * j), x1);
+        s0[j] = vfmaq_n_f32(s0[j], vld1q_f32(b + p * ldb + 4 * j), x0);
+        s1[j] = vfmaq_n_f32(s1[j], vld1q_f32(b + (p + 1) * ldb + 4 * j), x1);
       }
     }
     if (p < kc) {
 #pragma GCC unroll 4
-      for (j = 0; j < 4; ++j) s0[j] = vfmaq_n_f32(s0[j], vld1q_f32(b + p * NR + 4 * j), a[p * MR + i]);
+      for (j = 0; j < 4; ++j) s0[j] = vfmaq_n_f32(s0[j], vld1q_f32(b + p * ldb + 4 * j), a[p * MR + i]);
     }
 #pragma GCC unroll 4
     for (j = 0; j < 4; ++j) vst1q_f32(t + i * NR + 4 * j, vaddq_f32(s0[j], s1[j]));
@@ -209,7 +211,7 @@ static void ukernel_rows(int64_t kc, int64_t mr, const float* a, const float* b,
 
 #else
 /* Generic C: 2 x 8 sub-tiles keep the sums in registers on scalar FPUs. */
-static void ukernel_rows(int64_t kc, int64_t mr, const float* a, const float* b, float* t) {
+static void ukernel_rows(int64_t kc, int64_t mr, const float* a, const float* b, int64_t ldb, float* t) {
   int64_t p, i0;
   int j0, i, j;
   for (i0 = 0; i0 < mr; i0 += 2) {
@@ -217,7 +219,7 @@ static void ukernel_rows(int64_t kc, int64_t mr, const float* a, const float* b,
       float s[2][8] = {{0.0f}};
       for (p = 0; p < kc; ++p) {
         const float* ap = a + p * MR + i0;
-        const float* bp = b + p * NR + j0;
+        const float* bp = b + p * ldb + j0;
         for (i = 0; i < 2; ++i) {
           for (j = 0; j < 8; ++j) s[i][j] += ap[i] * bp[j];
         }
@@ -229,26 +231,27 @@ static void ukernel_rows(int64_t kc, int64_t mr, const float* a, const float* b,
   }
 }
 
-static void ukernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, const epilogue_t* e) {
+static void ukernel(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
+                    const epilogue_t* e) {
   float t[MR * NR];
-  ukernel_rows(kc, MR, a, b, t);
+  ukernel_rows(kc, MR, a, b, ldb, t);
   epilogue_scalar(t, c, ldc, MR, NR, e);
 }
 #endif
 
 /* One tile of c, mr x nr (<= MR x NR): partial tiles go through a local tile. */
-static void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr, int64_t nr,
-                 const epilogue_t* e) {
+static void tile(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr,
+                 int64_t nr, const epilogue_t* e) {
   static const epilogue_t sums = {1, 0, RXE_ACT_NONE, NULL, NULL};
   float t[MR * NR];
   if (mr == MR && nr == NR) {
-    ukernel(kc, a, b, c, ldc, e);
+    ukernel(kc, a, b, ldb, c, ldc, e);
     return;
   }
   if (2 * mr <= MR) {
-    ukernel_rows(kc, mr, a, b, t);
+    ukernel_rows(kc, mr, a, b, ldb, t);
   } else {
-    ukernel(kc, a, b, t, NR, &sums);
+    ukernel(kc, a, b, ldb, t, NR, &sums);
   }
   epilogue_scalar(t, c, ldc, mr, nr, e);
 }
@@ -293,10 +296,10 @@ static void compute_panels(const block_t* blk, int64_t r0, int64_t r1, int64_t q
     e.row_bias = g->row_bias ? g->row_bias + i0 : NULL;
     for (q = q0; q < q1; ++q) {
       int64_t j0 = blk->jc + q * NR, nr = blk->jc + blk->nc - j0 < NR ? blk->jc + blk->nc - j0 : NR;
-      const float* bp = g->b_packed ? g->b_packed + (j0 / NR) * g->b_panel_stride + blk->pc * NR
+      const float* bp = g->b_packed ? g->b_packed + (j0 / NR) * g->b_panel_stride + blk->pc * g->ldb
                                     : g->scratch + q * blk->kc * NR;
       e.col_bias = g->col_bias ? g->col_bias + j0 : NULL;
-      tile(blk->kc, ap, bp, g->c + i0 * g->ldc + j0, g->ldc, mr, nr, &e);
+      tile(blk->kc, ap, bp, g->b_packed ? g->ldb : NR, g->c + i0 * g->ldc + j0, g->ldc, mr, nr, &e);
     }
   }
 }
@@ -395,6 +398,7 @@ static void gemm_init(rxe_gemm_t* g, int64_t m, int64_t n, int64_t k, float* c, 
   g->a_panel_stride = 0;
   g->b_packed = NULL;
   g->b_panel_stride = 0;
+  g->ldb = NR;
   g->pack_b = NULL;
   g->b_ctx = NULL;
   g->scratch = NULL;

@@ -6,9 +6,11 @@
  * A is either row-major (a, lda: each MR x KC micro-panel is packed on the
  * stack, 6 KB) or already packed in row panels of MR (a_packed: panel r at
  * a_packed + r*a_panel_stride, column p of it at + p*MR).
- * B is either already packed in column panels of NR (b_packed: panel j at
- * b_packed + j*b_panel_stride, row p at + p*NR) or packed block by block into
- * scratch (KC*NC floats) by pack_b, a run of column panels per call.
+ * B is either already in column panels of NR (b_packed: panel j at
+ * b_packed + j*b_panel_stride, row p at + p*ldb; a row-major B whose
+ * columns are a multiple of NR is read in place with b_panel_stride NR) or
+ * packed block by block into scratch (KC*NC floats) by pack_b, a run of
+ * column panels per call.
  * The epilogue adds row_bias[i] and/or col_bias[j] (either may be NULL) and
  * applies act, after the last k block.
  */
@@ -30,7 +32,7 @@ typedef struct {
   const float* a_packed;
   int64_t a_panel_stride;
   const float* b_packed;
-  int64_t b_panel_stride;
+  int64_t b_panel_stride, ldb;
   rxe_gemm_pack_fn pack_b;
   const void* b_ctx;
   float* scratch;

@@ -1,7 +1,8 @@
-"""rxe_lib_conv2d_f32 against numpy: 1x1 (the pointwise path), 3x3, 7x7,
-strides, asymmetric padding, dilation, groups 1, 2 and c, blocks larger than
-KC and NC, thread counts, errors, the weight packer and the scratch mirror;
-and the NEON (aarch64) and generic C (riscv64) paths under QEMU."""
+"""rxe_lib_conv2d_f32 against numpy: 1x1 (the pointwise paths: packed, and
+read in place when h*w is a multiple of NR), 3x3, 7x7, strides, asymmetric
+padding, dilation, groups 1, 2 and c, blocks larger than KC and NC, thread
+counts, errors, the weight packer and the scratch mirror; and the NEON
+(aarch64) and generic C (riscv64) paths under QEMU."""
 
 import itertools
 import subprocess
@@ -20,6 +21,8 @@ RXE_ERR_SHAPE, RXE_ERR_INTERNAL = 4, 10
 # id -> (n, c, h, w, o, kh, kw, keyword arguments of conv_case)
 CONVS = {
     "1x1": (2, 16, 7, 9, 33, 1, 1, {}),
+    "1x1_in_place": (2, 260, 4, 8, 13, 1, 1, {"act": 2}),
+    "1x1_in_place_wide": (1, 8, 24, 24, 9, 1, 1, {"bias": False}),
     "1x1_stride2": (1, 8, 9, 9, 7, 1, 1, {"stride": (2, 2)}),
     "1x1_padded": (1, 3, 4, 5, 17, 1, 1, {"padding": (1, 0, 1, 2)}),
     "3x3_same": (1, 3, 17, 17, 16, 3, 3, {"padding": (1, 1, 1, 1), "act": 1}),
@@ -52,7 +55,7 @@ def test_conv2d_matches_numpy(host_kernels, name):
     assert_close(run_case(host_kernels, case), case)
 
 
-@pytest.mark.parametrize("name", ["1x1", "3x3_same", "beyond_kc_and_nc", "groups2"])
+@pytest.mark.parametrize("name", ["1x1", "1x1_in_place", "3x3_same", "beyond_kc_and_nc", "groups2"])
 def test_two_threads_give_the_same_bits_as_one(host_kernels, name):
     *shape, options = CONVS[name]
     case = conv_case(np.random.default_rng(9), *shape, **options)
@@ -118,7 +121,7 @@ def test_emulated_target_matches_numpy(tmp_path, board_name):
     board = load_board(board_name)
     driver = build_driver(board.target.compiler, list(board.target.cflags), tmp_path / "driver")
     cases = [conv_case(np.random.default_rng(12), *CONVS[name][:7], **CONVS[name][7])
-             for name in ("1x1", "3x3_stride2_asymmetric_pad", "groups2", "3x3_wide_rows")]
+             for name in ("1x1", "1x1_in_place", "3x3_stride2_asymmetric_pad", "groups2", "3x3_wide_rows")]
     for case, (status, out) in zip(cases, run_driver([*board.qemu["command"], driver], cases)):
         assert status == 0, f"{case[0]} {case[2]}: status {status}"
         assert_close(out, case)
