@@ -4,7 +4,8 @@
     rxe.optimize(mod, board="host", passes=["fold_constants", "legalize"])
 
 Graph level (operators): fold_constants (compile-time evaluation of
-constant subgraphs, weight transforms included), dce, cse, dispatch
+constant subgraphs, weight transforms included), fold_batch_norm
+(inference batch norm into the convolution before it), dce, cse, dispatch
 (library micro-kernels of runtime_c/kernels through call_extern);
 legalize (the rest into tensor programs); fuse (merges tensor programs as
 their access patterns allow); dce again; schedule (per-target loop
@@ -51,6 +52,7 @@ def _plain(module_name: str, fn_name: str):
 # name -> fn(mod, board) -> mod
 PASSES = {
     "fold_constants": _plain("fold_constants", "fold_constants"),
+    "fold_batch_norm": _plain("fold_batch_norm", "fold_batch_norm"),
     "dce": _plain("dce", "dce"),
     "cse": _plain("cse", "cse"),
     "dispatch": _dispatch,
@@ -62,7 +64,7 @@ PASSES = {
 
 def default_passes(board=DEFAULT_BOARD) -> list:
     """The pass names `optimize` runs for `board`, in order."""
-    return ["fold_constants", "dce", "cse", "dispatch", "legalize", "fuse", "dce", "schedule"]
+    return ["fold_constants", "fold_batch_norm", "dce", "cse", "dispatch", "legalize", "fuse", "dce", "schedule"]
 
 
 def optimize(mod: IRModule, board=DEFAULT_BOARD, passes=None, verify: bool = False,
