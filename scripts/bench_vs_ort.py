@@ -11,8 +11,10 @@ the LLVM backends (runtime thread pool = N). Then square matmuls (256 to
 
 What is timed: ONNX Runtime's `session.run` in this process (it includes
 its small per-call overhead); relax_edge's run as timed by the model's
-server on the monotonic clock (no transfer). Medians of `--repeat` runs
-after warm-up; ratios are relax_edge / reference (below 1.0: relax_edge is
+server on the monotonic clock (no transfer). The runtimes alternate in
+`--rounds` rounds (each with its warm-up), and each median is over all of
+its `--repeat` samples, so that a slow spell of a shared machine hits them
+all alike; ratios are relax_edge / reference (below 1.0: relax_edge is
 faster). The table is printed, and written with the raw numbers to
 `--json` and as a chart to `--png`, atomically.
 """
@@ -59,8 +61,8 @@ def say(msg: str) -> None:
     print(f"[bench] {msg}", file=sys.stderr, flush=True)
 
 
-def time_calls(fn, warmup: int, repeat: int) -> float:
-    """Median milliseconds of `fn()`."""
+def time_calls(fn, warmup: int, repeat: int) -> list:
+    """Milliseconds of `repeat` calls of `fn()` after `warmup` calls."""
     for _ in range(warmup):
         fn()
     samples = []
@@ -68,7 +70,7 @@ def time_calls(fn, warmup: int, repeat: int) -> float:
         start = time.perf_counter()
         fn()
         samples.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(samples)
+    return samples
 
 
 def ort_session(path, threads: int):
@@ -98,18 +100,28 @@ def bench_models(args, build_root: Path) -> list:
                                            name=name.replace("-", "_"))
         for threads in args.threads:
             sess = ort_session(path, threads)
-            row = {"model": label, "threads": threads,
-                   "ort_ms": time_calls(lambda: sess.run(None, feeds), args.warmup, args.repeat)}
             expected = sess.run(None, feeds)[0]
-            for backend in args.backends:
-                with rxe.connect("host") as dev:
-                    m = dev.load(artifacts[(name, backend)], threads=threads)
+            row = {"model": label, "threads": threads}
+            samples = {"ort": []}
+            with rxe.connect("host") as dev:
+                loaded = {}
+                for backend in args.backends:
+                    m = loaded[backend] = dev.load(artifacts[(name, backend)], threads=threads)
                     got = m.run(*feeds.values())[0]
-                    err = float(np.max(np.abs(got - expected)) / (np.max(np.abs(expected)) + 1e-12))
-                    stats = m.benchmark(*feeds.values(), warmup=args.warmup, repeat=args.repeat)
-                row[f"{backend}_ms"] = stats["median_ms"]
-                row[f"{backend}_ratio"] = stats["median_ms"] / row["ort_ms"]
-                row[f"{backend}_max_rel_err"] = err
+                    row[f"{backend}_max_rel_err"] = float(np.max(np.abs(got - expected))
+                                                         / (np.max(np.abs(expected)) + 1e-12))
+                    samples[backend] = []
+                # rounds alternate the runtimes, so that a slow spell of a shared machine hits them all
+                per_round = max(1, args.repeat // args.rounds)
+                for _ in range(args.rounds):
+                    samples["ort"] += time_calls(lambda: sess.run(None, feeds), args.warmup, per_round)
+                    for backend, m in loaded.items():
+                        stats = m.benchmark(*feeds.values(), warmup=args.warmup, repeat=per_round)
+                        samples[backend] += stats["samples_ms"]
+            row["ort_ms"] = statistics.median(samples["ort"])
+            for backend in args.backends:
+                row[f"{backend}_ms"] = statistics.median(samples[backend])
+                row[f"{backend}_ratio"] = row[f"{backend}_ms"] / row["ort_ms"]
             rows.append(row)
             say("  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
     return rows
@@ -128,11 +140,15 @@ def bench_matmul(args, build_root: Path) -> list:
         with bb.function("main", [x, y]):
             bb.ret(bb.emit(make_call("matmul", [x, y])))
         art = rxe.build(bb.get(), board="host", out_dir=build_root / f"matmul{n}", name=f"matmul{n}")
-        numpy_ms = time_calls(lambda: a @ b, args.warmup, args.repeat)
+        numpy_samples, rxe_samples = [], []
         with rxe.connect("host") as dev:
             m = dev.load(art, threads=1)
             np.testing.assert_allclose(m.run(a, b)[0], a @ b, rtol=1e-3, atol=1e-3 * n ** 0.5)
-            ms = m.benchmark(a, b, warmup=args.warmup, repeat=args.repeat)["median_ms"]
+            per_round = max(1, args.repeat // args.rounds)
+            for _ in range(args.rounds):
+                numpy_samples += time_calls(lambda: a @ b, 1, per_round)
+                rxe_samples += m.benchmark(a, b, warmup=1, repeat=per_round)["samples_ms"]
+        numpy_ms, ms = statistics.median(numpy_samples), statistics.median(rxe_samples)
         flops = 2.0 * n ** 3
         row = {"n": n, "numpy_ms": numpy_ms, "rxe_ms": ms, "numpy_gflops": flops / numpy_ms / 1e6,
                "rxe_gflops": flops / ms / 1e6, "speed_vs_openblas": numpy_ms / ms}
@@ -184,6 +200,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5, help="alternations of the runtimes (default 5)")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--backends", nargs="+", default=["c", "llvm"], choices=["c", "llvm"])
     parser.add_argument("--models", nargs="*", help="only these (mlp mobilenet_v2 resnet18 bert gpt2)")
