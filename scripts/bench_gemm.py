@@ -12,7 +12,14 @@ checks the results against numpy but guarantees nothing about speed.
 MobileNetV2 instead; its BLAS column is the matmul of the weights with a
 precomputed im2col (the packing of the input is not timed there).
 
+--depthwise times rxe_lib_depthwise_conv2d_f32 on the 17 depthwise layers of
+MobileNetV2 (3x3, pad 1, bias, relu6) as GFLOP/s and GB/s (input, weights,
+bias and output bytes), with a numpy reference (a sum of nine shifted
+slices) for scale; --baseline OTHER.c also times another depthwise.c, built
+the same way, interleaved with this one.
+
     python scripts/bench_gemm.py [--sizes 256 512 768 1024] [--threads 2] [--conv]
+    python scripts/bench_gemm.py --depthwise [--baseline old_depthwise.c]
 """
 
 import os
@@ -33,13 +40,14 @@ from relax_edge.library.kernels import (conv2d_output_size, conv2d_scratch_bytes
                                         pack_conv2d_weights, pack_dense_weights)
 
 RUNTIME = Path(__file__).resolve().parents[1] / "runtime_c"
-SOURCES = ["kernels/gemm.c", "kernels/conv.c", "src/status.c", "src/threads.c"]
+SOURCES = ["kernels/gemm.c", "kernels/conv.c", "kernels/depthwise.c", "src/status.c", "src/threads.c"]
 
 
-def build(out_dir: Path) -> ctypes.CDLL:
-    path = out_dir / "librxe_gemm.so"
+def build(out_dir: Path, depthwise: Path = RUNTIME / "kernels/depthwise.c", name: str = "librxe_gemm.so"):
+    path = out_dir / name
+    sources = [str(depthwise if s == "kernels/depthwise.c" else RUNTIME / s) for s in SOURCES]
     cmd = ["cc", "-O3", "-march=native", "-std=c99", "-shared", "-fPIC", "-pthread", f"-I{RUNTIME / 'include'}",
-           *[str(RUNTIME / s) for s in SOURCES], "-o", str(path)]
+           *sources, "-o", str(path)]
     subprocess.run(cmd, check=True)
     return ctypes.CDLL(str(path))
 
@@ -144,16 +152,85 @@ def main_conv(lib, repeat: int, threads: int):
         print(f"{name:<18} {r['numpy']:8.1f} {r['conv']:8.1f} {r['conv'] / r['numpy']:11.2f} {1e3 * s:8.3f}")
 
 
+# MobileNetV2's depthwise layers: (c, h, stride, how many), 3x3, pad 1, batch 1
+DEPTHWISE = [(32, 112, 1, 1), (96, 112, 2, 1), (144, 56, 1, 1), (144, 56, 2, 1), (192, 28, 1, 2), (192, 28, 2, 1),
+             (384, 14, 1, 4), (576, 14, 1, 2), (576, 14, 2, 1), (960, 7, 1, 3)]
+
+
+def bench_depthwise(libs: dict, layer, repeat: int):
+    from relax_edge.library.depthwise import depthwise_conv2d_reference
+    c, h, stride, _ = layer
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, c, h, h)).astype(np.float32)
+    w = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal(c).astype(np.float32)
+    oh = conv2d_output_size(h, 3, stride, 1, 1, 1)
+    sizes = [ctypes.c_int64(v) for v in (1, c, h, h, 3, 3, oh, oh, stride, stride, 1, 1, 1, 1, 2)]
+    expected = depthwise_conv2d_reference(x, w, bias, (stride, stride), (1, 1, 1, 1), (1, 1), 2)
+    xp, wb, y = np.pad(x[0], ((0, 0), (1, 1), (1, 1))), w.reshape(c, 9, 1, 1), np.empty_like(expected)
+    span = stride * (oh - 1) + 1
+
+    def numpy_dw():
+        acc = bias.reshape(c, 1, 1) + wb[:, 0] * xp[:, 0:span:stride, 0:span:stride]
+        for k in range(1, 9):
+            acc += wb[:, k] * xp[:, k // 3:k // 3 + span:stride, k % 3:k % 3 + span:stride]
+        return np.clip(acc, 0, 6, out=acc)
+
+    def kernel(lib):
+        def run():
+            status = lib.rxe_lib_depthwise_conv2d_f32(pointer(x), pointer(w), pointer(bias), pointer(y), *sizes,
+                                                      None)
+            assert status == 0, f"rxe_lib_depthwise_conv2d_f32 returned status {status}"
+        return run
+
+    fns = {"numpy": numpy_dw, **{name: kernel(lib) for name, lib in libs.items()}}
+    for name, fn in fns.items():
+        y.fill(np.nan)
+        out = fn()
+        np.testing.assert_allclose(y if out is None else out[None], expected, rtol=1e-4, atol=1e-5, err_msg=name)
+    return best_seconds(fns, repeat), 2.0 * 9 * c * oh * oh, 4.0 * (x.size + w.size + c + y.size)
+
+
+def main_depthwise(libs: dict, repeat: int, threads: int):
+    print(f"depthwise 3x3 pad 1 + bias + relu6, best of {repeat}; relax_edge {threads} thread(s); "
+          f"GB/s counts input, weights, bias and output once")
+    names = list(libs)
+    print(f"{'layer':<18} {'numpy ms':>9}" + "".join(f" {n + ' ms':>12} {'GFLOP/s':>8} {'GB/s':>6}" for n in names))
+    totals = dict.fromkeys(["numpy", *names], 0.0)
+    for layer in DEPTHWISE:
+        seconds, flop, nbytes = bench_depthwise(libs, layer, repeat)
+        c, h, stride, count = layer
+        line = f"{f'{c}@{h} s{stride} x{count}':<18} {1e3 * seconds['numpy']:9.3f}"
+        for n in names:
+            line += f" {1e3 * seconds[n]:12.3f} {flop / seconds[n] / 1e9:8.1f} {nbytes / seconds[n] / 1e9:6.1f}"
+        print(line)
+        for n in totals:
+            totals[n] += count * seconds[n]
+    print(f"{'model total ms':<18} {1e3 * totals['numpy']:9.3f}" + "".join(f" {1e3 * totals[n]:12.3f} {'':>8} {'':>6}"
+                                                                          for n in names))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 768, 1024])
     parser.add_argument("--threads", type=int, default=1, help="relax_edge thread pool size")
     parser.add_argument("--repeat", type=int, default=10, help="runs per measurement (the best counts)")
     parser.add_argument("--conv", action="store_true", help="time the conv layers of ResNet-18 and MobileNetV2")
+    parser.add_argument("--depthwise", action="store_true", help="time the depthwise layers of MobileNetV2")
+    parser.add_argument("--baseline", type=Path, help="with --depthwise: another depthwise.c to time alongside")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         lib = build(Path(tmp))
         lib.rxe_set_num_threads(args.threads)
+        if args.depthwise:
+            libs = {"rxe": lib}
+            if args.baseline:
+                libs["baseline"] = build(Path(tmp), args.baseline, "librxe_baseline.so")
+                libs["baseline"].rxe_set_num_threads(args.threads)
+            main_depthwise(libs, args.repeat, args.threads)
+            for one in libs.values():
+                one.rxe_threads_shutdown()
+            return
         if args.conv:
             main_conv(lib, args.repeat, args.threads)
             lib.rxe_threads_shutdown()

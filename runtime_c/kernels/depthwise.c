@@ -2,8 +2,11 @@
  * a segment of columns whose taps are all inside the input row (vectorized
  * over the columns for strides 1 and 2, with the taps of the kernel rows
  * that fall inside the input) and border columns computed with bounds
- * checks. Rows of all planes are split over the thread pool; a row is
- * computed the same way whatever thread runs it. */
+ * checks. With AVX2, 3x3 kernels of column stride 1 or 2 and dilation 1
+ * take a path of their own: blocks of 8 outputs, the input columns outside
+ * the row read as zeros by masked loads, no copy. Rows of all planes are
+ * split over the thread pool; a row is computed the same way whatever
+ * thread runs it. */
 #include "relax_edge/kernels.h"
 #include "relax_edge/runtime.h"
 #include "relax_edge/threads.h"
@@ -60,6 +63,7 @@ typedef struct {
   float* y;
   int64_t c, in_h, in_w, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw, act;
   int64_t c0, c1; /* interior columns: every tap inside the input row */
+  int fast3;      /* 3x3, column stride 1 or 2, dilation 1: dw3_plane */
 } dw_args_t;
 
 DW_INLINE float act_scalar(float v, int64_t act) {
@@ -184,6 +188,109 @@ static void pad_row(const float* src, int64_t in_w, int64_t pl, float* dst, int6
 }
 #endif
 
+#if defined(__AVX2__) && defined(__FMA__)
+/* lanes j with 0 <= col + j < w */
+DW_INLINE __m256i cols_inside(int64_t col, int64_t w) {
+  __m256i idx = _mm256_add_epi32(_mm256_set1_epi32((int)col), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  return _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_setzero_si256(), idx),
+                             _mm256_cmpgt_epi32(_mm256_set1_epi32((int)w), idx));
+}
+
+/* row[col + j] for j < 8, zero where col + j is outside [0, w) when masked */
+DW_INLINE __m256 load_cols(const float* row, int64_t col, int64_t w, int masked) {
+  return masked ? _mm256_maskload_ps(row + col, cols_inside(col, w)) : _mm256_loadu_ps(row + col);
+}
+
+/* act(b + 3x3 taps) for outputs ox + j, j < 8, of one row: input columns
+ * from start = ox * s - pl, kernel rows [k0, k1) read from r[ky], the sum
+ * of each kernel row added to b in order of ky. Stride 2
+ * accumulates in the lane order of _mm256_shuffle_ps (even elements of two
+ * vectors: 0 2 8 10 4 6 12 14) and puts the lanes in order once at the
+ * end. */
+DW_INLINE __m256 dw3_block(const float* const* r, int k0, int k1, const __m256* wv, float b, int64_t start,
+                           int64_t w, int s, int masked, int64_t act) {
+  __m256 acc[3], sum;
+  int ky;
+  for (ky = k0; ky < k1; ++ky) { /* one sum per kernel row: three independent chains */
+    const float* row = r[ky];
+    if (s == 1) {
+      acc[ky] = _mm256_mul_ps(wv[3 * ky], load_cols(row, start, w, masked));
+      acc[ky] = _mm256_fmadd_ps(wv[3 * ky + 1], load_cols(row, start + 1, w, masked), acc[ky]);
+      acc[ky] = _mm256_fmadd_ps(wv[3 * ky + 2], load_cols(row, start + 2, w, masked), acc[ky]);
+    } else {
+      __m256 lo = load_cols(row, start, w, masked), hi = load_cols(row, start + 8, w, masked);
+      __m256 lo2 = load_cols(row, start + 2, w, masked), hi2 = load_cols(row, start + 10, w, masked);
+      acc[ky] = _mm256_mul_ps(wv[3 * ky], _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)));
+      acc[ky] = _mm256_fmadd_ps(wv[3 * ky + 1], _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)), acc[ky]);
+      acc[ky] = _mm256_fmadd_ps(wv[3 * ky + 2], _mm256_shuffle_ps(lo2, hi2, _MM_SHUFFLE(2, 0, 2, 0)), acc[ky]);
+    }
+  }
+  sum = _mm256_set1_ps(b);
+  for (ky = k0; ky < k1; ++ky) sum = _mm256_add_ps(sum, acc[ky]);
+  if (s == 2) sum = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(sum), _MM_SHUFFLE(3, 1, 2, 0)));
+  return act_vec(sum, act);
+}
+
+/* One output row of a 3x3 kernel, column stride s (1 or 2), dilation 1:
+ * kernel rows [k0, k1) are inside the input, r[ky] is input row ky of the
+ * window. Blocks whose columns all lie inside the row use plain loads. */
+DW_INLINE void dw3_row(const float* const* r, int k0, int k1, const __m256* wv, float b, float* y, int64_t ow,
+                       int64_t w, int64_t pl, int s, int64_t act) {
+  int64_t span = s == 1 ? 10 : 18, ox = 0; /* columns a block reads from its start */
+  for (; ox < ow && ox * s < pl; ox += 8) {
+    __m256 v = dw3_block(r, k0, k1, wv, b, ox * s - pl, w, s, 1, act);
+    if (ox + 8 <= ow)
+      _mm256_storeu_ps(y + ox, v);
+    else
+      _mm256_maskstore_ps(y + ox, cols_inside(ox, ow), v);
+  }
+  for (; ox + 8 <= ow && ox * s - pl + span <= w; ox += 8)
+    _mm256_storeu_ps(y + ox, dw3_block(r, k0, k1, wv, b, ox * s - pl, w, s, 0, act));
+  for (; ox < ow; ox += 8) {
+    __m256 v = dw3_block(r, k0, k1, wv, b, ox * s - pl, w, s, 1, act);
+    if (ox + 8 <= ow)
+      _mm256_storeu_ps(y + ox, v);
+    else
+      _mm256_maskstore_ps(y + ox, cols_inside(ox, ow), v);
+  }
+}
+
+/* Output rows [oy0, oy1) of one plane (y points at row oy0), column stride
+ * s; rows with all three kernel rows inside the input take the unrolled
+ * path. */
+DW_INLINE void dw3_plane_s(const dw_args_t* a, const float* xp, const float* wp, float b, float* y, int64_t oy0,
+                           int64_t oy1, int s) {
+  int64_t oy, h = a->in_h, w = a->in_w, ow = a->ow, pl = a->pl, act = a->act;
+  const float* r[3];
+  __m256 wv[9];
+  int k;
+  for (k = 0; k < 9; ++k) wv[k] = _mm256_set1_ps(wp[k]);
+  for (oy = oy0; oy < oy1; ++oy, y += ow) {
+    int64_t iy = oy * a->sh - a->pt;
+    if (iy >= 0 && iy + 3 <= h) {
+      r[0] = xp + iy * w;
+      r[1] = r[0] + w;
+      r[2] = r[1] + w;
+      dw3_row(r, 0, 3, wv, b, y, ow, w, pl, s, act);
+    } else {
+      int k0 = iy >= 0 ? 0 : iy <= -3 ? 3 : (int)-iy, k1 = h - iy >= 3 ? 3 : h - iy <= 0 ? 0 : (int)(h - iy);
+      if (k1 < k0) k1 = k0;
+      for (k = k0; k < k1; ++k) r[k] = xp + (iy + k) * w;
+      dw3_row(r, k0, k1, wv, b, y, ow, w, pl, s, act);
+    }
+  }
+}
+
+static void dw3_plane(const dw_args_t* a, const float* xp, const float* wp, float b, float* y, int64_t oy0,
+                      int64_t oy1) {
+  if (a->sw == 1)
+    dw3_plane_s(a, xp, wp, b, y, oy0, oy1, 1);
+  else
+    dw3_plane_s(a, xp, wp, b, y, oy0, oy1, 2);
+}
+#define HAVE_DW3 1
+#endif
+
 static void dw_row(const dw_args_t* a, const float* xp, const float* wp, float b, float* y, int64_t oy) {
   int64_t iy = oy * a->sh - a->pt, below = a->in_h - 1 - iy, ky0, ky1, c0 = a->c0, c1 = a->c1, ox;
   /* kernel rows inside the input: iy + ky * dh in [0, in_h) for ky in [ky0, ky1) */
@@ -212,16 +319,22 @@ static void dw_row(const dw_args_t* a, const float* xp, const float* wp, float b
 /* rows [begin, end) of all planes, row r = plane * oh + oy */
 static void dw_rows(void* ctx, int64_t begin, int64_t end, int thread) {
   const dw_args_t* a = (const dw_args_t*)ctx;
-  int64_t r, plane = begin / a->oh, oy = begin % a->oh, ch = plane % a->c;
+  int64_t r = begin, plane = begin / a->oh, oy = begin % a->oh, ch = plane % a->c, stop, k;
   (void)thread;
-  for (r = begin; r < end; ++r) {
-    dw_row(a, a->x + plane * a->in_h * a->in_w, a->w + ch * a->kh * a->kw, a->bias != 0 ? a->bias[ch] : 0.0f,
-           a->y + r * a->ow, oy);
-    if (++oy == a->oh) {
-      oy = 0;
-      ++plane;
-      ch = ch + 1 == a->c ? 0 : ch + 1;
-    }
+  while (r < end) {
+    const float *xp = a->x + plane * a->in_h * a->in_w, *wp = a->w + ch * a->kh * a->kw;
+    float b = a->bias != 0 ? a->bias[ch] : 0.0f;
+    stop = end - r < a->oh - oy ? oy + (end - r) : a->oh; /* rows [oy, stop) of this plane */
+#ifdef HAVE_DW3
+    if (a->fast3)
+      dw3_plane(a, xp, wp, b, a->y + r * a->ow, oy, stop);
+    else
+#endif
+      for (k = oy; k < stop; ++k) dw_row(a, xp, wp, b, a->y + (r + k - oy) * a->ow, k);
+    r += stop - oy;
+    oy = 0;
+    ++plane;
+    ch = ch + 1 == a->c ? 0 : ch + 1;
   }
 }
 
@@ -264,6 +377,7 @@ rxe_status_t rxe_lib_depthwise_conv2d_f32(const float* x, const float* w, const 
   a.dh = dil_h;
   a.dw = dil_w;
   a.act = act;
+  a.fast3 = kh == 3 && kw == 3 && dil_h == 1 && dil_w == 1 && (stride_w == 1 || stride_w == 2);
   /* interior columns: ox * sw - pl >= 0 and ox * sw - pl + (kw - 1) * dw < w */
   last = w_ - 1 - (kw - 1) * dil_w + pad_left;
   a.c0 = (pad_left + stride_w - 1) / stride_w;

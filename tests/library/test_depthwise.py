@@ -36,6 +36,15 @@ CASES = {
     "3x3_s3_generic_stride": (1, 2, 14, 29, 3, 3, (3, 3), (1, 1, 1, 1), (1, 1), 0, True),
     "kernel_wider_than_input": (1, 2, 3, 2, 3, 5, (1, 1), (1, 2, 1, 2), (1, 1), 0, True),
     "mobilenet_7x7": (1, 16, 7, 7, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 2, True),
+    # 3x3 rows around the 8-column blocks of the AVX2 path: masked edges, partial last blocks
+    "3x3_s1_w8": (1, 2, 5, 8, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 2, True),
+    "3x3_s1_w17": (1, 2, 4, 17, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 0, True),
+    "3x3_s2_w16": (1, 2, 6, 16, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1), 1, True),
+    "3x3_s2_w35": (1, 2, 5, 35, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1), 2, True),
+    "3x3_s2_h1_w9": (1, 3, 1, 9, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1), 0, True),
+    "3x3_pad2_rows_outside": (1, 2, 2, 11, 3, 3, (1, 1), (2, 2, 2, 2), (1, 1), 0, True),
+    "3x3_s1_pad9_wide_borders": (1, 1, 3, 4, 3, 3, (1, 1), (9, 9, 9, 9), (1, 1), 0, True),
+    "3x3_s2x1": (1, 2, 9, 20, 3, 3, (2, 1), (1, 1, 1, 1), (1, 1), 2, True),
     # rows too wide for the kernel's zero-padded row copy: borders computed in place
     "wide_rows_s1_p1": (1, 2, 5, 1500, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 1, True),
     "wide_rows_s2_p1": (1, 2, 6, 1401, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1), 0, True),
