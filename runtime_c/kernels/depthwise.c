@@ -231,33 +231,34 @@ DW_INLINE __m256 dw3_block(const float* const* r, int k0, int k1, const __m256* 
   return act_vec(sum, act);
 }
 
+/* v to y[0, 8) when spill (the caller rewrites what follows y[count]),
+ * else to y[0, count) */
+DW_INLINE void store_block(float* y, __m256 v, int64_t count, int spill) {
+  if (count >= 8 || spill)
+    _mm256_storeu_ps(y, v);
+  else
+    _mm256_maskstore_ps(y, cols_inside(0, count), v);
+}
+
 /* One output row of a 3x3 kernel, column stride s (1 or 2), dilation 1:
  * kernel rows [k0, k1) are inside the input, r[ky] is input row ky of the
- * window. Blocks whose columns all lie inside the row use plain loads. */
+ * window. Blocks whose columns all lie inside the row use plain loads; the
+ * last block may write 8 floats when spill. */
 DW_INLINE void dw3_row(const float* const* r, int k0, int k1, const __m256* wv, float b, float* y, int64_t ow,
-                       int64_t w, int64_t pl, int s, int64_t act) {
+                       int64_t w, int64_t pl, int s, int64_t act, int spill) {
   int64_t span = s == 1 ? 10 : 18, ox = 0; /* columns a block reads from its start */
-  for (; ox < ow && ox * s < pl; ox += 8) {
-    __m256 v = dw3_block(r, k0, k1, wv, b, ox * s - pl, w, s, 1, act);
-    if (ox + 8 <= ow)
-      _mm256_storeu_ps(y + ox, v);
-    else
-      _mm256_maskstore_ps(y + ox, cols_inside(ox, ow), v);
-  }
+  for (; ox < ow && ox * s < pl; ox += 8)
+    store_block(y + ox, dw3_block(r, k0, k1, wv, b, ox * s - pl, w, s, 1, act), ow - ox, spill);
   for (; ox + 8 <= ow && ox * s - pl + span <= w; ox += 8)
     _mm256_storeu_ps(y + ox, dw3_block(r, k0, k1, wv, b, ox * s - pl, w, s, 0, act));
-  for (; ox < ow; ox += 8) {
-    __m256 v = dw3_block(r, k0, k1, wv, b, ox * s - pl, w, s, 1, act);
-    if (ox + 8 <= ow)
-      _mm256_storeu_ps(y + ox, v);
-    else
-      _mm256_maskstore_ps(y + ox, cols_inside(ox, ow), v);
-  }
+  for (; ox < ow; ox += 8)
+    store_block(y + ox, dw3_block(r, k0, k1, wv, b, ox * s - pl, w, s, 1, act), ow - ox, spill);
 }
 
 /* Output rows [oy0, oy1) of one plane (y points at row oy0), column stride
- * s; rows with all three kernel rows inside the input take the unrolled
- * path. */
+ * s, in order; rows with all three kernel rows inside the input take the
+ * unrolled path. A row's last block may spill over the rows after it, which
+ * are written later, when at least 8 floats of them follow. */
 DW_INLINE void dw3_plane_s(const dw_args_t* a, const float* xp, const float* wp, float b, float* y, int64_t oy0,
                            int64_t oy1, int s) {
   int64_t oy, h = a->in_h, w = a->in_w, ow = a->ow, pl = a->pl, act = a->act;
@@ -267,16 +268,17 @@ DW_INLINE void dw3_plane_s(const dw_args_t* a, const float* xp, const float* wp,
   for (k = 0; k < 9; ++k) wv[k] = _mm256_set1_ps(wp[k]);
   for (oy = oy0; oy < oy1; ++oy, y += ow) {
     int64_t iy = oy * a->sh - a->pt;
+    int spill = (oy1 - 1 - oy) * ow >= 8;
     if (iy >= 0 && iy + 3 <= h) {
       r[0] = xp + iy * w;
       r[1] = r[0] + w;
       r[2] = r[1] + w;
-      dw3_row(r, 0, 3, wv, b, y, ow, w, pl, s, act);
+      dw3_row(r, 0, 3, wv, b, y, ow, w, pl, s, act, spill);
     } else {
       int k0 = iy >= 0 ? 0 : iy <= -3 ? 3 : (int)-iy, k1 = h - iy >= 3 ? 3 : h - iy <= 0 ? 0 : (int)(h - iy);
       if (k1 < k0) k1 = k0;
       for (k = k0; k < k1; ++k) r[k] = xp + (iy + k) * w;
-      dw3_row(r, k0, k1, wv, b, y, ow, w, pl, s, act);
+      dw3_row(r, k0, k1, wv, b, y, ow, w, pl, s, act, spill);
     }
   }
 }

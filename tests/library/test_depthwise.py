@@ -45,6 +45,8 @@ CASES = {
     "3x3_pad2_rows_outside": (1, 2, 2, 11, 3, 3, (1, 1), (2, 2, 2, 2), (1, 1), 0, True),
     "3x3_s1_pad9_wide_borders": (1, 1, 3, 4, 3, 3, (1, 1), (9, 9, 9, 9), (1, 1), 0, True),
     "3x3_s2x1": (1, 2, 9, 20, 3, 3, (2, 1), (1, 1, 1, 1), (1, 1), 2, True),
+    # rows narrower than a block: a row's last block writes over the rows after it, later rewritten
+    "3x3_s1_w2_rows_spill": (2, 3, 9, 2, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 1, True),
     # rows too wide for the kernel's zero-padded row copy: borders computed in place
     "wide_rows_s1_p1": (1, 2, 5, 1500, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 1, True),
     "wide_rows_s2_p1": (1, 2, 6, 1401, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1), 0, True),
@@ -110,8 +112,8 @@ def test_matches_numpy(kernel, name):
     assert_close(y, expected, w.shape[2] * w.shape[3])
 
 
-@pytest.mark.parametrize("shape", [(1, 32, 56, 56, 2), (2, 24, 29, 31, 1), (1, 3, 150, 71, 2)],
-                         ids=["32x56x56_s2", "2x24x29x31_s1", "3x150x71_s2"])
+@pytest.mark.parametrize("shape", [(1, 32, 56, 56, 2), (2, 24, 29, 31, 1), (1, 3, 150, 71, 2), (1, 400, 7, 3, 1)],
+                         ids=["32x56x56_s2", "2x24x29x31_s1", "3x150x71_s2", "400x7x3_s1_planes_split"])
 def test_threads_give_the_same_bits(kernel, shape):
     n, c, h, w, stride = shape
     rng = np.random.default_rng(1)
