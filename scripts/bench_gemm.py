@@ -10,7 +10,9 @@ checks the results against numpy but guarantees nothing about speed.
 
 --conv times rxe_lib_conv2d_f32 on the conv layers of ResNet-18 and
 MobileNetV2 instead; its BLAS column is the matmul of the weights with a
-precomputed im2col (the packing of the input is not timed there).
+precomputed im2col (the packing of the input is not timed there);
+--baseline DIR also times the conv.c, gemm.c and gemm_internal.h of DIR,
+built the same way, interleaved with these.
 
 --depthwise times rxe_lib_depthwise_conv2d_f32 on the 17 depthwise layers of
 MobileNetV2 (3x3, pad 1, bias, relu6) as GFLOP/s and GB/s (input, weights,
@@ -19,6 +21,7 @@ slices) for scale; --baseline OTHER.c also times another depthwise.c, built
 the same way, interleaved with this one.
 
     python scripts/bench_gemm.py [--sizes 256 512 768 1024] [--threads 2] [--conv]
+    python scripts/bench_gemm.py --conv [--baseline dir_with_old_conv_and_gemm]
     python scripts/bench_gemm.py --depthwise [--baseline old_depthwise.c]
 """
 
@@ -43,9 +46,10 @@ RUNTIME = Path(__file__).resolve().parents[1] / "runtime_c"
 SOURCES = ["kernels/gemm.c", "kernels/conv.c", "kernels/depthwise.c", "src/status.c", "src/threads.c"]
 
 
-def build(out_dir: Path, depthwise: Path = RUNTIME / "kernels/depthwise.c", name: str = "librxe_gemm.so"):
+def build(out_dir: Path, replace: dict = None, name: str = "librxe_gemm.so"):
+    """replace: source path (as in SOURCES) -> the file to build instead."""
     path = out_dir / name
-    sources = [str(depthwise if s == "kernels/depthwise.c" else RUNTIME / s) for s in SOURCES]
+    sources = [str((replace or {}).get(s, RUNTIME / s)) for s in SOURCES]
     cmd = ["cc", "-O3", "-march=native", "-std=c99", "-shared", "-fPIC", "-pthread", f"-I{RUNTIME / 'include'}",
            *sources, "-o", str(path)]
     subprocess.run(cmd, check=True)
@@ -116,7 +120,7 @@ CONVS = {
 }
 
 
-def bench_conv(lib, shape, repeat: int):
+def bench_conv(libs: dict, shape, repeat: int):
     c, h, o, k, stride, pad = shape
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, c, h, h)).astype(np.float32)
@@ -131,25 +135,34 @@ def bench_conv(lib, shape, repeat: int):
                      for ky in range(k) for kx in range(k)], 1).reshape(c * k * k, oh * oh)
     wm = w.reshape(o, -1)
 
-    def conv():
-        status = lib.rxe_lib_conv2d_f32(pointer(x), pointer(packed), None, pointer(y), pointer(scratch), *sizes,
-                                        None)
-        assert status == 0, f"rxe_lib_conv2d_f32 returned status {status}"
+    def kernel(lib):
+        def run():
+            status = lib.rxe_lib_conv2d_f32(pointer(x), pointer(packed), None, pointer(y), pointer(scratch),
+                                            *sizes, None)
+            assert status == 0, f"rxe_lib_conv2d_f32 returned status {status}"
+        return run
 
-    conv()
-    np.testing.assert_allclose(y.reshape(o, -1), wm @ cols, rtol=1e-3, atol=1e-3 * (c * k * k) ** 0.5)
-    seconds = best_seconds({"numpy": lambda: wm @ cols, "conv": conv}, repeat)
-    flop = 2.0 * o * oh * oh * c * k * k
-    return {name: flop / s / 1e9 for name, s in seconds.items()}, seconds["conv"]
+    fns = {"numpy": lambda: wm @ cols, **{name: kernel(lib) for name, lib in libs.items()}}
+    for name, lib in libs.items():
+        y.fill(np.nan)
+        fns[name]()
+        np.testing.assert_allclose(y.reshape(o, -1), wm @ cols, rtol=1e-3, atol=1e-3 * (c * k * k) ** 0.5,
+                                   err_msg=name)
+    return best_seconds(fns, repeat), 2.0 * o * oh * oh * c * k * k
 
 
-def main_conv(lib, repeat: int, threads: int):
+def main_conv(libs: dict, repeat: int, threads: int):
     print(f"conv2d, GFLOP/s (best of {repeat}); numpy = BLAS matmul of a precomputed im2col, 1 thread; "
           f"relax_edge {threads} thread(s)")
-    print(f"{'layer':<18} {'numpy':>8} {'conv':>8} {'conv/numpy':>11} {'conv ms':>8}")
+    names = list(libs)
+    print(f"{'layer':<18} {'numpy':>8}" + "".join(f" {n:>8} {n + '/numpy':>14} {n + ' ms':>11}" for n in names))
     for name, shape in CONVS.items():
-        r, s = bench_conv(lib, shape, repeat)
-        print(f"{name:<18} {r['numpy']:8.1f} {r['conv']:8.1f} {r['conv'] / r['numpy']:11.2f} {1e3 * s:8.3f}")
+        seconds, flop = bench_conv(libs, shape, repeat)
+        line = f"{name:<18} {flop / seconds['numpy'] / 1e9:8.1f}"
+        for n in names:
+            line += (f" {flop / seconds[n] / 1e9:8.1f} {seconds['numpy'] / seconds[n]:14.2f}"
+                     f" {1e3 * seconds[n]:11.3f}")
+        print(line)
 
 
 # MobileNetV2's depthwise layers: (c, h, stride, how many), 3x3, pad 1, batch 1
@@ -217,23 +230,22 @@ def main():
     parser.add_argument("--repeat", type=int, default=10, help="runs per measurement (the best counts)")
     parser.add_argument("--conv", action="store_true", help="time the conv layers of ResNet-18 and MobileNetV2")
     parser.add_argument("--depthwise", action="store_true", help="time the depthwise layers of MobileNetV2")
-    parser.add_argument("--baseline", type=Path, help="with --depthwise: another depthwise.c to time alongside")
+    parser.add_argument("--baseline", type=Path, help="with --depthwise: another depthwise.c to time alongside; "
+                        "with --conv: a directory with another conv.c, gemm.c and gemm_internal.h")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         lib = build(Path(tmp))
         lib.rxe_set_num_threads(args.threads)
-        if args.depthwise:
+        if args.depthwise or args.conv:
             libs = {"rxe": lib}
             if args.baseline:
-                libs["baseline"] = build(Path(tmp), args.baseline, "librxe_baseline.so")
+                replace = ({"kernels/depthwise.c": args.baseline} if args.depthwise else
+                           {f"kernels/{f}": args.baseline / f for f in ("conv.c", "gemm.c")})
+                libs["baseline"] = build(Path(tmp), replace, "librxe_baseline.so")
                 libs["baseline"].rxe_set_num_threads(args.threads)
-            main_depthwise(libs, args.repeat, args.threads)
+            (main_depthwise if args.depthwise else main_conv)(libs, args.repeat, args.threads)
             for one in libs.values():
                 one.rxe_threads_shutdown()
-            return
-        if args.conv:
-            main_conv(lib, args.repeat, args.threads)
-            lib.rxe_threads_shutdown()
             return
         print(f"square sgemm, GFLOP/s (best of {args.repeat}); numpy BLAS 1 thread, relax_edge {args.threads}")
         print(f"{'size':>6} {'numpy':>8} {'matmul':>8} {'dense':>8} {'matmul/numpy':>13} {'dense/numpy':>12}")
