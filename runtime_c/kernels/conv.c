@@ -147,7 +147,9 @@ rxe_status_t rxe_lib_conv2d_f32(const float* x, const float* w_packed, const flo
   g.a_panel_stride = kg * RXE_GEMM_MR;
   pointwise = kh == 1 && kw == 1 && stride_h == 1 && stride_w == 1 && pad_top == 0 && pad_left == 0 && oh == h &&
               ow == w;
-  in_place = pointwise && h * w % NR == 0; /* B is x itself, read in whole panels */
+  /* B is x itself: whole panels are read in place, a last partial one packed
+   * (below 4 panels, B is small and a packed copy reads faster) */
+  in_place = pointwise && (h * w % NR == 0 || h * w >= 4 * NR);
   g.b_packed = NULL;
   g.b_panel_stride = in_place ? NR : 0;
   g.ldb = in_place ? h * w : NR;

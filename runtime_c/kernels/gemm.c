@@ -296,10 +296,11 @@ static void compute_panels(const block_t* blk, int64_t r0, int64_t r1, int64_t q
     e.row_bias = g->row_bias ? g->row_bias + i0 : NULL;
     for (q = q0; q < q1; ++q) {
       int64_t j0 = blk->jc + q * NR, nr = blk->jc + blk->nc - j0 < NR ? blk->jc + blk->nc - j0 : NR;
-      const float* bp = g->b_packed ? g->b_packed + (j0 / NR) * g->b_panel_stride + blk->pc * g->ldb
-                                    : g->scratch + q * blk->kc * NR;
+      int in_place = g->b_packed && (nr == NR || !g->pack_b);
+      const float* bp = in_place ? g->b_packed + (j0 / NR) * g->b_panel_stride + blk->pc * g->ldb
+                                 : g->scratch + (g->b_packed ? 0 : q * blk->kc * NR);
       e.col_bias = g->col_bias ? g->col_bias + j0 : NULL;
-      tile(blk->kc, ap, bp, g->b_packed ? g->ldb : NR, g->c + i0 * g->ldc + j0, g->ldc, mr, nr, &e);
+      tile(blk->kc, ap, bp, in_place ? g->ldb : NR, g->c + i0 * g->ldc + j0, g->ldc, mr, nr, &e);
     }
   }
 }
@@ -358,7 +359,11 @@ void rxe_gemm_run(const rxe_gemm_t* g) {
     blk.by_rows = blk.row_panels >= blk.col_panels;
     for (blk.pc = 0; blk.pc < g->k; blk.pc += KC) {
       blk.kc = g->k - blk.pc < KC ? g->k - blk.pc : KC;
-      if (!g->b_packed) run_tasks(parallel, blk.col_panels, pack_task, &blk);
+      if (!g->b_packed) {
+        run_tasks(parallel, blk.col_panels, pack_task, &blk);
+      } else if (g->pack_b && blk.nc % NR != 0) { /* only the last, partial panel */
+        g->pack_b(g->b_ctx, blk.pc, blk.kc, g->n - blk.nc % NR, blk.nc % NR, g->scratch);
+      }
       run_tasks(parallel, blk.by_rows ? blk.row_panels : blk.col_panels, compute_task, &blk);
     }
   }

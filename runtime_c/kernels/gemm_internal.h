@@ -10,7 +10,8 @@
  * b_packed + j*b_panel_stride, row p at + p*ldb; a row-major B whose
  * columns are a multiple of NR is read in place with b_panel_stride NR) or
  * packed block by block into scratch (KC*NC floats) by pack_b, a run of
- * column panels per call.
+ * column panels per call. With both b_packed and pack_b, the full panels are
+ * read in place and pack_b packs only a last, partial panel (KC*NR floats).
  * The epilogue adds row_bias[i] and/or col_bias[j] (either may be NULL) and
  * applies act, after the last k block.
  */

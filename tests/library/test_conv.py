@@ -1,5 +1,5 @@
-"""rxe_lib_conv2d_f32 against numpy: 1x1 (the pointwise paths: packed, and
-read in place when h*w is a multiple of NR), 3x3, 7x7, strides, asymmetric
+"""rxe_lib_conv2d_f32 against numpy: 1x1 (the pointwise path: packed, or
+whole panels read in place and a last partial one packed), 3x3, 7x7, strides, asymmetric
 padding, dilation, groups 1, 2 and c, blocks larger than KC and NC, thread
 counts, errors, the weight packer and the scratch mirror; and the NEON
 (aarch64) and generic C (riscv64) paths under QEMU."""
@@ -23,6 +23,9 @@ CONVS = {
     "1x1": (2, 16, 7, 9, 33, 1, 1, {}),
     "1x1_in_place": (2, 260, 4, 8, 13, 1, 1, {"act": 2}),
     "1x1_in_place_wide": (1, 8, 24, 24, 9, 1, 1, {"bias": False}),
+    "1x1_partial_beyond_kc_and_nc": (1, 300, 23, 25, 7, 1, 1, {"act": 1}),
+    "1x1_partial_groups2": (2, 6, 9, 9, 4, 1, 1, {"groups": 2}),
+    "1x1_under_one_panel": (1, 5, 3, 3, 7, 1, 1, {}),
     "1x1_stride2": (1, 8, 9, 9, 7, 1, 1, {"stride": (2, 2)}),
     "1x1_padded": (1, 3, 4, 5, 17, 1, 1, {"padding": (1, 0, 1, 2)}),
     "3x3_same": (1, 3, 17, 17, 16, 3, 3, {"padding": (1, 1, 1, 1), "act": 1}),
@@ -55,7 +58,7 @@ def test_conv2d_matches_numpy(host_kernels, name):
     assert_close(run_case(host_kernels, case), case)
 
 
-@pytest.mark.parametrize("name", ["1x1", "1x1_in_place", "3x3_same", "beyond_kc_and_nc", "groups2"])
+@pytest.mark.parametrize("name", ["1x1", "1x1_in_place", "1x1_partial_beyond_kc_and_nc", "3x3_same", "beyond_kc_and_nc", "groups2"])
 def test_two_threads_give_the_same_bits_as_one(host_kernels, name):
     *shape, options = CONVS[name]
     case = conv_case(np.random.default_rng(9), *shape, **options)
