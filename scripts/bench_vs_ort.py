@@ -193,6 +193,7 @@ def chart(rows, backends, png: Path) -> None:
     fig.tight_layout()
     with tempfile.NamedTemporaryFile(dir=png.parent, suffix=".png", delete=False) as tmp:
         fig.savefig(tmp.name, dpi=110)
+    os.chmod(tmp.name, 0o644)
     os.replace(tmp.name, png)
 
 
