@@ -30,23 +30,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.expr import (Call, CallExtern, Constant, DataflowBlock, ExternDecl, Function, IRModule, SeqExpr, Var,
-                       VarBinding)
+from ..ir.expr import Call, CallExtern, Constant, ExternDecl, Function, IRModule, SeqExpr, VarBinding
 from ..ir.shape import Proof, as_expr, prove_equal
 from ..ir.types import TensorType
 from ..op.registry import OPS
+from .bindings import Bindings, scan
 
 __all__ = ["dispatch", "KERNEL_FAMILIES"]
 
 KERNEL_FAMILIES = ("dense", "matmul", "conv2d", "depthwise")
 ACT_NONE, ACT_RELU, ACT_RELU6 = 0, 1, 2
-
-
-def _const(e, env):
-    """The Constant `e` is or is bound to, else None."""
-    while isinstance(e, Var) and e in env:
-        e = env[e]
-    return e if isinstance(e, Constant) else None
 
 
 def _is_f32(t) -> bool:
@@ -96,18 +89,18 @@ class _Dispatcher:
         self.count = 0
 
     # -- the block ----------------------------------------------------------------
-    def block(self, block, env, uses, outputs):
+    def block(self, block, info: Bindings):
         bindings = list(block.bindings)
-        value_of = {b.var: b.value for b in bindings if isinstance(b, VarBinding)}
+        in_block = {b.var for b in bindings}
         absorbed, replaced = set(), {}
 
-        def single_user(v):
-            return isinstance(v, Var) and uses.get(v, 0) == 1 and v not in outputs and v in value_of
+        def single_user(v):   # a pattern stays within its block
+            return info.single_use(v) and v in in_block
 
         for b in bindings:
             if not isinstance(b, VarBinding) or not isinstance(b.value, Call) or b.var in absorbed:
                 continue
-            chain = self.match(b, value_of, single_user, env)
+            chain = self.match(b, info, single_user)
             if chain is None:
                 continue
             head, members, call = chain
@@ -123,39 +116,44 @@ class _Dispatcher:
                 out.append(b)
         return type(block)(out)
 
-    def match(self, b, value_of, single_user, env):
+    def match(self, b, info: Bindings, single_user):
         """(binding var to replace, absorbed vars, call) for a pattern that
         starts at `b`, else None."""
         call = b.value
         name = call.op.name
         if name == "matmul" and _is_f32(call.type) and all(_is_f32(a.type) for a in call.args):
-            w = _const(call.args[1], env)
+            w = info.constant(call.args[1])
             if w is not None and w.data.ndim == 2 and "dense" in self.kernels:
-                return self.epilogue(b, value_of, single_user, env, self.dense, w)
+                return self.epilogue(b, info, single_user, self.dense, w)
             if "matmul" in self.kernels:
                 ext = self.matmul(call)
                 return None if ext is None else (b.var, (), ext)
         if name == "conv2d" and _is_f32(call.type) and _is_f32(call.args[0].type):
-            w = _const(call.args[1], env)
+            w = info.constant(call.args[1])
             if w is not None and w.data.dtype == np.float32:
-                return self.epilogue(b, value_of, single_user, env, self.conv, w)
+                return self.epilogue(b, info, single_user, self.conv, w)
         return None
 
-    def epilogue(self, b, value_of, single_user, env, make, w):
+    def epilogue(self, b, info: Bindings, single_user, make, w):
         """The longest chain b -> add(bias) -> activation that `make` takes."""
         call, var, members = b.value, b.var, []
         bias, act = None, ACT_NONE
-        users = self.users
-        nxt = users.get(var)
-        if nxt is not None and single_user(var) and nxt.value.op.name == "add":
+        value_of = info.values
+
+        def next_call(v):
+            nxt = info.users.get(v)
+            return nxt if nxt is not None and single_user(v) and isinstance(nxt.value, Call) else None
+
+        nxt = next_call(var)
+        if nxt is not None and nxt.value.op.name == "add":
             other = [a for a in nxt.value.args if a is not var]
-            c = _const(other[0], env) if len(other) == 1 else None
+            c = info.constant(other[0]) if len(other) == 1 else None
             if c is not None and self.bias_ok(call, c, nxt.value.type):
                 bias = c
                 members.append(var)
                 var = nxt.var
-                nxt = users.get(var)
-        if nxt is not None and single_user(var) and isinstance(nxt.value, Call):
+                nxt = next_call(var)
+        if nxt is not None:
             a = _act_of(nxt.value)
             if a is not None and nxt.value.type == value_of[var].type:
                 act = a
@@ -255,22 +253,8 @@ class _Dispatcher:
 
     # -- functions ------------------------------------------------------------------
     def function(self, f: Function) -> Function:
-        env, uses = {}, {}
-        self.users = {}
-        for blk in f.body.blocks:
-            for b in blk.bindings:
-                if isinstance(b, VarBinding) and isinstance(b.value, Constant):
-                    env[b.var] = b.value
-                for a in getattr(b.value, "args", ()) or getattr(b.value, "fields", ()):
-                    if isinstance(a, Var):
-                        uses[a] = uses.get(a, 0) + 1
-                        self.users[a] = b
-        outputs = set()
-        body = f.body.body
-        for e in getattr(body, "fields", (body,)):
-            if isinstance(e, Var):
-                outputs.add(e)
-        blocks = [self.block(blk, env, uses, outputs) for blk in f.body.blocks]
+        info = scan(f)
+        blocks = [self.block(blk, info) for blk in f.body.blocks]
         if all(a is b for a, b in zip(blocks, f.body.blocks)):
             return f
         return Function(f.params, SeqExpr(blocks, f.body.body), f.ret_type, f.name, f.attrs)

@@ -18,37 +18,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.expr import Call, Constant, Function, IRModule, SeqExpr, Var, VarBinding
+from ..ir.expr import Call, Constant, Function, IRModule, SeqExpr, VarBinding
 from ..op.registry import make_call
+from .bindings import scan
 
 __all__ = ["fold_batch_norm"]
 
 
-def _const(e, env):
-    while isinstance(e, Var) and e in env:
-        e = env[e]
-    return e if isinstance(e, Constant) else None
-
-
-def _uses(func: Function) -> dict:
-    uses: dict = {}
-    for blk in func.body.blocks:
-        for b in blk.bindings:
-            for a in getattr(b.value, "args", ()) or getattr(b.value, "fields", ()):
-                if isinstance(a, Var):
-                    uses[a] = uses.get(a, 0) + 1
-    body = func.body.body
-    for e in getattr(body, "fields", (body,)):
-        if isinstance(e, Var):
-            uses[e] = uses.get(e, 0) + 1
-    return uses
-
-
 def _fold(func: Function) -> Function:
-    env = {b.var: b.value for blk in func.body.blocks for b in blk.bindings
-           if isinstance(b, VarBinding) and isinstance(b.value, Constant)}
-    value_of = {b.var: b.value for blk in func.body.blocks for b in blk.bindings if isinstance(b, VarBinding)}
-    uses = _uses(func)
+    info = scan(func)
     changed, blocks = False, []
     for blk in func.body.blocks:
         out = []
@@ -57,7 +35,7 @@ def _fold(func: Function) -> Function:
             if not (isinstance(b, VarBinding) and isinstance(call, Call) and call.op.name == "batch_norm"):
                 out.append(b)
                 continue
-            params = [_const(a, env) for a in call.args[1:]]
+            params = [info.constant(a) for a in call.args[1:]]
             if any(p is None for p in params) or call.type.dtype not in ("float32", "float64"):
                 out.append(b)
                 continue
@@ -67,9 +45,10 @@ def _fold(func: Function) -> Function:
             x = call.args[0]
             dtype = np.dtype(call.type.dtype)
             along_c = (1, -1) + (1,) * (call.type.ndim - 2)
-            producer = value_of.get(x)
-            w = _const(producer.args[1], env) if isinstance(producer, Call) and producer.op.name == "conv2d" else None
-            if w is not None and uses.get(x) == 1:
+            producer = info.values.get(x)
+            w = info.constant(producer.args[1]) if isinstance(producer, Call) and producer.op.name == "conv2d" \
+                else None
+            if w is not None and info.single_use(x):
                 folded_w = (w.data.astype(np.float64) * s.reshape(-1, 1, 1, 1)).astype(w.data.dtype)
                 conv = make_call("conv2d", [producer.args[0], Constant(folded_w)], dict(producer.attrs),
                                  span=producer.span)

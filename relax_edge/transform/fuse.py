@@ -64,6 +64,7 @@ from ..legalize.common import broadcast_checks
 from ..tir.expr import Index, Intrinsic, Load, ScalarVar
 from ..tir.stmt import Allocate, Assert, Buffer, For, IfThenElse, Let, Seq, Store, TensorProgram
 from ..tir.visit import map_expr, walk_stmt
+from .legalize import NameSupply
 from .pattern import (Pattern, analyze, arith_cost, at_loop_vars, inline_form, loads_in, output_nest,
                       reads_per_element, stmt_exprs)
 
@@ -256,8 +257,7 @@ class _Fuser:
     def __init__(self, mod: IRModule, vectorizable: bool):
         self.vectorizable = vectorizable
         self.programs = dict(mod.tensor_programs)
-        self.taken = set(mod.names())
-        self.counts = collections.Counter()
+        self.names = NameSupply(mod)
         self.patterns: dict = {}
         self.order: dict = {}      # call -> its _Member.order
 
@@ -265,12 +265,7 @@ class _Fuser:
         base = "fused_" + "_".join(ops)
         if len(base) > 60:
             base = "fused_" + "_".join(ops[:3]) + f"_and_{len(ops) - 3}_more"
-        while True:
-            name = f"{base}_{self.counts[base]}" if self.counts[base] else base
-            self.counts[base] += 1
-            if name not in self.taken:
-                self.taken.add(name)
-                return name
+        return self.names(base)
 
     def pattern(self, program) -> Pattern:
         key = id(program)

@@ -69,20 +69,27 @@ class _Missing(ExprVisitor):
         self.visit(b.value)
 
 
-class _Legalizer(ExprMutator):
+class NameSupply:
+    """Names unused in a module: `base`, then `base_1`, `base_2`, ..."""
+
     def __init__(self, mod: IRModule):
-        super().__init__()
-        self.programs = dict(mod.tensor_programs)
         self.taken = set(mod.names())
         self.counts = collections.Counter()
 
-    def fresh_name(self, base: str) -> str:
+    def __call__(self, base: str) -> str:
         while True:
             name = f"{base}_{self.counts[base]}" if self.counts[base] else base
             self.counts[base] += 1
             if name not in self.taken:
                 self.taken.add(name)
                 return name
+
+
+class _Legalizer(ExprMutator):
+    def __init__(self, mod: IRModule):
+        super().__init__()
+        self.programs = dict(mod.tensor_programs)
+        self.fresh_name = NameSupply(mod)
 
     def rewrite_call(self, call: Call):
         if not isinstance(call.op, Op):
