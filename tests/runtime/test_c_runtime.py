@@ -31,6 +31,66 @@ def test_runtime_unit_tests_under_ctest(sanitize, tmp_path):
     assert "100% tests passed, 0 tests failed out of 3" in tested.stdout
     out = run([str(tmp_path / "test_runtime")]).stdout
     assert "RXE_TESTS_PASSED" in out
+    members = archive_symbols(tmp_path / "librxe_runtime.a")
+    assert {"module.c.o", "threads.c.o", "gemm.c.o", "conv.c.o", "depthwise.c.o"} <= set(members)
+    instrumented = {m for m, symbols in members.items() if any(s.startswith("__asan_") for s in symbols)}
+    if sanitize == "ON":
+        assert instrumented == set(members), f"not instrumented: {sorted(set(members) - instrumented)}"
+        assert any(s.startswith("__ubsan_handle_") for symbols in members.values() for s in symbols)
+        probe = out_of_bounds_probe(tmp_path / "librxe_runtime.a", tmp_path / "probe")
+        assert probe.returncode != 0
+        assert "ERROR: AddressSanitizer: heap-buffer-overflow" in probe.stderr, probe.stderr
+        assert "READ of size" in probe.stderr
+    else:
+        assert not instrumented
+
+
+def archive_symbols(archive):
+    """{member object: the symbols it defines or references} of a static library."""
+    proc = run(["nm", "-A", str(archive)])
+    assert proc.returncode == 0, proc.stderr
+    members = {}
+    for line in proc.stdout.splitlines():
+        where, _, rest = line.rpartition(":")
+        if where:
+            members.setdefault(where.rsplit(":", 1)[-1], set()).add(rest.split()[-1])
+    return members
+
+
+# A library kernel reads past the end of its input. The probe itself is built
+# without sanitizers (only linked with their run time): ASan can report the
+# read only if the library's own code is instrumented.
+PROBE = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "relax_edge/kernels.h"
+
+int main(void) {
+  enum { M = 1, N = 16, K = 8 };
+  float* a = (float*)malloc(sizeof(float) * (M * K - 1)); /* one float short */
+  float* w = (float*)calloc(N * K, sizeof(float));
+  float* c = (float*)malloc(sizeof(float) * M * N);
+  rxe_error_t err;
+  int i;
+  for (i = 0; i < M * K - 1; ++i) a[i] = 1.0f;
+  rxe_lib_dense_f32(a, w, NULL, c, M, N, K, RXE_ACT_NONE, &err);
+  printf("probe finished: %f\n", (double)c[0]);
+  free(a);
+  free(w);
+  free(c);
+  return 0;
+}
+"""
+
+
+def out_of_bounds_probe(library, out):
+    """Build and run PROBE against `library`; the completed process."""
+    src = out.with_suffix(".c")
+    src.write_text(PROBE)
+    built = run(["cc", "-std=c99", "-O1", f"-I{RUNTIME_DIR / 'include'}", str(src), str(library),
+                 "-fsanitize=address,undefined", "-lm", "-lpthread", "-o", str(out)])
+    assert built.returncode == 0, built.stderr
+    return run([str(out)], env={"ASAN_OPTIONS": "detect_leaks=0"})
 
 
 FREESTANDING = {
