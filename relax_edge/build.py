@@ -68,6 +68,7 @@ class Artifact:
     server: Path | None = None           # the RPC server (Linux boards; profiled build)
     sizes: dict | None = None            # {"model": {"text":..}, "runtime": {...}} in bytes
     board_file: str = ""
+    sanitize: bool = False               # built with ASan + UBSan (no shared library then)
 
     _PATHS = ("shared_library", "static_library", "header", "runner", "server")
 
@@ -228,15 +229,30 @@ def object_sizes(size_tool: str, objects) -> dict:
 
 
 BACKENDS = ("c", "llvm")
+SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all", "-g")
+
+
+def sanitized(tc: Toolchain, board: Board) -> Toolchain:
+    """The toolchain with AddressSanitizer and UndefinedBehaviorSanitizer on
+    every C object (the model's C, the runtime, the library kernels, the
+    runner, the RPC server) and on the link. No shared library: a sanitized
+    one cannot be loaded into an uninstrumented process."""
+    if board.target.freestanding or "-static" in tc.ldflags:
+        raise BuildError(f"sanitize=True needs a Linux board that links dynamically; {board.name} "
+                         f"{'has no C library' if board.target.freestanding else 'links with -static'}")
+    return dataclasses.replace(tc, cflags=tc.cflags + SANITIZE_FLAGS, ldflags=tc.ldflags + SANITIZE_FLAGS[:1],
+                               shared=False)
 
 
 def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, name: str = "model",
           opt_level: str | None = None, quiet: bool = True, source: dict | None = None,
-          emit_llvm: bool = False, optimize: bool = True) -> Artifact:
+          emit_llvm: bool = False, optimize: bool = True, sanitize: bool = False) -> Artifact:
     """Compile `mod` for `board` (a name or a YAML path) into `out_dir`;
     `backend` "c" or "llvm" (kernels and host functions through LLVM). A
     module with operator calls goes through the optimizing pipeline
-    (relax_edge/pipeline.py), or is only legalized with optimize=False."""
+    (relax_edge/pipeline.py), or is only legalized with optimize=False.
+    sanitize=True builds the runner and the server with ASan + UBSan
+    (LLVM-generated kernels stay uninstrumented)."""
     from .codegen.c.module import generate_c
     from .memory import dump_plan
     from .pipeline import optimize as run_pipeline
@@ -256,6 +272,8 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
         _progress("legalizing operators into tensor programs", quiet)
         mod = legalize(mod)
     tc = Toolchain.for_board(board, opt_level)
+    if sanitize:
+        tc = sanitized(tc, board)
     digest = hashlib.sha256()
     llvm_modules = {}
     if backend == "llvm":
@@ -285,7 +303,8 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
     main_sig = sources.signature["main"]
     artifact = Artifact(out_dir, prefix, board.name, backend, shared, static, out_dir / f"{prefix}.h",
                         sources.signature, source=source, workspace_bytes=main_sig["fixed_workspace_bytes"],
-                        memory_plan=dump_plan(sources.plans["main"]), runner=runner, board_file=board.path)
+                        memory_plan=dump_plan(sources.plans["main"]), runner=runner, board_file=board.path,
+                        sanitize=sanitize)
     server = None if board.target.freestanding else out_dir / f"{prefix}_server"
     artifact.server = server
     stamp = out_dir / ".build-key"

@@ -69,6 +69,27 @@ static uint64_t numel(const rxe_tensor_t* t) {
 
 static int read_exact(FILE* f, void* dst, size_t bytes) { return fread(dst, 1, bytes, f) == bytes; }
 
+/* Bytes of a tensor's data into *out_bytes; 0 when a dimension is negative
+ * or the size does not fit in memory. */
+static int data_bytes(const rxe_tensor_t* t, uint64_t* out_bytes) {
+  uint64_t n = t->dtype.bits / 8u;
+  int32_t d;
+  for (d = 0; d < t->ndim; ++d) {
+    if (t->shape[d] < 0 || (t->shape[d] > 0 && n > (uint64_t)SIZE_MAX / 2 / (uint64_t)t->shape[d])) return 0;
+    n *= (uint64_t)t->shape[d];
+  }
+  *out_bytes = n;
+  return 1;
+}
+
+/* malloc that says what it could not allocate */
+static void* allocate(uint64_t bytes, const char* what, uint32_t index) {
+  void* p = bytes <= (uint64_t)SIZE_MAX ? malloc(bytes > 0 ? (size_t)bytes : 1) : NULL;
+  if (p == NULL)
+    fprintf(stderr, "out of memory: %llu bytes for %s %u\n", (unsigned long long)bytes, what, (unsigned)index);
+  return p;
+}
+
 static int read_tensors(const char* path, tensor_list_t* out) {
   FILE* f = fopen(path, "rb");
   char magic[4];
@@ -82,6 +103,11 @@ static int read_tensors(const char* path, tensor_list_t* out) {
   out->tensors = (rxe_tensor_t*)calloc(out->count + 1, sizeof(rxe_tensor_t));
   out->dims = (int64_t*)calloc((size_t)(out->count + 1) * RXE_MAX_NDIM, sizeof(int64_t));
   out->blocks = (void**)calloc(out->count + 1, sizeof(void*));
+  if (out->tensors == NULL || out->dims == NULL || out->blocks == NULL) {
+    fprintf(stderr, "out of memory for %u tensor descriptors\n", (unsigned)out->count);
+    fclose(f);
+    return 0;
+  }
   for (i = 0; i < out->count; ++i) {
     rxe_tensor_t* t = &out->tensors[i];
     uint8_t code, bits;
@@ -101,10 +127,14 @@ static int read_tensors(const char* path, tensor_list_t* out) {
       fclose(f);
       return 0;
     }
-    bytes = numel(t) * (bits / 8u);
-    out->blocks[i] = malloc(bytes > 0 ? bytes : 1);
+    if (!data_bytes(t, &bytes)) {
+      fprintf(stderr, "input %u: the shape is negative or too large\n", (unsigned)i);
+      fclose(f);
+      return 0;
+    }
+    out->blocks[i] = allocate(bytes, "input", i);
     t->data = out->blocks[i];
-    if (bytes > 0 && !read_exact(f, t->data, bytes)) {
+    if (t->data == NULL || (bytes > 0 && !read_exact(f, t->data, (size_t)bytes))) {
       fclose(f);
       return 0;
     }
@@ -116,19 +146,17 @@ static int read_tensors(const char* path, tensor_list_t* out) {
 static int write_tensors(const char* path, const rxe_tensor_t* tensors, uint32_t count) {
   FILE* f = fopen(path, "wb");
   uint32_t i;
+  int ok;
   if (f == NULL) return 0;
-  fwrite("RXT1", 1, 4, f);
-  fwrite(&count, 4, 1, f);
-  for (i = 0; i < count; ++i) {
+  ok = fwrite("RXT1", 1, 4, f) == 4 && fwrite(&count, 4, 1, f) == 1;
+  for (i = 0; ok && i < count; ++i) {
     const rxe_tensor_t* t = &tensors[i];
     uint16_t ndim = (uint16_t)t->ndim;
-    fwrite(&t->dtype.code, 1, 1, f);
-    fwrite(&t->dtype.bits, 1, 1, f);
-    fwrite(&ndim, 2, 1, f);
-    if (ndim > 0) fwrite(t->shape, sizeof(int64_t), ndim, f);
-    fwrite(t->data, 1, numel(t) * (t->dtype.bits / 8u), f);
+    size_t bytes = (size_t)(numel(t) * (t->dtype.bits / 8u));
+    ok = fwrite(&t->dtype.code, 1, 1, f) == 1 && fwrite(&t->dtype.bits, 1, 1, f) == 1 && fwrite(&ndim, 2, 1, f) == 1 &&
+         (ndim == 0 || fwrite(t->shape, sizeof(int64_t), ndim, f) == ndim) && fwrite(t->data, 1, bytes, f) == bytes;
   }
-  return fclose(f) == 0;
+  return (fclose(f) == 0) && ok;
 }
 
 static void free_tensors(tensor_list_t* list) {
@@ -226,6 +254,11 @@ int main(int argc, char** argv) {
   out.dims = (int64_t*)calloc(total_dims + 1, sizeof(int64_t));
   out.tensors = (rxe_tensor_t*)calloc(out.count + 1, sizeof(rxe_tensor_t));
   out.blocks = (void**)calloc(out.count + 1, sizeof(void*));
+  if (out.dims == NULL || out.tensors == NULL || out.blocks == NULL) {
+    fprintf(stderr, "out of memory for %u output descriptors\n", (unsigned)out.count);
+    rc = 2;
+    goto done;
+  }
   st = fn->plan(in.tensors, out.dims, &ws_bytes, &err);
   if (st != RXE_OK) {
     rc = model_error(st, &err);
@@ -240,11 +273,18 @@ int main(int argc, char** argv) {
     t->device_type = 1;
     t->shape = out.dims + total_dims;
     total_dims += (uint64_t)t->ndim;
-    bytes = numel(t) * (t->dtype.bits / 8u);
-    out.blocks[k] = malloc(bytes > 0 ? bytes : 1);
+    if (!data_bytes(t, &bytes) || (out.blocks[k] = allocate(bytes, "output", (uint32_t)k)) == NULL) {
+      rc = 2;
+      goto done;
+    }
     t->data = out.blocks[k];
   }
-  ws_block = malloc(ws_bytes + RXE_WORKSPACE_ALIGNMENT);
+  if (ws_bytes > (uint64_t)SIZE_MAX - RXE_WORKSPACE_ALIGNMENT ||
+      (ws_block = malloc((size_t)ws_bytes + RXE_WORKSPACE_ALIGNMENT)) == NULL) {
+    fprintf(stderr, "out of memory: %llu bytes of workspace\n", (unsigned long long)ws_bytes);
+    rc = 2;
+    goto done;
+  }
   workspace = (void*)(((uintptr_t)ws_block + RXE_WORKSPACE_ALIGNMENT - 1) & ~(uintptr_t)(RXE_WORKSPACE_ALIGNMENT - 1));
   st = fn->run(in.tensors, out.tensors, workspace, ws_bytes, &err);
   if (st != RXE_OK) {
