@@ -29,6 +29,9 @@ _MOVE_OPS = {"reshape", "concat", "strided_slice", "transpose", "broadcast_to", 
 
 CONVERTERS: dict[str, Callable] = {}
 
+# the most bytes a constant computed at import time may take (from_onnx's max_constant_bytes)
+DEFAULT_MAX_CONSTANT_BYTES = 1 << 30
+
 
 class OnnxImportError(RelaxEdgeError):
     """The ONNX model cannot be imported; the message names the node."""
@@ -77,17 +80,36 @@ def _concrete(v):
     return v
 
 
+def _dims_text(shape) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ")"
+
+
 class ConvertContext:
-    def __init__(self, builder: Builder, node, opset: int, span: str):
+    def __init__(self, builder: Builder, node, opset: int, span: str,
+                 max_constant_bytes: int = DEFAULT_MAX_CONSTANT_BYTES):
         self.builder = builder
         self.node = node
         self.opset = opset
         self.span = span
+        self.max_constant_bytes = max_constant_bytes
         self._attrs = {a.name: a for a in node.attribute}
 
     # errors -----------------------------------------------------------
     def error(self, msg: str) -> OnnxImportError:
         return OnnxImportError(f"node {self.span} ({self.node.op_type}): {msg}")
+
+    def check_constant_size(self, shape, dtype, what: str = "the constant") -> None:
+        """Refuse, before making it, a constant of `shape` larger than the cap."""
+        count = 1
+        for d in shape:
+            d = int(d.value if isinstance(d, IntExpr) else d)
+            if d < 0:
+                raise self.error(f"{what} would have a negative dimension {d} (shape {_dims_text(shape)})")
+            count *= d
+        nbytes = count * np.dtype(dtype).itemsize
+        if nbytes > self.max_constant_bytes:
+            raise self.error(f"{what} of shape {_dims_text(shape)} ({dtype}) would take {nbytes} bytes, "
+                             f"more than max_constant_bytes={self.max_constant_bytes}")
 
     # attributes -------------------------------------------------------
     def has_attr(self, name: str) -> bool:
@@ -197,12 +219,22 @@ class ConvertContext:
         full = {**{k: v for k, v in op.attrs.items() if v is not REQUIRED}, **(attrs or {})}
         if not _concrete_attrs(full):
             return None
+        if op_name in ("tile", "broadcast_to"):  # the only moves that grow their input
+            if op_name == "tile":
+                reps = [int(r) for r in _concrete(full["repeats"])]
+                out = list(static_array(args[0]).shape) + reps  # as many elements as the tiled result
+            else:
+                out = [int(d) for d in _concrete(full["shape"])]
+            self.check_constant_size(out, "int64", f"the result of {op_name}")
         arrays = [a.values if isinstance(a, SymInts) else to_object(a) for a in args]
         out = op.reference(*arrays, **{k: _concrete(v) for k, v in full.items()})
         dtype = next(a.dtype for a in args if isinstance(a, SymInts))
         return from_static(np.asarray(out, dtype=object), dtype)
 
     def _fold(self, call: Call):
+        t = call.type
+        if isinstance(t, TensorType) and t.shape is not None and all(d.is_const for d in t.shape):
+            self.check_constant_size(t.shape, t.dtype, f"the result of {call.op.name}")
         attrs = {k: _concrete(v) for k, v in call.attrs.items()}
         try:
             with np.errstate(all="ignore"):

@@ -13,8 +13,14 @@
 4. Before converting anything, every unsupported operator of the model is
    listed at once with its count.
 
+5. Bad input fails safe: validate.py checks the model's structure, node
+   schemas, every tensor's dims and data, and external data locations
+   before anything is converted; constants computed at import time are
+   capped by `max_constant_bytes` before they are made; and any error
+   escaping a converter still becomes an OnnxImportError naming the node.
+
 Not handled: control flow (If, Loop, Scan), sparse initializers, external
-data that is not next to the model file, domains other than the default.
+data outside the model's folder, domains other than the default.
 """
 
 from __future__ import annotations
@@ -32,26 +38,32 @@ from ...ir.expr import IRModule, Tuple, Var
 from ...ir.shape import SizeVar
 from ...ir.types import TensorType
 from ...errors import RelaxEdgeError
-from .context import CONVERTERS, ConvertContext, OnnxImportError, onnx_dtype
+from . import validate
+from .context import CONVERTERS, DEFAULT_MAX_CONSTANT_BYTES, ConvertContext, OnnxImportError, onnx_dtype
 
 MIN_OPSET = 7
 MAX_OPSET = 28
+MIN_IR_VERSION = 3
 
 
-def _load(model) -> onnx.ModelProto:
+def _load(model) -> tuple[onnx.ModelProto, str | None]:
+    """The ModelProto, and the folder its external data may live in (None
+    when the model was not given by path)."""
     if isinstance(model, onnx.ModelProto):
-        return model
+        return model, None
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
-        if not os.path.exists(path):
+        if not os.path.isfile(path):
             raise OnnxImportError(f"{path}: no such file")
         try:
-            return onnx.load(path)
+            # external data is read by validate.load_external_data, inside the model's folder only
+            proto = onnx.load(path, load_external_data=False)
         except Exception as err:
             raise OnnxImportError(f"{path}: not a readable ONNX model ({type(err).__name__}: {err})") from None
+        return proto, os.path.dirname(os.path.abspath(path))
     if isinstance(model, (bytes, bytearray)):
         try:
-            return onnx.load_from_string(bytes(model))
+            return onnx.load_from_string(bytes(model)), None
         except Exception as err:
             raise OnnxImportError(f"not a readable ONNX model ({type(err).__name__}: {err})") from None
     raise OnnxImportError(f"cannot import {type(model).__name__}: give a path, bytes or an onnx.ModelProto")
@@ -72,10 +84,13 @@ def _identifier(name: str, fallback: str) -> str:
 
 
 class OnnxImporter:
-    def __init__(self, model, dim_bounds=None, input_shapes=None, constant_inputs=None):
-        self.model = _load(model)
+    def __init__(self, model, dim_bounds=None, input_shapes=None, constant_inputs=None,
+                 max_constant_bytes=None):
+        self.model, self.base_dir = _load(model)
         self.graph = self.model.graph
-        self.opset = _default_opset(self.model)
+        self.max_constant_bytes = DEFAULT_MAX_CONSTANT_BYTES if max_constant_bytes is None \
+            else int(max_constant_bytes)
+        self.where = "the model"  # what is being imported, for unexpected errors
         self.dim_bounds = dict(dim_bounds or {})
         self.input_shapes = dict(input_shapes or {})
         self.constant_inputs = dict(constant_inputs or {})
@@ -85,11 +100,19 @@ class OnnxImporter:
 
     # checks -------------------------------------------------------------
     def check_model(self) -> None:
+        """Everything about the model that can be checked before converting
+        a node: versions, operator support, graph structure, node schemas,
+        and every initializer's and tensor attribute's shape and data."""
+        if self.model.ir_version < MIN_IR_VERSION:
+            raise OnnxImportError(f"the model has ir_version {self.model.ir_version}; ONNX models need at "
+                                  f"least {MIN_IR_VERSION} (the first with operator set imports)")
+        self.opset = _default_opset(self.model)
         if not 1 <= self.opset <= MAX_OPSET:
             raise OnnxImportError(f"the model uses ONNX opset {self.opset}; relax_edge imports "
                                   f"opsets {MIN_OPSET} to {MAX_OPSET}")
         if self.opset < MIN_OPSET:
             self.check_old_opset()
+        validate.check_graph(self.graph)
         missing = collections.Counter()
         for node in self.graph.node:
             if node.domain not in ("", "ai.onnx"):
@@ -99,6 +122,14 @@ class OnnxImporter:
         if missing:
             listed = ", ".join(f"{op} ({n} node{'s' * (n > 1)})" for op, n in sorted(missing.items()))
             raise OnnxImportError(f"unsupported ONNX operators: {listed}")
+        if self.graph.sparse_initializer:
+            raise OnnxImportError(f"initializer {self.graph.sparse_initializer[0].values.name}: "
+                                  "sparse initializers are not supported")
+        for index, node in enumerate(self.graph.node):
+            validate.check_node_schema(node, index, self.opset)
+        validate.load_external_data(self.model, self.base_dir)
+        for tensor, what in validate.model_tensors(self.graph):
+            validate.check_tensor(tensor, what)
         unknown = set(self.dim_bounds) - self._dim_params()
         if unknown:
             raise OnnxImportError(f"dim_bounds names {', '.join(sorted(unknown))}, which no input "
@@ -165,6 +196,8 @@ class OnnxImporter:
                 dims.append(p)
             elif isinstance(p, str):
                 dims.append(self.size_var(p))
+            elif d is not None and d.HasField("dim_value") and d.dim_value < 0:
+                raise OnnxImportError(f"{what} dimension {i} is {d.dim_value}; dimensions must be non-negative")
             elif d is not None and d.HasField("dim_value") and d.dim_value > 0:
                 dims.append(d.dim_value)
             elif d is not None and d.dim_param:
@@ -175,14 +208,29 @@ class OnnxImporter:
 
     # conversion ---------------------------------------------------------
     def run(self) -> IRModule:
+        try:
+            return self.convert()
+        except RelaxEdgeError:
+            raise
+        except RecursionError as err:
+            raise OnnxImportError(f"{self.where}: nested too deeply to import") from err
+        except MemoryError as err:
+            raise OnnxImportError(f"{self.where}: ran out of memory while importing") from err
+        except Exception as err:  # a converter missed a case: still name what was being imported
+            raise OnnxImportError(f"{self.where}: cannot be imported "
+                                  f"({type(err).__name__}: {err})") from err
+
+    def convert(self) -> IRModule:
         self.check_model()
         for init in self.graph.initializer:
+            self.where = f"initializer {init.name}"
             try:
                 self.values[init.name] = numpy_helper.to_array(init)
             except Exception as err:
                 raise OnnxImportError(f"initializer {init.name}: cannot be read ({err})") from None
         params = []
         for inp in self.graph.input:
+            self.where = f"graph input {inp.name}"
             if inp.name in self.values:
                 continue  # an initializer listed as an input (old exporters)
             if inp.name in self.constant_inputs:
@@ -195,15 +243,19 @@ class OnnxImporter:
         with self.builder.function("main", params):
             with self.builder.dataflow():
                 for index, node in enumerate(self.graph.node):
+                    self.where = validate.node_label(node, index)
                     self.convert_node(index, node)
-                outputs = [self.output_value(o) for o in self.graph.output]
+                outputs = []
+                for o in self.graph.output:
+                    self.where = f"graph output {o.name}"
+                    outputs.append(self.output_value(o))
             result = outputs[0] if len(outputs) == 1 else self.builder.emit(Tuple(outputs))
             self.builder.ret(result)
         return self.builder.get()
 
     def convert_node(self, index: int, node) -> None:
         span = node.name or f"{node.op_type}_{index}"
-        ctx = ConvertContext(self.builder, node, self.opset, span)
+        ctx = ConvertContext(self.builder, node, self.opset, span, self.max_constant_bytes)
         inputs = []
         for name in node.input:
             if name not in self.values:
@@ -211,8 +263,10 @@ class OnnxImporter:
             inputs.append(self.values[name])
         try:
             out = CONVERTERS[node.op_type](ctx, inputs)
-        except OnnxImportError:
-            raise
+        except OnnxImportError as err:
+            if str(err).startswith("node "):
+                raise
+            raise ctx.error(str(err)) from None
         except RelaxEdgeError as err:
             raise ctx.error(str(err)) from None
         outs = out if isinstance(out, list) else [out]
@@ -228,18 +282,26 @@ class OnnxImporter:
             raise OnnxImportError(f"graph output {out.name} is not produced by any node")
         value = self.values[out.name]
         ctx = ConvertContext(self.builder, onnx.helper.make_node("Identity", [out.name], [out.name]),
-                             self.opset, f"output {out.name}")
+                             self.opset, f"output {out.name}", self.max_constant_bytes)
         expr = ctx.tensor(value)
         return self.builder.emit_output(expr, name=_identifier(out.name, "output"))
 
 
-def from_onnx(model, dim_bounds=None, input_shapes=None, constant_inputs=None) -> IRModule:
+def from_onnx(model, dim_bounds=None, input_shapes=None, constant_inputs=None,
+              max_constant_bytes=None) -> IRModule:
     """Import an ONNX model (path, bytes or ModelProto) as an IRModule.
 
     dim_bounds: {dim_param: upper} or {dim_param: (lower, upper)}.
     input_shapes: {input name: shape}, each dim an int (pinned), a str (a
         named size variable) or None (as the model says).
     constant_inputs: {input name: array} to treat graph inputs as constants.
+    max_constant_bytes: the most bytes a constant computed at import time
+        (ConstantOfShape, Expand, Tile, Range, folded calls) may take; it is
+        checked before the constant is made. Default
+        `DEFAULT_MAX_CONSTANT_BYTES`.
+
+    Any problem with the model raises OnnxImportError naming the node,
+    initializer, input or output at fault.
     """
     from . import convert  # noqa: F401  (registers the converters)
-    return OnnxImporter(model, dim_bounds, input_shapes, constant_inputs).run()
+    return OnnxImporter(model, dim_bounds, input_shapes, constant_inputs, max_constant_bytes).run()

@@ -46,8 +46,16 @@ def _norm_axes(ctx, axes, rank):
     return out
 
 
+_CONSTANT_ATTRS = ("value", "value_float", "value_floats", "value_int", "value_ints",
+                   "value_string", "value_strings", "sparse_value")
+
+
 @converter("Constant")
 def convert_constant(ctx, inputs):
+    given = [a for a in _CONSTANT_ATTRS if ctx.has_attr(a)]
+    if len(given) != 1:
+        raise ctx.error(f"a Constant needs exactly one value attribute, got {len(given)}"
+                        f"{' (' + ', '.join(given) + ')' if given else ''}")
     for name in ("value", "value_float", "value_floats", "value_int", "value_ints"):
         if ctx.has_attr(name):
             v = ctx.attr(name)
@@ -219,6 +227,13 @@ def convert_gather(ctx, inputs):
     rank = len(_dims(ctx, data))
     axis = _norm_axes(ctx, [axis], rank)[0]
     idx = ctx.known(indices)
+    dim = _dims(ctx, data)[axis]
+    if idx is not None and idx.size and dim.is_const:
+        if idx.dtype.kind not in "iu":
+            raise ctx.error(f"indices must be integers, got {idx.dtype}")
+        bad = idx[(idx < -dim.value) | (idx >= dim.value)]
+        if bad.size:
+            raise ctx.error(f"index {int(bad.reshape(-1)[0])} is out of range for axis {axis} of size {dim.value}")
     if idx is not None and static_array(data) is not None:
         dim = static_array(data).shape[axis]
         return _static_move(lambda a: np.take(a, np.where(idx < 0, idx + dim, idx), axis=axis), data)
@@ -262,12 +277,19 @@ def convert_range(ctx, inputs):
             raise ctx.error("a symbolic Range step is not supported")
         step = step.value
     s, e = start.item(), limit.item()
+    if step == 0:
+        raise ctx.error("delta must not be 0")
     if dtype.startswith("float"):
-        return np.arange(float(s), float(e), float(step), dtype=dtype)
+        s, e, step = float(s), float(e), float(step)
+        if not all(np.isfinite([s, e, step])):
+            raise ctx.error(f"start, limit and delta must be finite, got {s}, {e}, {step}")
+        ctx.check_constant_size([max(int(np.ceil((e - s) / step)), 0)], dtype, "the Range")
+        return np.arange(s, e, step, dtype=dtype)
     if isinstance(inputs[0], SymInts) or isinstance(inputs[1], SymInts) or \
             isinstance(s, IntExpr) or isinstance(e, IntExpr):
         return ctx.emit("arange", [], {"start": as_expr(s), "stop": as_expr(e), "step": int(step), "dtype": dtype})
     length = int(arange_length(int(s), int(e), int(step)))
+    ctx.check_constant_size([length], dtype, "the Range")
     return np.arange(int(s), int(s) + length * int(step), int(step), dtype=dtype)[:length]
 
 
