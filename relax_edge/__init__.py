@@ -8,7 +8,6 @@
 __version__ = "0.1.0"
 
 from . import ir, op  # noqa: E402
-from .frontend import OnnxImportError, from_onnx  # noqa: E402
 from .errors import InterpretError, RelaxEdgeError, ShapeError, TypeInferenceError, VerifyError  # noqa: E402
 from .interp import interpret  # noqa: E402
 from .build import Artifact, build  # noqa: E402
@@ -22,3 +21,15 @@ __all__ = [
     "TupleType", "Var", "print_module", "verify", "RelaxEdgeError", "ShapeError",
     "TypeInferenceError", "VerifyError", "InterpretError",
 ]
+
+
+def __getattr__(name: str):
+    """from_onnx and OnnxImportError import the ONNX frontend (and onnx) on first use."""
+    if name in ("from_onnx", "OnnxImportError"):
+        from . import frontend
+        return getattr(frontend, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), "from_onnx", "OnnxImportError"])

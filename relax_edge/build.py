@@ -36,9 +36,10 @@ from pathlib import Path
 
 from .errors import RelaxEdgeError
 from .ir.expr import Call, IRModule
+from .resources import runtime_dir
 from .target import DEFAULT_BOARD, Board, load_board, require_toolchain
 
-RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime_c"
+RUNTIME_DIR = runtime_dir()   # the checkout's runtime_c/, or the wheel's copy
 RUNTIME_SOURCES = ("status.c", "check.c", "module.c", "math.c")  # runtime_c/src, the core
 RUNNER_SOURCE = RUNTIME_DIR / "tools" / "runner.c"
 THREADS_SOURCE = RUNTIME_DIR / "src" / "threads.c"   # the thread pool (serial under RXE_NO_THREADS)

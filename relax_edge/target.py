@@ -22,8 +22,9 @@ from pathlib import Path
 import yaml
 
 from .errors import RelaxEdgeError
+from .resources import boards_dir
 
-BOARDS_DIR = Path(__file__).resolve().parent.parent / "boards"
+BOARDS_DIR = boards_dir()   # the checkout's boards/, or the wheel's copy
 DEFAULT_BOARD = "qemu-aarch64"
 
 TRANSPORTS = ("local", "qemu", "ssh", "adb")
