@@ -24,7 +24,7 @@ from pathlib import Path
 from ..errors import RelaxEdgeError
 from ..target import Board, require_toolchain
 from . import tensorfile
-from .host import RuntimeCheckError
+from .host import RuntimeCheckError, prepare_inputs
 from .rpc import DeviceError, ProcessStream, RpcModule
 
 _ERROR = re.compile(r"RXE_ERROR (RXE_\w+): (.*)")
@@ -51,10 +51,7 @@ class RunnerModule:
         return self.device.execute(self.runner, ["-f", self.function, *args] if self.function != "main" else args)
 
     def run(self, *inputs) -> list:
-        names = [i["name"] for i in self.signature["inputs"]]
-        if len(inputs) != len(names):
-            raise RuntimeCheckError(1, f"takes {len(names)} inputs ({', '.join(names)}), got {len(inputs)}")
-        self.device.write("in.rxt", tensorfile.encode(list(inputs)))
+        self.device.write("in.rxt", tensorfile.encode(prepare_inputs(self.signature, inputs)))
         self.device.remove("out.rxt")
         self._check(self._call(["in.rxt", "out.rxt"]))
         data = self.device.read("out.rxt")

@@ -8,6 +8,13 @@
 allocates them (the only allocation, on the Python side), and calls run.
 A status other than RXE_OK becomes a RuntimeCheckError with the runtime's
 message (naming the input and dimension).
+
+Every entry point (this one, RPC, the runner on tensor files) prepares its
+inputs with `prepare_inputs`: non-contiguous or byte-swapped arrays are
+copied into compact native order, and the two checks that cannot wait for
+the device (the input count, a dtype the ABI has no code for) fail with the
+status and message the C side uses. Dtype, rank, bounds and shapes are
+checked by the generated plan function, the one source of those messages.
 """
 
 from __future__ import annotations
@@ -26,6 +33,44 @@ class RuntimeCheckError(RelaxEdgeError):
     def __init__(self, status: int, message: str):
         self.status = abi.STATUS_NAMES.get(status, str(status))
         super().__init__(f"{self.status}: {message}")
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    return "bool" if dtype == np.bool_ else dtype.name
+
+
+def count_message(signature: dict, given: int) -> str:
+    """The input-count error, worded as the runner and the RPC client word it."""
+    names = [i["name"] for i in signature["inputs"]]
+    return f"takes {len(names)} inputs ({', '.join(names)}), got {given}"
+
+
+def prepare_inputs(signature: dict, inputs) -> list:
+    """The inputs as compact, native-order numpy arrays, or a
+    RuntimeCheckError: the input count (RXE_ERR_ARGUMENT_COUNT), a value that
+    is not an array or whose dtype the ABI cannot describe (RXE_ERR_DTYPE),
+    a rank beyond RXE_MAX_NDIM (RXE_ERR_RANK), in the words of the runtime's
+    own checks."""
+    infos = signature["inputs"]
+    if len(inputs) != len(infos):
+        raise RuntimeCheckError(1, count_message(signature, len(inputs)))
+    arrays = []
+    for info, x in zip(infos, inputs):
+        what = f"input {info['name']}"
+        try:
+            arr = np.asarray(x)
+        except (ValueError, TypeError) as err:
+            raise RuntimeCheckError(2, f"{what}: not an array of {info['dtype']} ({err})") from None
+        name = _dtype_name(arr.dtype)
+        if name not in abi.DTYPES:
+            raise RuntimeCheckError(2, f"{what}: dtype {name}, expected {info['dtype']}")
+        if arr.ndim > abi.MAX_NDIM:
+            rank = len([d for d in info["shape"].strip("()").split(",") if d.strip()])
+            raise RuntimeCheckError(3, f"{what}: rank {arr.ndim}, expected {rank}")
+        if not arr.dtype.isnative:
+            arr = arr.astype(arr.dtype.newbyteorder("="))
+        arrays.append(np.ascontiguousarray(arr))
+    return arrays
 
 
 def _tensor(arr: np.ndarray, keep: list) -> abi.Tensor:
@@ -61,14 +106,8 @@ class LoadedModule:
         self.signature = artifact.signature[function]
 
     def _prepare(self, inputs):
-        if len(inputs) != self.fn.num_inputs:
-            names = ", ".join(i["name"] for i in self.signature["inputs"])
-            raise RuntimeCheckError(1, f"takes {self.fn.num_inputs} inputs ({names}), got {len(inputs)}")
         keep = []
-        arrays = [np.ascontiguousarray(np.asarray(x)) for x in inputs]
-        for info, arr in zip(self.signature["inputs"], arrays):
-            if arr.dtype.name not in abi.DTYPES:
-                raise RuntimeCheckError(2, f"input {info['name']}: dtype {arr.dtype.name}, expected {info['dtype']}")
+        arrays = prepare_inputs(self.signature, inputs)
         tensors = (abi.Tensor * max(len(arrays), 1))(*[_tensor(a, keep) for a in arrays])
         return arrays, tensors, keep
 

@@ -28,7 +28,7 @@ import numpy as np
 from ..codegen import abi
 from ..errors import RelaxEdgeError
 from . import tensorfile
-from .host import RuntimeCheckError
+from .host import RuntimeCheckError, prepare_inputs
 
 PROTOCOL_VERSION = 1
 HELLO, LIST, SELECT, SET_INPUT, RUN, GET_OUTPUT, TIME, PROFILE, WORKSPACE, SHUTDOWN = range(1, 11)
@@ -198,11 +198,8 @@ class RpcModule:
             raise
 
     def _send_inputs(self, client, inputs):
-        names = [i["name"] for i in self.signature["inputs"]]
-        if len(inputs) != len(names):
-            raise RuntimeCheckError(1, f"takes {len(names)} inputs ({', '.join(names)}), got {len(inputs)}")
-        for k, x in enumerate(inputs):
-            client.set_input(k, np.ascontiguousarray(np.asarray(x)))
+        for k, x in enumerate(prepare_inputs(self.signature, inputs)):
+            client.set_input(k, x)
 
     def run(self, *inputs) -> list:
         def go(client):

@@ -179,11 +179,15 @@ class SshDevice(DeviceSession):
 
     def spawn(self, program: str, args=()) -> "ChannelStream":
         """Start the RPC server over an exec channel that carries the frames."""
+        import paramiko
         cmd = " ".join(shlex.quote(a) for a in [*self.prefix, program, *args])
         try:
             channel = self.client.get_transport().open_session()
             channel.exec_command(f"cd {shlex.quote(self.session_dir)} && exec {cmd}")
-        except (OSError, EOFError, AttributeError) as err:
+        except paramiko.ChannelException as err:
+            raise DeviceError(f"{self.where}: the board's sshd refused another session ({err.text}); it allows "
+                              "MaxSessions per connection: close modules no longer used (module.close())") from None
+        except (OSError, EOFError, AttributeError, paramiko.SSHException) as err:
             raise DeviceError(f"{self.where}: the connection was lost while starting the server ({err})") from None
         return ChannelStream(channel, self.where)
 

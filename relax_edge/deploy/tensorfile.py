@@ -34,6 +34,13 @@ def encode(arrays) -> bytes:
 def decode(data: bytes) -> list:
     if data[:4] != b"RXT1":
         raise RelaxEdgeError("not a relax_edge tensor file (bad magic)")
+    try:
+        return _decode(data)
+    except (struct.error, ValueError):
+        raise RelaxEdgeError(f"tensor file of {len(data)} bytes is truncated or corrupt") from None
+
+
+def _decode(data: bytes) -> list:
     (count,), pos, out = struct.unpack_from("<I", data, 4), 8, []
     for _ in range(count):
         code, bits, ndim = struct.unpack_from("<BBH", data, pos)

@@ -227,7 +227,15 @@ int main(int argc, char** argv) {
       fprintf(stderr, "RXE_ERROR RXE_ERR_ARGUMENT_COUNT: -w takes %d sizes\n", (int)fn->num_sizes);
       return 3;
     }
-    for (i = 0; i < fn->num_sizes; ++i) values[i] = strtoll(argv[argi + 1 + i], NULL, 10);
+    for (i = 0; i < fn->num_sizes; ++i) {
+      const char* text = argv[argi + 1 + i];
+      char* end;
+      values[i] = strtoll(text, &end, 10);
+      if (end == text || *end != '\0') {
+        fprintf(stderr, "RXE_ERROR RXE_ERR_ARGUMENT_COUNT: -w: %s is '%s', not an integer\n", fn->size_names[i], text);
+        return 3;
+      }
+    }
     if ((st = fn->workspace(values, &bytes, &err)) != RXE_OK) return model_error(st, &err);
     printf("RXE_WORKSPACE %llu\n", (unsigned long long)bytes);
     return 0;
@@ -244,8 +252,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   if ((int32_t)in.count != fn->num_inputs) {
-    fprintf(stderr, "RXE_ERROR RXE_ERR_ARGUMENT_COUNT: %s takes %d inputs, got %u\n", fname, (int)fn->num_inputs,
-            (unsigned)in.count);
+    /* worded as the Python client words it: "takes 2 inputs (x, y), got 1" */
+    fprintf(stderr, "RXE_ERROR RXE_ERR_ARGUMENT_COUNT: takes %d inputs (", (int)fn->num_inputs);
+    for (k = 0; k < fn->num_inputs; ++k) fprintf(stderr, "%s%s", k ? ", " : "", fn->inputs[k].name);
+    fprintf(stderr, "), got %u\n", (unsigned)in.count);
     free_tensors(&in);
     return 3;
   }
