@@ -205,3 +205,11 @@ def test_wheel_compiles_and_runs(wheel_venv, tmp_path, board):
     assert any((tmp_path / "cache" / "runtime").iterdir()), "no runtime objects compiled from the wheel's runtime_c"
     proc = _run([cli, "run", "out", "--check", "--dim", "n=5"], cwd=tmp_path, env=env)
     assert "check against the numpy reference: PASS" in proc.stdout, proc.stdout
+
+
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="needs cmake")
+def test_wheel_runtime_configures_with_cmake(wheel_venv, tmp_path):
+    """The packaged CMakeLists.txt finds the packaged runtime sources."""
+    sdk = wheel_venv.parent / _site(wheel_venv) / "relax_edge" / "_sdk"
+    proc = _run(["cmake", "-S", sdk, "-B", tmp_path / "build", "-DRXE_BUILD_TESTS=ON"], cwd=tmp_path)
+    assert "Generating done" in proc.stdout, proc.stdout
