@@ -8,42 +8,167 @@
 
 The board defaults to qemu-aarch64 (for `run DIR`, to the board it was built for).
 
-Long steps print progress on stderr. Errors print one line naming the
-problem and exit with status 1 (2 for usage errors).
+Long steps print progress on stderr. Errors print one line,
+`relax-edge: error: ...`, on stderr and exit with status 2 for usage errors
+(bad flags or values, checked by the parser before any work), 130 when
+interrupted, 1 for everything else; `--debug` adds the traceback. Results
+(--output, --json, --plot) are written atomically.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import io
 import json
+import os
 import re
 import sys
+import tempfile
 import time
+import traceback
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
 
 from . import __version__
 from .errors import RelaxEdgeError
-
-from .target import DEFAULT_BOARD, load_board  # noqa: E402
+from .target import DEFAULT_BOARD, load_board
 
 
 def _say(msg: str) -> None:
     print(f"[relax-edge] {msg}", file=sys.stderr, flush=True)
 
 
+class UsageError(Exception):
+    """A bad command line: reported in one line, exit status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse whose errors have the command's one-line form
+    (`relax-edge: error: ...`) instead of printing usage and exiting."""
+
+    def error(self, message):
+        # "argument --dim: 'x': ..." -> "--dim 'x': ...", "argument --repeat: ..." -> "--repeat: ..."
+        message = re.sub(r"^argument (?:\S+/)?(\S+): (?=')", r"\1 ", message)
+        message = re.sub(r"^argument (?:\S+/)?(\S+): ", r"\1: ", message)
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def _dim_value(item: str):
+    """NAME=LO..HI | NAME=..HI | NAME=N  ->  (name, (lo, hi) or n)"""
+    m = re.fullmatch(r"([A-Za-z_]\w*)=(?:(\d*)\.\.(\d+)|(\d+))", item)
+    if not m:
+        raise RelaxEdgeError(f"--dim {item!r}: expected NAME=LO..HI, NAME=..HI or NAME=N")
+    name, lo, hi, exact = m.groups()
+    if exact:
+        if int(exact) < 1:
+            raise RelaxEdgeError(f"--dim {item!r}: a size must be at least 1")
+        return name, int(exact)
+    low, high = (int(lo) if lo else 1), int(hi)
+    if high < 1 or low > high:
+        raise RelaxEdgeError(f"--dim {item!r}: expected 1 <= HI and LO <= HI")
+    return name, (low, high)
+
+
+def _dim_arg(item: str) -> str:
+    """The parser's check of one --dim (the value stays text for parse_dims)."""
+    try:
+        _dim_value(item)
+    except RelaxEdgeError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("--dim ")) from None
+    return item
+
+
 def parse_dims(items) -> dict:
     """--dim NAME=LO..HI | NAME=..HI | NAME=N  ->  {name: (lo, hi) or n}"""
-    out = {}
-    for item in items or []:
-        m = re.fullmatch(r"(\w+)=(?:(\d*)\.\.(\d+)|(\d+))", item)
-        if not m:
-            raise RelaxEdgeError(f"--dim {item!r}: expected NAME=LO..HI, NAME=..HI or NAME=N")
-        name, lo, hi, exact = m.groups()
-        out[name] = int(exact) if exact else (int(lo) if lo else 1, int(hi))
-    return out
+    return dict(_dim_value(item) for item in items or [])
+
+
+def _int_arg(low: int, high: int | None = None):
+    """An argparse type: an integer in [low, high]."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            value = None
+        if value is None or value < low or (high is not None and value > high):
+            span = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
+            raise argparse.ArgumentTypeError(f"expected {span}, got {text!r}")
+        return value
+    return parse
+
+
+MAX_REPEAT = 100000  # the RPC server's limit on timed and warm-up runs
+MAX_THREADS = 16     # RXE_MAX_THREADS in runtime_c/include/relax_edge/threads.h
+
+
+# files ----------------------------------------------------------------------
+def _os_message(err: OSError, with_path: bool = True) -> str:
+    """One line for an OSError: what failed on which path."""
+    what = err.strerror or str(err)
+    if err.errno == errno.ENOSPC:
+        what = "no space left on the device"
+    return f"{err.filename}: {what}" if err.filename and with_path else what
+
+
+def _check_output_file(path: str, flag: str) -> None:
+    """Fail before any work when `path` cannot be written."""
+    target = Path(path)
+    if target.is_dir():
+        raise RelaxEdgeError(f"{flag} {path}: is a folder, expected a file name")
+    folder = target.parent
+    if not folder.is_dir():
+        raise RelaxEdgeError(f"{flag} {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise RelaxEdgeError(f"{flag} {path}: the folder {folder} is not writable")
+
+
+def _check_output_dir(path, flag: str) -> None:
+    """Fail before any work when the folder `path` cannot be made or written."""
+    target = Path(path)
+    existing = target
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise RelaxEdgeError(f"{flag} {path}: {existing} is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise RelaxEdgeError(f"{flag} {path}: {existing} is not writable")
+
+
+def _write_atomic(path, data: bytes) -> None:
+    """Write to a temporary file beside `path`, then rename it over `path`;
+    a failure (a full disk) leaves `path` as it was and no temporary file.
+    A device or a pipe (/dev/stdout) is written directly."""
+    path = Path(path)
+    tmp = None
+    try:
+        if path.exists() and not path.is_file() and not path.is_dir():
+            with open(path, "wb") as f:
+                f.write(data)
+            return
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as err:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(err, OSError):
+            raise RelaxEdgeError(f"cannot write {path}: {_os_message(err, with_path=False)}") from None
+        raise
+
+
+def _check_model(path: str) -> None:
+    if not Path(path).exists():
+        raise RelaxEdgeError(f"{path}: no such file or directory (expected an ONNX file or a directory made "
+                             "by relax-edge compile)")
 
 
 def _import(model: str, dims: dict):
@@ -69,7 +194,10 @@ def _compile(model: str, board: str, backend: str, out_dir, dims: dict, name: st
 
 def cmd_compile(args) -> int:
     if args.emit_llvm and args.backend != "llvm":
-        raise RelaxEdgeError("--emit-llvm needs --backend llvm")
+        raise UsageError("--emit-llvm needs --backend llvm")
+    _check_model(args.model)
+    if args.output:
+        _check_output_dir(args.output, "-o")
     _, art = _compile(args.model, args.board or DEFAULT_BOARD, args.backend, args.output, parse_dims(args.dim),
                       args.name, args.emit_llvm, args.optimize)
     sig = art.signature["main"]
@@ -125,26 +253,76 @@ def _default_sizes(art, given: dict) -> dict:
     return sizes
 
 
+def _read_tensor_file(path: str) -> dict:
+    """The arrays of an .npz (by name) or an .npy (as arr_0); never unpickles."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(6)
+            if not (magic.startswith(b"PK") or magic == b"\x93NUMPY"):  # a zip (.npz) or an .npy
+                raise RelaxEdgeError(f"{path}: not an .npz or .npy file")
+            f.seek(0)
+            data = np.load(f, allow_pickle=False)
+            if isinstance(data, np.ndarray):
+                return {"arr_0": data}
+            with data:
+                return {name: data[name] for name in data.files}
+    except OSError as err:
+        raise RelaxEdgeError(f"cannot read {path}: {err.strerror or err}") from None
+    except ValueError as err:
+        if "pickle" in str(err).lower():
+            raise RelaxEdgeError(f"{path}: holds pickled (object) arrays, which are not loaded; save plain numeric "
+                                 "arrays with numpy.savez") from None
+        raise RelaxEdgeError(f"{path}: not a readable .npz or .npy file ({err})") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError, KeyError, NotImplementedError) as err:
+        raise RelaxEdgeError(f"{path}: not a readable .npz or .npy file (truncated or corrupt: {err})") from None
+
+
 def _load_inputs(path: str, signature: dict) -> list:
-    data = np.load(path)
+    """The model's inputs from a tensor file: arrays named after the inputs,
+    or arr_0, arr_1, ... in order (an .npy is arr_0). A file with too few or
+    too many arrays fails as a run with that many inputs would."""
+    from .deploy.host import RuntimeCheckError, count_message
+    data = _read_tensor_file(path)
     names = [i["name"] for i in signature["inputs"]]
-    if all(n in data for n in names):
-        return [data[n] for n in names]
-    if all(f"arr_{k}" in data for k in range(len(names))):
-        return [data[f"arr_{k}"] for k in range(len(names))]
-    raise RelaxEdgeError(f"{path}: expected arrays named {', '.join(names)} (or arr_0, arr_1, ...), "
-                         f"found {', '.join(data.files) or 'none'}")
+    files = list(data)
+    if any(f in names for f in files):
+        order = [data[n] for n in names if n in data]
+        extra = [data[f] for f in files if f not in names]
+    elif sorted(files) == sorted(f"arr_{k}" for k in range(len(files))):
+        order, extra = [data[f"arr_{k}"] for k in range(len(files))], []
+    else:
+        raise RelaxEdgeError(f"{path}: expected arrays named {', '.join(names)} (or arr_0, arr_1, ...), "
+                             f"found {', '.join(files) or 'none'}")
+    if len(files) != len(names):
+        raise RuntimeCheckError(1, count_message(signature, len(files)))
+    if extra:
+        missing = [n for n in names if n not in data]
+        raise RelaxEdgeError(f"{path}: no array named {', '.join(missing)} (it holds {', '.join(files)})")
+    return order
 
 
 def _save_npz_atomic(path: str, arrays: dict) -> None:
-    from .build import write_atomic
     buf = io.BytesIO()
     np.savez(buf, **arrays)
-    write_atomic(Path(path), buf.getvalue())
+    _write_atomic(Path(path), buf.getvalue())
+
+
+def _check_paths(args) -> None:
+    """Every path a run or a benchmark reads or writes, before any work."""
+    _check_model(args.model)
+    if args.inputs and not Path(args.inputs).is_file():
+        raise RelaxEdgeError(f"--inputs {args.inputs}: " + ("is a folder, expected an .npz or .npy file"
+                                                             if Path(args.inputs).is_dir() else "no such file"))
+    for flag in ("output", "json", "plot"):
+        if getattr(args, flag, None):
+            _check_output_file(getattr(args, flag), f"--{flag}")
+    if args.build_dir and not Path(args.model).is_dir():
+        _check_output_dir(args.build_dir, "--build-dir")
 
 
 def cmd_run(args) -> int:
     from .deploy import connect
+    _check_paths(args)
     dims = parse_dims(args.dim)
     art, board = _artifact_for(args, dims)
     sizes = _default_sizes(art, {k: v for k, v in dims.items() if isinstance(v, int)})
@@ -197,7 +375,11 @@ def _artifact_for(args, dims):
     from .build import Artifact
     target = Path(args.model)
     if target.is_dir():
-        art = Artifact.load(target)
+        try:
+            art = Artifact.load(target)
+        except (ValueError, KeyError, TypeError) as err:  # a damaged or foreign artifact.json
+            raise RelaxEdgeError(f"{target / 'artifact.json'}: not a readable artifact description "
+                                 f"({type(err).__name__}: {err}); rebuild with relax-edge compile") from None
     else:
         compile_dims = {k: v for k, v in dims.items() if isinstance(v, tuple)}
         _, art = _compile(args.model, args.board or DEFAULT_BOARD, "c", args.build_dir, compile_dims, None)
@@ -210,6 +392,9 @@ def _artifact_for(args, dims):
 
 def cmd_bench(args) -> int:
     from .deploy import connect
+    if args.plot and not args.profile:
+        raise UsageError("--plot draws the profile: add --profile")
+    _check_paths(args)
     dims = parse_dims(args.dim)
     art, board = _artifact_for(args, dims)
     sizes = _default_sizes(art, {k: v for k, v in dims.items() if isinstance(v, int)})
@@ -240,12 +425,9 @@ def cmd_bench(args) -> int:
                   f"{row['share']:>8.1%}")
         result["profile"] = prof
     if args.json:
-        from .build import write_atomic
-        write_atomic(Path(args.json), json.dumps(result, indent=1))
+        _write_atomic(Path(args.json), json.dumps(result, indent=1).encode())
         print(f"  wrote {args.json}")
     if args.plot:
-        if prof is None:
-            raise RelaxEdgeError("--plot draws the profile: add --profile")
         plot_profile(prof, f"{art.prefix} on {board} ({shape})", Path(args.plot), args.top)
         print(f"  wrote {args.plot}")
     return 0
@@ -259,7 +441,6 @@ def plot_profile(prof: dict, title: str, path: Path, top: int) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise RelaxEdgeError("--plot needs matplotlib: pip install 'relax-edge[plot]'") from None
-    from .build import write_atomic
     rows = prof["rows"][:top][::-1]
     fig, ax = plt.subplots(figsize=(9, 0.35 * len(rows) + 1.5))
     ax.barh([f"{r['kernel']}  ({r['node'][:40]})" for r in rows], [r["total_ms"] for r in rows], color="#3b7dd8")
@@ -269,7 +450,7 @@ def plot_profile(prof: dict, title: str, path: Path, top: int) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
     plt.close(fig)
-    write_atomic(path, buf.getvalue())
+    _write_atomic(path, buf.getvalue())
 
 
 def cmd_boards(args) -> int:
@@ -301,11 +482,13 @@ def cmd_ops(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="relax-edge",
         description="relax_edge: compile ML models with dynamic shapes for embedded and mobile boards.")
     parser.add_argument("--version", action="version", version=f"relax-edge {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    repeats, threads = _int_arg(1, MAX_REPEAT), _int_arg(1, MAX_THREADS)
 
     p = sub.add_parser("compile", help="compile an ONNX model to a library for a board")
     p.add_argument("model", help="the ONNX file")
@@ -313,7 +496,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default="c", choices=["c", "llvm"], help="code generator for the kernels (default c)")
     p.add_argument("--emit-llvm", action="store_true", help="with --backend llvm: keep the LLVM IR (.ll) of the kernels and host functions")
     p.add_argument("-o", "--output", help="output directory (default build/<model name>)")
-    p.add_argument("--dim", action="append", metavar="NAME=LO..HI", help="bounds of a dynamic dimension")
+    p.add_argument("--dim", action="append", type=_dim_arg, metavar="NAME=LO..HI",
+                   help="bounds of a dynamic dimension")
     p.add_argument("--name", help="symbol prefix of the generated code (default: the file's stem)")
     p.add_argument("--show-memory", action="store_true", help="print the memory plan (table and timeline)")
     p.add_argument("--no-optimize", dest="optimize", action="store_false",
@@ -324,27 +508,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", help="an ONNX file or a directory made by `relax-edge compile`")
     p.add_argument("--board", help="a board name or YAML file (default: the artifact's board)")
     p.add_argument("--inputs", help=".npz with one array per input (by input name)")
-    p.add_argument("--dim", action="append", metavar="NAME=N", help="size of a dynamic dimension for random inputs")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--dim", action="append", type=_dim_arg, metavar="NAME=N",
+                   help="size of a dynamic dimension for random inputs")
+    p.add_argument("--seed", type=_int_arg(0), default=0, help="seed of the random inputs")
     p.add_argument("--check", action="store_true", help="compare with the numpy reference of the source model")
     p.add_argument("--output", help="write the outputs to this .npz")
-    p.add_argument("--threads", type=int, help="threads of the runtime's pool (default 1)")
+    p.add_argument("--threads", type=threads, help=f"threads of the runtime's pool, 1..{MAX_THREADS} (default 1)")
     p.add_argument("--build-dir", help="where to compile an ONNX file (default build/<model name>)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("bench", help="benchmark (and profile) a model on a board, timed on the device")
     p.add_argument("model", help="an ONNX file or a directory made by `relax-edge compile`")
     p.add_argument("--board", help="a board name or YAML file (default: the artifact's board)")
-    p.add_argument("--repeat", type=int, default=20, help="timed repeats (default 20)")
-    p.add_argument("--warmup", type=int, default=3, help="warm-up runs (default 3)")
+    p.add_argument("--repeat", type=repeats, default=20, help=f"timed repeats, 1..{MAX_REPEAT} (default 20)")
+    p.add_argument("--warmup", type=_int_arg(0, MAX_REPEAT), default=3, help="warm-up runs (default 3)")
     p.add_argument("--profile", action="store_true", help="also print the per-kernel profile of one run")
-    p.add_argument("--top", type=int, default=10, help="kernels shown in the profile (default 10)")
-    p.add_argument("--threads", type=int, help="threads of the runtime's pool (default 1)")
+    p.add_argument("--top", type=_int_arg(1), default=10, help="kernels shown in the profile (default 10)")
+    p.add_argument("--threads", type=threads, help=f"threads of the runtime's pool, 1..{MAX_THREADS} (default 1)")
     p.add_argument("--json", help="write the statistics (and profile) to this file, atomically")
     p.add_argument("--plot", help="with --profile: draw the slowest kernels into this PNG")
     p.add_argument("--inputs", help=".npz with one array per input (by input name)")
-    p.add_argument("--dim", action="append", metavar="NAME=N", help="size of a dynamic dimension")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--dim", action="append", type=_dim_arg, metavar="NAME=N", help="size of a dynamic dimension")
+    p.add_argument("--seed", type=_int_arg(0), default=0, help="seed of the random inputs")
     p.add_argument("--build-dir", help="where to compile an ONNX file (default build/<model name>)")
     p.set_defaults(func=cmd_bench)
 
@@ -354,23 +539,67 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("ops", help="list the operators relax_edge knows")
     p.set_defaults(func=cmd_ops)
+    for p in sub.choices.values():  # --debug also after the command's name
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
 
 
+def _error(message: str) -> None:
+    print(f"relax-edge: error: {message}", file=sys.stderr, flush=True)
+
+
+def _flush_stdout() -> None:
+    """Flush stdout here, where a full disk or a closed pipe can be reported."""
+    sys.stdout.flush()
+
+
+def _stdout_error(err: OSError) -> str | None:
+    """The message for a failed write to stdout (a full disk, a closed pipe),
+    else None. Stdout then points at /dev/null so the exit flush is quiet."""
+    if err.filename is not None or err.errno not in (errno.ENOSPC, errno.EPIPE, errno.EIO, errno.EFBIG):
+        return None
+    with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return f"cannot write the output: {_os_message(err, with_path=False)}"
+
+
 def main(argv=None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 0
+    """The command line; returns the exit status (0, 1, 2 usage, 130 interrupted)."""
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    debug = False
     try:
-        return args.func(args)
-    except RelaxEdgeError as err:
-        print(f"relax-edge: error: {err}", file=sys.stderr)
-        return 1
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as done:  # --help and --version
+            _flush_stdout()
+            return done.code if isinstance(done.code, int) else 0
+        debug = args.debug
+        if not getattr(args, "func", None):
+            parser.print_help()
+            _flush_stdout()
+            return 0
+        status = args.func(args)
+        _flush_stdout()
+        return status
+    except UsageError as err:
+        return _fail(str(err), 2, debug)
     except KeyboardInterrupt:
-        print("relax-edge: interrupted", file=sys.stderr)
-        return 130
+        return _fail("interrupted", 130, debug)
+    except RelaxEdgeError as err:
+        return _fail(str(err), 1, debug)
+    except OSError as err:
+        return _fail(_stdout_error(err) or _os_message(err), 1, debug)
+    except Exception as err:  # noqa: BLE001 - the command line never shows a traceback
+        return _fail(f"unexpected {type(err).__name__}: {err} (run with --debug for the traceback)", 1, debug)
+
+
+def _fail(message: str, status: int, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    _error(message)
+    return status
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ def test_cli_errors_are_one_clear_line(tmp_path):
     assert proc.returncode == 1 and "relax-edge: error:" in proc.stderr and "no such file" in proc.stderr
     path, _ = get_model("mlp")
     proc = cli("compile", path, "--dim", "batch=big", "-o", tmp_path / "x")
-    assert proc.returncode == 1 and "--dim 'batch=big': expected NAME=LO..HI" in proc.stderr
+    assert proc.returncode == 2 and "--dim 'batch=big': expected NAME=LO..HI" in proc.stderr  # a usage error
     proc = cli("run", tmp_path, "--board", "host")
     assert proc.returncode == 1 and "no artifact.json" in proc.stderr
     proc = cli("compile", path, "--board", "nosuch-board", "-o", tmp_path / "y")
