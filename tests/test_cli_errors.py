@@ -186,25 +186,47 @@ def test_stdout_on_a_full_disk(files):
 
 
 # a fuzz of the command line over a small alphabet ---------------------------
-COMMANDS = ["compile", "run", "bench", "boards", "ops"]
-FLAGS = ["--board", "--backend", "--emit-llvm", "-o", "--output", "--dim", "--name", "--show-memory",
-         "--no-optimize", "--inputs", "--seed", "--check", "--threads", "--build-dir", "--repeat", "--warmup",
-         "--profile", "--top", "--json", "--plot", "--debug", "--help", "--version", "--"]
+SWITCHES = {"compile": ["--emit-llvm", "--show-memory", "--no-optimize"], "run": ["--check"],
+            "bench": ["--profile"], "boards": ["--check"], "ops": []}
+OPTIONS = {"compile": ["--board", "--backend", "-o", "--dim", "--name"],
+           "run": ["--board", "--inputs", "--dim", "--seed", "--output", "--threads", "--build-dir"],
+           "bench": ["--board", "--repeat", "--warmup", "--top", "--threads", "--json", "--plot", "--inputs", "--dim",
+                     "--seed", "--build-dir"],
+           "boards": [], "ops": []}
+MODELS = ["{art}", "{root}/nothing", "{root}/no_artifact", "{root}/bad_artifact", "{root}/junk.npz", "{root}/a_file"]
 VALUES = ["0", "1", "2", "-1", "100001", "x", "", "n=3", "n=1..8", "n=..4", "n=9", "=", "n=8..2", "host",
           "qemu-aarch64", "nosuch", "c", "llvm", "{art}", "{root}/good.npz", "{root}/pickled.npz",
-          "{root}/truncated.npy", "{root}/junk.npz", "{root}/nothing", "{root}/a_file/o", "{root}/out.json",
-          "/dev/full"]
+          "{root}/truncated.npy", "{root}/one.npy", "{root}/junk.npz", "{root}/nothing", "{root}/a_file/o",
+          "{root}/out.json", "{root}/out.npz", "{root}/plot.png", "/dev/full"]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(command=st.sampled_from(COMMANDS),
-       tokens=st.lists(st.one_of(st.sampled_from(FLAGS), st.sampled_from(VALUES)), max_size=6))
-def test_fuzzed_command_lines_never_show_a_traceback(files, capsys, monkeypatch, command, tokens):
+@st.composite
+def command_lines(draw):
+    """A subcommand, mostly with a model path, then options with values from
+    VALUES, switches, and now and then a stray token."""
+    command = draw(st.sampled_from(list(SWITCHES)))
+    argv = [command]
+    if OPTIONS[command] and draw(st.integers(0, 9)) > 0:
+        argv.append(draw(st.sampled_from(MODELS)))
+    flags = OPTIONS[command] + SWITCHES[command] + ["--debug", "--help"]
+    for _ in range(draw(st.integers(0, 4))):
+        flag = draw(st.sampled_from(flags)) if flags else "--debug"
+        argv.append(flag)
+        if flag in OPTIONS[command]:
+            argv.append(draw(st.sampled_from(VALUES)))
+    if draw(st.integers(0, 9)) == 0:
+        argv.insert(draw(st.integers(0, len(argv))), draw(st.sampled_from(VALUES + ["--", "-o", "--version"])))
+    return argv
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(argv=command_lines())
+def test_fuzzed_command_lines_never_show_a_traceback(files, capsys, monkeypatch, argv):
     monkeypatch.chdir(files["root"])  # whatever the fuzz writes stays in the test's folder
-    code, _, err = run_cli(capsys, [command, *tokens], files)
+    code, _, err = run_cli(capsys, argv, files)
     assert code in (0, 1, 2, 130)
     assert "unexpected" not in err, err
-    assert "--debug" in tokens or "Traceback" not in err, err
+    assert "--debug" in argv or "Traceback" not in err, err
     errors = [line for line in err.splitlines() if "error:" in line and not line.startswith(" ")]
     assert all(line.startswith("relax-edge: error: ") for line in errors), err
     assert code != 2 or len(errors) == 1, err
