@@ -65,12 +65,12 @@ def _dim_value(item: str):
         raise RelaxEdgeError(f"--dim {item!r}: expected NAME=LO..HI, NAME=..HI or NAME=N")
     name, lo, hi, exact = m.groups()
     if exact:
-        if int(exact) < 1:
-            raise RelaxEdgeError(f"--dim {item!r}: a size must be at least 1")
+        if not 1 <= int(exact) <= MAX_DIM:
+            raise RelaxEdgeError(f"--dim {item!r}: a size must be in [1, {MAX_DIM}]")
         return name, int(exact)
     low, high = (int(lo) if lo else 1), int(hi)
-    if high < 1 or low > high:
-        raise RelaxEdgeError(f"--dim {item!r}: expected 1 <= HI and LO <= HI")
+    if not 1 <= high <= MAX_DIM or low > high:
+        raise RelaxEdgeError(f"--dim {item!r}: expected LO <= HI and 1 <= HI <= {MAX_DIM}")
     return name, (low, high)
 
 
@@ -102,6 +102,7 @@ def _int_arg(low: int, high: int | None = None):
     return parse
 
 
+MAX_DIM = 2**31 - 1   # the largest --dim: sizes, products and byte counts stay far inside int64
 MAX_REPEAT = 100000  # the RPC server's limit on timed and warm-up runs
 MAX_THREADS = 16     # RXE_MAX_THREADS in runtime_c/include/relax_edge/threads.h
 

@@ -56,9 +56,12 @@ USAGE = [
     (["run", "{art}", "--threads", "0"], "--threads: expected an integer in [1, 16], got '0' (see relax-edge run --help)"),
     (["bench", "{art}", "--threads", "many"], "--threads: expected an integer in [1, 16], got 'many' (see relax-edge bench --help)"),
     (["run", "{art}", "--seed", "-3"], "--seed: expected an integer >= 0, got '-3' (see relax-edge run --help)"),
-    (["compile", "m.onnx", "--dim", "seq=8..2"], "--dim 'seq=8..2': expected 1 <= HI and LO <= HI (see relax-edge compile --help)"),
+    (["compile", "m.onnx", "--dim", "seq=8..2"], "--dim 'seq=8..2': expected LO <= HI and 1 <= HI <= 2147483647 "
+                                                 "(see relax-edge compile --help)"),
+    (["compile", "m.onnx", "--dim", "seq=..2147483648"], "--dim 'seq=..2147483648': expected LO <= HI and "
+                                                         "1 <= HI <= 2147483647 (see relax-edge compile --help)"),
     (["run", "{art}", "--dim", "n"], "--dim 'n': expected NAME=LO..HI, NAME=..HI or NAME=N (see relax-edge run --help)"),
-    (["run", "{art}", "--dim", "n=0"], "--dim 'n=0': a size must be at least 1 (see relax-edge run --help)"),
+    (["run", "{art}", "--dim", "n=0"], "--dim 'n=0': a size must be in [1, 2147483647] (see relax-edge run --help)"),
     (["run"], "the following arguments are required: model (see relax-edge run --help)"),
     (["frob"], "COMMAND: invalid choice: 'frob' (choose from 'compile', 'run', 'bench', 'boards', 'ops') "
                "(see relax-edge --help)"),
