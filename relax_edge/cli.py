@@ -122,6 +122,8 @@ def _check_output_file(path: str, flag: str) -> None:
     if target.is_dir():
         raise RelaxEdgeError(f"{flag} {path}: is a folder, expected a file name")
     folder = target.parent
+    if folder.exists() and not folder.is_dir():
+        raise RelaxEdgeError(f"{flag} {path}: {folder} is not a folder")
     if not folder.is_dir():
         raise RelaxEdgeError(f"{flag} {path}: the folder {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):

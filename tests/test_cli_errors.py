@@ -94,9 +94,11 @@ FAILURES = [
     (["run", "{art}", "--inputs", "{root}/one.npy"], "RXE_ERR_ARGUMENT_COUNT: takes 2 inputs (x, y), got 1"),
     (["run", "{art}", "--output", "{root}/no/such/out.npz"], "--output {root}/no/such/out.npz: the folder "
                                                              "{root}/no/such does not exist"),
-    (["run", "{art}", "--output", "{root}/a_file/out.npz"], "--output {root}/a_file/out.npz: the folder "
-                                                            "{root}/a_file does not exist"),
+    (["run", "{art}", "--output", "{root}/a_file/out.npz"], "--output {root}/a_file/out.npz: {root}/a_file is not "
+                                                            "a folder"),
     (["bench", "{art}", "--json", "{root}"], "--json {root}: is a folder, expected a file name"),
+    (["bench", "{art}", "--json", "/proc/1/b.json"], "--json /proc/1/b.json: the folder /proc/1 is not writable"),
+    (["compile", "{root}/junk.npz", "-o", "/proc/1/out"], "-o /proc/1/out: /proc/1 is not writable"),
     (["compile", "{root}/nothing.onnx", "-o", "{root}/x"], "{root}/nothing.onnx: no such file or directory "
                                                           "(expected an ONNX file or a directory made by relax-edge "
                                                           "compile)"),
