@@ -31,6 +31,8 @@ CONVERTERS: dict[str, Callable] = {}
 
 # the most bytes a constant computed at import time may take (from_onnx's max_constant_bytes)
 DEFAULT_MAX_CONSTANT_BYTES = 1 << 30
+# the highest tensor rank imported (numpy's own limit)
+MAX_RANK = 64
 
 
 class OnnxImportError(RelaxEdgeError):
@@ -111,6 +113,22 @@ class ConvertContext:
             raise self.error(f"{what} of shape {_dims_text(shape)} ({dtype}) would take {nbytes} bytes, "
                              f"more than max_constant_bytes={self.max_constant_bytes}")
 
+    def scalar(self, value, index: int, what: str) -> np.ndarray:
+        """Input `index` as a known one-element array (reshaped to a scalar)."""
+        arr = self.require_static(value, index, what)
+        if arr.dtype != object and arr.dtype.kind not in "iuf":
+            raise self.error(f"input {index} ({what}) must be a number, got {arr.dtype}")
+        if arr.size != 1:
+            raise self.error(f"input {index} ({what}) must hold one value, got shape {arr.shape}")
+        return arr.reshape(())
+
+    def integers(self, value, index: int, what: str) -> list:
+        """Input `index` as a known list of integers (axes, pads, repeats...)."""
+        arr = self.require_known(value, index, what)
+        if arr.dtype.kind not in "iu":
+            raise self.error(f"input {index} ({what}) must hold integers, got {arr.dtype}")
+        return [int(a) for a in arr.reshape(-1)]
+
     # attributes -------------------------------------------------------
     def has_attr(self, name: str) -> bool:
         return name in self._attrs
@@ -124,11 +142,14 @@ class ConvertContext:
             value = helper.get_attribute_value(proto)
         except Exception as err:  # malformed attribute proto
             raise self.error(f"attribute {name} cannot be read: {err}") from None
-        if isinstance(value, bytes):
-            value = value.decode()
-        elif isinstance(value, list):
-            value = [v.decode() if isinstance(v, bytes) else v for v in value]
-        elif hasattr(value, "dims") and hasattr(value, "data_type"):
+        try:
+            if isinstance(value, bytes):
+                value = value.decode()
+            elif isinstance(value, list):
+                value = [v.decode() if isinstance(v, bytes) else v for v in value]
+        except UnicodeDecodeError:
+            raise self.error(f"attribute {name} is not valid UTF-8 text") from None
+        if hasattr(value, "dims") and hasattr(value, "data_type"):
             value = numpy_helper.to_array(value)
         if kind is not None:
             checks = {int: lambda v: isinstance(v, int) and not isinstance(v, bool),
@@ -247,7 +268,11 @@ class ConvertContext:
         """Give a value of unknown shape (known rank) fresh size variables
         (except where `known` gives a dim), bound and checked at run time by
         a match_cast."""
+        if not isinstance(value, Expr):
+            return value  # known at import time: its shape is known too
         t = value.type
+        if t.ndim > MAX_RANK:
+            raise self.error(f"the result would have rank {t.ndim}, more than {MAX_RANK}")
         base = re.sub(r"\W", "_", self.span)
         base = base if base[:1].isalpha() else f"d_{base}"
         known = known or [None] * t.ndim

@@ -110,18 +110,19 @@ class OnnxImporter:
         if not 1 <= self.opset <= MAX_OPSET:
             raise OnnxImportError(f"the model uses ONNX opset {self.opset}; relax_edge imports "
                                   f"opsets {MIN_OPSET} to {MAX_OPSET}")
+        validate.check_names(self.graph)
         if self.opset < MIN_OPSET:
             self.check_old_opset()
-        validate.check_graph(self.graph)
         missing = collections.Counter()
         for node in self.graph.node:
             if node.domain not in ("", "ai.onnx"):
                 missing[f"{node.domain}.{node.op_type}"] += 1
-            elif node.op_type not in CONVERTERS:
+            elif node.op_type and node.op_type not in CONVERTERS:
                 missing[node.op_type] += 1
         if missing:
             listed = ", ".join(f"{op} ({n} node{'s' * (n > 1)})" for op, n in sorted(missing.items()))
             raise OnnxImportError(f"unsupported ONNX operators: {listed}")
+        validate.check_graph(self.graph)
         if self.graph.sparse_initializer:
             raise OnnxImportError(f"initializer {self.graph.sparse_initializer[0].values.name}: "
                                   "sparse initializers are not supported")
@@ -256,8 +257,11 @@ class OnnxImporter:
     def convert_node(self, index: int, node) -> None:
         span = node.name or f"{node.op_type}_{index}"
         ctx = ConvertContext(self.builder, node, self.opset, span, self.max_constant_bytes)
+        names = list(node.input)
+        while names and not names[-1]:
+            names.pop()  # trailing omitted optional inputs
         inputs = []
-        for name in node.input:
+        for name in names:
             if name not in self.values:
                 raise ctx.error(f"input '{name}' is not produced by any earlier node, initializer or graph input")
             inputs.append(self.values[name])

@@ -8,14 +8,14 @@
    out of it, no absolute path, no symlink that leaves it), a file that
    exists, and an offset and length inside it; the bytes are read into the
    tensor here, bounded by the shape.
-3. The graph: at least one output; unique graph input, initializer and node
+3. The graph: every name valid text; at least one output; unique graph input, initializer and node
    output names; every node input produced by an initializer, a graph input
    or an earlier node (a later producer is reported as out of order, or as
    a cycle); every graph output produced.
 4. Each node against its operator's schema at the model's opset: the
-   number of inputs and outputs, every required attribute present, and
-   every attribute of the type the schema declares (tensor attributes are
-   checked as in 1).
+   number of inputs and outputs, every required attribute present, no
+   attribute the schema does not declare, and every attribute of the type
+   the schema declares (tensor attributes are checked as in 1).
 
 Every failure is an OnnxImportError naming the tensor, the input, the output
 or the node (name and op type) at fault. Subgraphs (If, Loop, Scan) are not
@@ -172,6 +172,30 @@ def load_external_data(model, base_dir: str | None) -> None:
 
 # the graph ----------------------------------------------------------------
 
+def check_names(graph) -> None:
+    """Every name is text (protobuf hands back bytes where a string field
+    holds invalid UTF-8)."""
+    def bad(value):
+        return not isinstance(value, str)
+    for what, items in (("graph input", graph.input), ("graph output", graph.output),
+                        ("initializer", graph.initializer)):
+        for i, item in enumerate(items):
+            if bad(item.name):
+                raise OnnxImportError(f"{what} {i}: the name {item.name!r} is not valid UTF-8")
+    for index, node in enumerate(graph.node):
+        for field in ("name", "op_type", "domain"):
+            if bad(getattr(node, field)):
+                raise OnnxImportError(f"node {index}: the {field} {getattr(node, field)!r} is not valid UTF-8")
+        for field in ("input", "output"):
+            for name in getattr(node, field):
+                if bad(name):
+                    raise OnnxImportError(f"{node_label(node, index)}: the {field} name {name!r} is not valid UTF-8")
+        for attr in node.attribute:
+            if bad(attr.name):
+                raise OnnxImportError(f"{node_label(node, index)}: the attribute name {attr.name!r} "
+                                      "is not valid UTF-8")
+
+
 def check_graph(graph) -> None:
     if not graph.output:
         raise OnnxImportError("the graph has no outputs")
@@ -257,7 +281,7 @@ def check_node_schema(node, index: int, opset: int) -> None:
         names.add(attr.name)
         spec = schema.attributes.get(attr.name)
         if spec is None:
-            continue
+            raise OnnxImportError(f"{label}: {node.op_type}-{schema.since_version} has no attribute {attr.name}")
         want = int(spec.type)
         if attr.type != want:
             got = _ATTR_TYPE_NAMES.get(attr.type, f"attribute type {attr.type}")

@@ -24,11 +24,24 @@ def _spatial_rank(ctx, x):
     return nd
 
 
-def _static_kernel(ctx, w):
-    kernel = [d.value if d.is_const else None for d in ctx.type_of(w).shape[2:]]
+def _static_kernel(ctx, w, nd):
+    shape = ctx.type_of(w).shape
+    if len(shape) != nd + 2:
+        raise ctx.error(f"the weight has rank {len(shape)}, an input with {nd} spatial axes needs {nd + 2}")
+    kernel = [d.value if d.is_const else None for d in shape[2:]]
     if None in kernel:
         raise ctx.error("the kernel size must be static")
     return kernel
+
+
+def _per_axis(ctx, name, default, count, least=None):
+    """An ints attribute with `count` entries (each >= `least`, if given)."""
+    values = list(ctx.attr(name, default, list))
+    if len(values) != count:
+        raise ctx.error(f"attribute {name} has {len(values)} values, {count} expected")
+    if least is not None and any(v < least for v in values):
+        raise ctx.error(f"attribute {name} {values} must be at least {least} on every axis")
+    return values
 
 
 def _to_2d(ctx, x):
@@ -72,9 +85,11 @@ def _add_bias(ctx, y, bias):
 def _window(ctx, nd, kernel, in_dims):
     """strides, pads (all begins, then all ends) and dilations from the
     attributes, resolving auto_pad; ONNX layout, nd entries per axis."""
-    strides = list(ctx.attr("strides", [1] * nd))
-    dilations = list(ctx.attr("dilations", [1] * nd))
-    pads = list(ctx.attr("pads", [0] * (2 * nd)))
+    if len(kernel) != nd:
+        raise ctx.error(f"kernel_shape {list(kernel)} has {len(kernel)} values, {nd} expected")
+    strides = _per_axis(ctx, "strides", [1] * nd, nd, least=1)
+    dilations = _per_axis(ctx, "dilations", [1] * nd, nd, least=1)
+    pads = _per_axis(ctx, "pads", [0] * (2 * nd), 2 * nd)
     auto_pad = ctx.attr("auto_pad", "NOTSET", str)
     if auto_pad in _SAME:
         pads = [0] * (2 * nd)
@@ -107,7 +122,7 @@ def _transpose_pads(ctx, nd, kernel, strides, dilations, out_pad, in_dims):
         raise ctx.error(f"unknown auto_pad {auto_pad!r}")
     output_shape = ctx.attr("output_shape", None, list)
     if output_shape is None and auto_pad not in _SAME:
-        return list(ctx.attr("pads", [0] * (2 * nd))) if auto_pad == "NOTSET" else [0] * (2 * nd)
+        return _per_axis(ctx, "pads", [0] * (2 * nd), 2 * nd) if auto_pad == "NOTSET" else [0] * (2 * nd)
     if output_shape is not None and len(output_shape) != nd:
         raise ctx.error(f"output_shape {output_shape} must hold the {nd} spatial sizes")
     begins, ends = [], []
@@ -134,7 +149,7 @@ def convert_conv(ctx, inputs):
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
     nd = _spatial_rank(ctx, x)
-    strides, pads, dilations = _window(ctx, nd, _static_kernel(ctx, w), ctx.type_of(x).shape[2:])
+    strides, pads, dilations = _window(ctx, nd, _static_kernel(ctx, w, nd), ctx.type_of(x).shape[2:])
     y = _emit_spatial(ctx, "conv{}d", nd, [x, w], {"strides": strides, "padding": pads,
                                                    "dilation": dilations,
                                                    "groups": ctx.attr("group", 1, int)})
@@ -146,10 +161,10 @@ def convert_conv_transpose(ctx, inputs):
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
     nd = _spatial_rank(ctx, x)
-    kernel = _static_kernel(ctx, w)
-    strides = list(ctx.attr("strides", [1] * nd))
-    dilations = list(ctx.attr("dilations", [1] * nd))
-    out_pad = list(ctx.attr("output_padding", [0] * nd))
+    kernel = _static_kernel(ctx, w, nd)
+    strides = _per_axis(ctx, "strides", [1] * nd, nd, least=1)
+    dilations = _per_axis(ctx, "dilations", [1] * nd, nd, least=1)
+    out_pad = _per_axis(ctx, "output_padding", [0] * nd, nd, least=0)
     pads = _transpose_pads(ctx, nd, kernel, strides, dilations, out_pad, ctx.type_of(x).shape[2:])
     y = _emit_spatial(ctx, "conv{}d_transpose", nd, [x, w],
                       {"strides": tuple(strides), "padding": tuple(max(p, 0) for p in pads),

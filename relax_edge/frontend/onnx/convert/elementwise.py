@@ -182,6 +182,9 @@ def convert_clip(ctx, inputs):
         v = inputs[i] if len(inputs) > i else None
         bounds_.append(v)
     lo, hi = (ctx.known(v) if v is not None else None for v in bounds_)
+    for name, k in (("min", lo), ("max", hi)):
+        if k is not None and k.size != 1:
+            raise ctx.error(f"{name} must be a scalar, got shape {k.shape}")
     if all(v is None or k is not None for v, k in zip(bounds_, (lo, hi))):
         return ctx.emit("clip", [x], {"min": None if lo is None else lo.item(),
                                       "max": None if hi is None else hi.item()})
@@ -215,7 +218,9 @@ def convert_dropout(ctx, inputs):
     x = inputs[0]
     if len(inputs) > 2 and inputs[2] is not None:
         training = ctx.known(inputs[2])
-        if training is None or bool(training):
+        if training is not None and training.size != 1:
+            raise ctx.error(f"training_mode must be a scalar, got shape {training.shape}")
+        if training is None or bool(training.reshape(())):
             raise ctx.error("Dropout in training mode is not supported (inference only)")
     if len(ctx.node.output) > 1 and ctx.node.output[1]:
         t = ctx.type_of(x)

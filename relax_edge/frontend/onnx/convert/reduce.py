@@ -16,7 +16,7 @@ def convert_reduce(ctx, inputs):
     if ctx.has_attr("axes"):
         axes = [int(a) for a in ctx.attr("axes")]
     elif len(inputs) > 1 and inputs[1] is not None:
-        axes = [int(a) for a in ctx.require_known(inputs[1], 1, "axes").reshape(-1)]
+        axes = ctx.integers(inputs[1], 1, "axes")
     else:
         axes = []
     keepdims = bool(ctx.attr("keepdims", 1, int))

@@ -33,7 +33,7 @@ def _axes_input(ctx, inputs, index, attr="axes"):
     if ctx.has_attr(attr):
         return [int(a) for a in ctx.attr(attr)]
     if len(inputs) > index and inputs[index] is not None:
-        return [int(a) for a in ctx.require_known(inputs[index], index, attr).reshape(-1)]
+        return ctx.integers(inputs[index], index, attr)
     return None
 
 
@@ -70,7 +70,7 @@ def convert_constant(ctx, inputs):
 @converter("Shape")
 def convert_shape(ctx, inputs):
     dims = _dims(ctx, inputs[0])
-    start, end = ctx.attr("start", 0, int), ctx.attr("end", None)
+    start, end = ctx.attr("start", 0, int), ctx.attr("end", None, int)
     dims = dims[slice(start, end)]
     arr = np.empty(len(dims), dtype=object)
     arr[:] = dims
@@ -185,10 +185,10 @@ def convert_slice(ctx, inputs):
         ends = list(ctx.require_static(inputs[2], 2, "ends").reshape(-1))
         axes = list(range(len(starts)))
         if len(inputs) > 3 and inputs[3] is not None:
-            axes = [int(a) for a in ctx.require_known(inputs[3], 3, "axes").reshape(-1)]
+            axes = ctx.integers(inputs[3], 3, "axes")
         steps = [1] * len(starts)
         if len(inputs) > 4 and inputs[4] is not None:
-            steps = [int(s) for s in ctx.require_known(inputs[4], 4, "steps").reshape(-1)]
+            steps = ctx.integers(inputs[4], 4, "steps")
     if any(s == 0 for s in steps):
         raise ctx.error("slice step must not be 0")
     attrs = {"begin": tuple(as_expr(b) for b in starts), "end": tuple(as_expr(e) for e in ends),
@@ -202,6 +202,8 @@ def convert_split(ctx, inputs):
     dims = _dims(ctx, data)
     axis = _norm_axes(ctx, [ctx.attr("axis", 0, int)], len(dims))[0]
     n_out = len(ctx.node.output)
+    if ctx.attr("num_outputs", n_out, int) != n_out:
+        raise ctx.error(f"num_outputs is {ctx.attr('num_outputs')}, the node has {n_out} outputs")
     if ctx.has_attr("split"):
         sizes = [as_expr(s) for s in ctx.attr("split")]
     elif len(inputs) > 1 and inputs[1] is not None:
@@ -211,6 +213,8 @@ def convert_split(ctx, inputs):
         dim = dims[axis]
         chunk = (dim + n_out - 1) // n_out
         sizes = [chunk] * (n_out - 1) + [dim - chunk * (n_out - 1)]
+    if len(sizes) != n_out:
+        raise ctx.error(f"split gives {len(sizes)} sizes for {n_out} outputs")
     outs, begin = [], as_expr(0)
     for size in sizes:
         end = begin + size
@@ -250,7 +254,7 @@ def convert_expand(ctx, inputs):
 @converter("Tile")
 def convert_tile(ctx, inputs):
     data, reps = inputs
-    repeats = tuple(int(r) for r in ctx.require_known(reps, 1, "repeats").reshape(-1))
+    repeats = tuple(ctx.integers(reps, 1, "repeats"))
     return ctx.emit("tile", [data], {"repeats": repeats})
 
 
@@ -261,6 +265,8 @@ def convert_constant_of_shape(ctx, inputs):
     if value is None:
         value = np.zeros(1, np.float32)
     value = np.asarray(value).reshape(-1)
+    if value.size != 1:
+        raise ctx.error(f"attribute value must hold one element, got {value.size}")
     if value.dtype == np.float64:
         raise ctx.error("value of type double is not supported")
     return ctx.emit("full", [], {"shape": shape, "value": value[0].item(), "dtype": value.dtype.name})
@@ -268,7 +274,7 @@ def convert_constant_of_shape(ctx, inputs):
 
 @converter("Range")
 def convert_range(ctx, inputs):
-    start, limit, delta = (ctx.require_static(v, i, n).reshape(()) for i, (v, n) in
+    start, limit, delta = (ctx.scalar(v, i, n) for i, (v, n) in
                            enumerate(zip(inputs, ("start", "limit", "delta"))))
     dtype = ctx.type_of(inputs[0]).dtype
     step = delta.item()
@@ -283,7 +289,9 @@ def convert_range(ctx, inputs):
         s, e, step = float(s), float(e), float(step)
         if not all(np.isfinite([s, e, step])):
             raise ctx.error(f"start, limit and delta must be finite, got {s}, {e}, {step}")
-        ctx.check_constant_size([max(int(np.ceil((e - s) / step)), 0)], dtype, "the Range")
+        count = (e - s) / step
+        count = min(max(np.ceil(count), 0), 2.0 ** 62) if np.isfinite(count) else 2.0 ** 62
+        ctx.check_constant_size([int(count)], dtype, "the Range")
         return np.arange(s, e, step, dtype=dtype)
     if isinstance(inputs[0], SymInts) or isinstance(inputs[1], SymInts) or \
             isinstance(s, IntExpr) or isinstance(e, IntExpr):
@@ -297,7 +305,7 @@ def convert_range(ctx, inputs):
 def convert_trilu(ctx, inputs):
     k = 0
     if len(inputs) > 1 and inputs[1] is not None:
-        k = int(ctx.require_known(inputs[1], 1, "k").reshape(()))
+        k = int(ctx.scalar(inputs[1], 1, "k"))
     return ctx.emit("trilu", [inputs[0]], {"k": k, "upper": bool(ctx.attr("upper", 1, int))})
 
 
@@ -309,12 +317,14 @@ def convert_pad(ctx, inputs):
     if ctx.opset < 11:
         pads, value = list(ctx.attr("pads")), ctx.attr("value", 0.0, float)
     else:
-        pads = [int(p) for p in ctx.require_known(inputs[1], 1, "pads").reshape(-1)]
+        pads = ctx.integers(inputs[1], 1, "pads")
         value = 0
         if len(inputs) > 2 and inputs[2] is not None:
-            value = ctx.require_known(inputs[2], 2, "constant_value").reshape(-1)[0].item()
+            value = ctx.scalar(inputs[2], 2, "constant_value").item()
         if len(inputs) > 3 and inputs[3] is not None:
-            axes = _norm_axes(ctx, [int(a) for a in ctx.require_known(inputs[3], 3, "axes").reshape(-1)], rank)
+            axes = _norm_axes(ctx, ctx.integers(inputs[3], 3, "axes"), rank)
+            if len(pads) != 2 * len(axes):
+                raise ctx.error(f"pads has {len(pads)} values, {len(axes)} axes need {2 * len(axes)}")
             full = [0] * (2 * rank)
             for j, a in enumerate(axes):
                 full[a], full[a + rank] = pads[j], pads[j + len(axes)]
