@@ -1,15 +1,85 @@
 #!/usr/bin/env bash
-# Fuzz the RPC frame parser and request handlers with libFuzzer (clang) under
-# AddressSanitizer and UndefinedBehaviorSanitizer.
-#   bash scripts/fuzz_rpc.sh [SECONDS]     (default 60)
-# The corpus and any crashing input go to build/fuzz/.
+# Fuzz the RPC protocol core (runtime_c/fuzz/rpc_fuzz.c: sequences of good
+# and bad requests against one live server) with libFuzzer (clang) under
+# AddressSanitizer and UndefinedBehaviorSanitizer, once per module:
+#   handwritten  the module of runtime_c/fuzz/fuzz_module.h
+#   mlp          a 3-layer MLP over an unbounded symbolic batch (ONNX, tests/onnx_models.py)
+#   bert         a 2-layer BERT over a bounded symbolic sequence (ONNX, seq <= 64)
+#
+#   bash scripts/fuzz_rpc.sh [SECONDS] [TARGET...]   (60 seconds per target; all targets)
+#
+# SECONDS is wall-clock time per target. Each target starts from the
+# checked-in regression inputs (tests/runtime/rpc_corpus) and keeps its
+# corpus and any crashing input under build/fuzz/TARGET/. The compiled
+# models come from rxe.build on the host (build/fuzz/models/). Prints each
+# target's stat::number_of_executed_units and the total. The ONNX exports
+# need torch the first time (then they are cached, see tests/onnx_models.py).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SECONDS_TO_RUN="${1:-60}"
+shift || true
+TARGETS=("$@")
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(handwritten mlp bert)
+PYTHON="${PYTHON:-$ROOT/.venv/bin/python}"
+[ -x "$PYTHON" ] || PYTHON=python3
 OUT="$ROOT/build/fuzz"
-mkdir -p "$OUT/corpus"
-clang -std=c99 -g -O1 -DRXE_LIBFUZZER -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-  -I"$ROOT/runtime_c/include" "$ROOT/runtime_c/fuzz/rpc_fuzz.c" "$ROOT/runtime_c/rpc/protocol.c" \
-  "$ROOT"/runtime_c/src/{status,check,module}.c -o "$OUT/rpc_fuzz"
-cd "$OUT"
-./rpc_fuzz -max_total_time="$SECONDS_TO_RUN" -max_len=4096 -print_final_stats=1 corpus 2>&1 | tail -25
+RT="$ROOT/runtime_c"
+CFLAGS=(-std=c99 -g -O1 -DRXE_LIBFUZZER -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+        -I"$RT/include" -I"$RT/fuzz")
+CORE=("$RT/fuzz/rpc_fuzz.c" "$RT/rpc/protocol.c" "$RT"/src/{status,check,module,math}.c)
+mkdir -p "$OUT/models"
+
+# rxe.build writes OUT/models/NAME/NAME.c and NAME_weights.{S,bin}
+generate_model() {
+  (cd "$ROOT" && "$PYTHON" - "$1" "$OUT/models/$1" <<'PY'
+import sys
+from pathlib import Path
+import relax_edge as rxe
+from relax_edge.build import Toolchain
+from relax_edge.target import load_board
+from tests.onnx_models import get_model
+name, out = sys.argv[1], Path(sys.argv[2])
+path, _ = get_model(name)
+mod = rxe.from_onnx(str(path), dim_bounds={"seq": 64} if name == "bert" else None)   # the MLP's batch: unbounded
+rxe.build(mod, board="host", out_dir=out, name=name)
+flags = Toolchain.for_board(load_board("host")).cflags   # the code is scheduled for these (vector width)
+(out / "cflags").write_text(" ".join(f for f in flags if f.startswith(("-m", "-fno-math"))))
+PY
+  )
+}
+
+build_target() {
+  local name="$1" exe="$OUT/$1/rpc_fuzz"
+  mkdir -p "$OUT/$name/corpus"
+  if [ "$name" = handwritten ]; then
+    clang "${CFLAGS[@]}" "${CORE[@]}" "$RT/fuzz/fuzz_module.c" -o "$exe"
+  else
+    generate_model "$name"
+    local dir="$OUT/models/$name"
+    # shellcheck disable=SC2046
+    clang "${CFLAGS[@]}" $(cat "$dir/cflags") -DRXE_PROFILE -DRXE_MODULE="${name}_module" -Wa,-I"$dir" "${CORE[@]}" "$dir/$name.c" \
+      "$dir/${name}_weights.S" "$RT/src/threads.c" "$RT"/kernels/*.c -o "$exe" -lm -lpthread
+  fi
+}
+
+total=0
+for name in "${TARGETS[@]}"; do
+  case "$name" in handwritten|mlp|bert) ;; *) echo "unknown target $name (handwritten, mlp, bert)" >&2; exit 2 ;; esac
+  echo "== $name: building"
+  build_target "$name"
+  cd "$OUT/$name"
+  set +e
+  ./rpc_fuzz -max_total_time="$SECONDS_TO_RUN" -max_len=4096 -timeout=30 -print_final_stats=1 \
+    -artifact_prefix="$OUT/$name/" corpus "$ROOT/tests/runtime/rpc_corpus" > fuzz.log 2>&1
+  rc=$?
+  set -e
+  tail -8 fuzz.log
+  if [ $rc -ne 0 ]; then
+    echo "== $name: FAILED (exit $rc); the input is in $OUT/$name/, the log in $OUT/$name/fuzz.log"
+    exit 1
+  fi
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' fuzz.log | tail -1)
+  echo "== $name: ${runs:-0} executions"
+  total=$((total + ${runs:-0}))
+done
+echo "== total: $total executions"

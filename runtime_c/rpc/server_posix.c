@@ -7,11 +7,14 @@
  *   server [--threads N] [--tcp PORT]
  *
  * --threads N (1..RXE_MAX_THREADS; else RXE_NUM_THREADS from the
- * environment; else 1) sizes the runtime's thread pool.
+ * environment; else 1) sizes the runtime's thread pool. Each request is
+ * handled once, into a reply buffer that grows as the reply is written
+ * (-DRXE_RPC_REPLY_BYTES sets its size between requests).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +25,14 @@
 #include "relax_edge/rpc.h"
 #include "relax_edge/runtime.h"
 #include "relax_edge/threads.h"
+
+/* The reply buffer's size between requests; it grows for a larger reply. */
+#ifndef RXE_RPC_REPLY_BYTES
+#define RXE_RPC_REPLY_BYTES (1u << 20)
+#endif
+#if RXE_RPC_REPLY_BYTES < RXE_RPC_MIN_REPLY_BYTES
+#error "RXE_RPC_REPLY_BYTES must hold an error frame (RXE_RPC_MIN_REPLY_BYTES)"
+#endif
 
 #ifndef RXE_MODULE
 #error "compile with -DRXE_MODULE=<prefix>_module"
@@ -71,16 +82,42 @@ static int write_full(int fd, const uint8_t* src, uint64_t n) {
   return 1;
 }
 
+/* rxe_rpc_buffer_t.grow: realloc, keeping what was written. */
+static int reply_grow(rxe_rpc_buffer_t* b, uint64_t min_capacity) {
+  uint8_t* bigger;
+  if (min_capacity > (uint64_t)SIZE_MAX) return 0;
+  bigger = (uint8_t*)realloc(b->data, (size_t)min_capacity);
+  if (bigger == NULL) return 0;
+  b->data = bigger;
+  b->capacity = min_capacity;
+  return 1;
+}
+
+/* Read and drop n bytes (a payload there is no memory for). */
+static int skip_full(int fd, uint64_t n) {
+  uint8_t sink[4096];
+  while (n > 0) {
+    uint64_t step = n < sizeof(sink) ? n : sizeof(sink);
+    if (!read_full(fd, sink, step)) return 0;
+    n -= step;
+  }
+  return 1;
+}
+
 static int serve(int in_fd, int out_fd) {
   rxe_rpc_platform_t platform = {platform_alloc, platform_release, platform_clock, NULL};
   rxe_rpc_server_t* server = (rxe_rpc_server_t*)malloc(sizeof(rxe_rpc_server_t));
-  rxe_rpc_buffer_t reply;
+  rxe_rpc_buffer_t reply = {NULL, 0, RXE_RPC_REPLY_BYTES, 0, reply_grow, NULL};
   uint8_t header[RXE_RPC_HEADER_BYTES];
   int rc = 0;
-  if (server == NULL) return 1;
-  rxe_rpc_server_init(server, &RXE_MODULE, platform);
-  reply.capacity = 1u << 20;
   reply.data = (uint8_t*)malloc(reply.capacity);
+  if (server == NULL || reply.data == NULL) {
+    fprintf(stderr, "relax_edge rpc: out of memory for the server\n");
+    free(server);
+    free(reply.data);
+    return 1;
+  }
+  rxe_rpc_server_init(server, &RXE_MODULE, platform);
   while (!server->stop && read_full(in_fd, header, sizeof(header))) {
     uint8_t type;
     uint32_t length;
@@ -88,35 +125,39 @@ static int serve(int in_fd, int out_fd) {
     rxe_error_t err;
     if (rxe_rpc_parse_header(header, &type, &length, &err) != RXE_OK) {
       /* the stream cannot be trusted past a bad header: answer and stop */
-      uint8_t frame[RXE_ERROR_MESSAGE_BYTES + 16];
-      rxe_rpc_buffer_t b = {frame, 0, sizeof(frame), 0};
-      rxe_rpc_handle(server, 0, NULL, 0, &b); /* unknown type -> an error frame */
-      write_full(out_fd, frame, b.size);
+      rxe_rpc_reply_error(&reply, err.status, err.message);
+      write_full(out_fd, reply.data, reply.size);
       fprintf(stderr, "relax_edge rpc: %s\n", err.message);
       rc = 2;
       break;
     }
     payload = (uint8_t*)malloc(length > 0 ? length : 1);
-    if (payload == NULL || !read_full(in_fd, payload, length)) {
+    if (payload == NULL) {
+      /* keep the stream in step: drop the payload, answer, go on */
+      if (!skip_full(in_fd, length)) {
+        rc = 2;
+        break;
+      }
+      rxe_error_set(&err, RXE_ERR_NO_MEMORY, "out of memory for a frame of %d bytes", (int64_t)length);
+      rxe_rpc_reply_error(&reply, err.status, err.message);
+    } else if (!read_full(in_fd, payload, length)) {
       free(payload);
       rc = 2;
       break;
+    } else {
+      rxe_rpc_handle(server, type, payload, length, &reply); /* once: the reply grows as it is written */
+      free(payload);
     }
-    for (;;) {
-      rxe_rpc_handle(server, type, payload, length, &reply);
-      if (!reply.overflow) break;
-      free(reply.data);
-      reply.capacity *= 4;
-      reply.data = (uint8_t*)malloc(reply.capacity);
-      if (reply.data == NULL) {
-        rc = 1;
-        break;
-      }
-    }
-    free(payload);
-    if (reply.data == NULL || !write_full(out_fd, reply.data, reply.size)) {
-      rc = rc ? rc : 2;
+    if (reply.overflow || !write_full(out_fd, reply.data, reply.size)) {
+      rc = 2;
       break;
+    }
+    if (reply.capacity > RXE_RPC_REPLY_BYTES) { /* give a large reply's memory back */
+      uint8_t* smaller = (uint8_t*)realloc(reply.data, RXE_RPC_REPLY_BYTES);
+      if (smaller != NULL) {
+        reply.data = smaller;
+        reply.capacity = RXE_RPC_REPLY_BYTES;
+      }
     }
   }
   rxe_rpc_server_free(server);

@@ -15,6 +15,8 @@ const char* rxe_status_name(rxe_status_t status) {
     case RXE_ERR_ABI: return "RXE_ERR_ABI";
     case RXE_ERR_INTERNAL: return "RXE_ERR_INTERNAL";
     case RXE_ERR_INDEX: return "RXE_ERR_INDEX";
+    case RXE_ERR_PROTOCOL: return "RXE_ERR_PROTOCOL";
+    case RXE_ERR_NO_MEMORY: return "RXE_ERR_NO_MEMORY";
   }
   return "RXE_ERR_UNKNOWN";
 }

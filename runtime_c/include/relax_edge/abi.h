@@ -51,7 +51,9 @@ typedef enum {
   RXE_ERR_NOT_FOUND = 8,      /* no function of that name */
   RXE_ERR_ABI = 9,            /* module built against another ABI version */
   RXE_ERR_INTERNAL = 10,
-  RXE_ERR_INDEX = 11          /* an index read from a tensor is out of range */
+  RXE_ERR_INDEX = 11,         /* an index read from a tensor is out of range */
+  RXE_ERR_PROTOCOL = 12,      /* a malformed RPC frame, or a request out of order */
+  RXE_ERR_NO_MEMORY = 13      /* an allocation failed (the RPC server's inputs, outputs, replies) */
 } rxe_status_t;
 
 /* DLPack-compatible dtype: code 0 int, 1 uint, 2 float, 6 bool. */

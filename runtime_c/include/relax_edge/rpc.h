@@ -6,10 +6,14 @@
  * Frame: magic "RX" (2 bytes), type (u8), flags (u8, 0), payload length
  * (u32), payload. Integers are little-endian; strings are u32 length +
  * bytes; tensors are u8 dtype code, u8 bits, u16 ndim, i64 dims[ndim], data.
- * Every reply is OK (type | 0x80) with a payload, or ERROR (0xFF) with
- * u32 status and a message. The parser never trusts a length: each read is
- * bounds-checked against the frame, and frames above RXE_RPC_MAX_PAYLOAD
- * are refused before they are read.
+ * Every reply is OK (0x80) with a payload, or ERROR (0xFF) with u32
+ * status and a message. The parser never trusts a length: each read is
+ * bounds-checked against the frame, frames above RXE_RPC_MAX_PAYLOAD are
+ * refused before they are read, and a payload must hold exactly what its
+ * request takes (HELLO alone may carry more). A malformed frame or a
+ * request out of order (GET_OUTPUT before a RUN) is answered with
+ * RXE_ERR_PROTOCOL, an allocation that fails with RXE_ERR_NO_MEMORY, and a
+ * failing model with its own status; none of them changes the server.
  *
  * Requests:
  *   HELLO      u32 client version   -> u32 protocol version, u32 ABI version, str module name
@@ -26,6 +30,10 @@
  *   WORKSPACE  i64 sizes[num_sizes] -> u64 bytes
  *   SHUTDOWN                        -> () and the server stops
  *
+ * Version 2: the statuses RXE_ERR_PROTOCOL and RXE_ERR_NO_MEMORY; requests
+ * that fail change nothing; SET_INPUT takes only the selected function's
+ * input indices.
+ *
  * The protocol core (rpc/protocol.c) is freestanding: memory comes from the
  * I/O layer's allocator and time from its clock.
  */
@@ -38,20 +46,31 @@
 extern "C" {
 #endif
 
-#define RXE_RPC_VERSION 1u
+#define RXE_RPC_VERSION 2u
 #define RXE_RPC_HEADER_BYTES 8u
 #ifndef RXE_RPC_MAX_PAYLOAD
 #define RXE_RPC_MAX_PAYLOAD (256u * 1024u * 1024u)
 #endif
 #ifndef RXE_RPC_MAX_TENSORS
-#define RXE_RPC_MAX_TENSORS 16
+#define RXE_RPC_MAX_TENSORS 16 /* inputs, and outputs, of one function */
 #endif
+#ifndef RXE_RPC_MAX_SIZES
+#define RXE_RPC_MAX_SIZES 16   /* size variables of one function (WORKSPACE) */
+#endif
+#ifndef RXE_RPC_MAX_NAME
+#define RXE_RPC_MAX_NAME 64    /* bytes of a function name in SELECT, its terminator included */
+#endif
+/* The smallest reply buffer: any ERROR frame fits in it. */
+#define RXE_RPC_MIN_REPLY_BYTES (RXE_RPC_HEADER_BYTES + 8u + RXE_ERROR_MESSAGE_BYTES)
 
 enum {
   RXE_RPC_HELLO = 1, RXE_RPC_LIST = 2, RXE_RPC_SELECT = 3, RXE_RPC_SET_INPUT = 4, RXE_RPC_RUN = 5,
   RXE_RPC_GET_OUTPUT = 6, RXE_RPC_TIME = 7, RXE_RPC_PROFILE = 8, RXE_RPC_WORKSPACE = 9,
   RXE_RPC_SHUTDOWN = 10, RXE_RPC_OK = 0x80, RXE_RPC_ERROR = 0xFF
 };
+
+/* Why a reply did not fit (rxe_rpc_buffer_t.overflow). */
+enum { RXE_RPC_FITS = 0, RXE_RPC_OVERFLOW_MEMORY = 1, RXE_RPC_OVERFLOW_LIMIT = 2 };
 
 /* What the I/O layer provides. */
 typedef struct {
@@ -61,14 +80,34 @@ typedef struct {
   void* ctx;
 } rxe_rpc_platform_t;
 
-/* A reply being written: the core fills `data` up to `capacity`. */
-typedef struct {
+/* A reply being written: the core fills `data` up to `capacity`, and asks
+ * `grow` (when not NULL) for more room instead of stopping. grow must keep
+ * the first `size` bytes, set `data` and `capacity` (at least min_capacity)
+ * and return 1, or return 0 and leave the buffer as it was. A reply that
+ * does not fit sets `overflow` (RXE_RPC_OVERFLOW_*); rxe_rpc_handle then
+ * replaces it by an ERROR frame, which always fits in
+ * RXE_RPC_MIN_REPLY_BYTES. */
+typedef struct rxe_rpc_buffer {
   uint8_t* data;
   uint64_t size;
   uint64_t capacity;
   int overflow;
+  int (*grow)(struct rxe_rpc_buffer* buffer, uint64_t min_capacity);
+  void* ctx; /* the I/O layer's, for grow */
 } rxe_rpc_buffer_t;
 
+/* The outputs of one run: tensors, their dims and the memory behind them. */
+typedef struct {
+  rxe_tensor_t tensors[RXE_RPC_MAX_TENSORS];
+  int64_t dims[RXE_RPC_MAX_TENSORS * RXE_MAX_NDIM];
+  void* data[RXE_RPC_MAX_TENSORS];
+} rxe_rpc_outputs_t;
+
+/* A server's state. Requests change it only when they succeed: a request
+ * answered by an ERROR frame leaves every field a client can observe (the
+ * selected function, the inputs, the outputs of the last successful run) as
+ * it was. A run writes into output_sets[1 - current] and becomes current
+ * only when it and its reply succeed. */
 typedef struct {
   const rxe_module_t* module;
   const rxe_function_t* function;
@@ -76,27 +115,36 @@ typedef struct {
   rxe_tensor_t inputs[RXE_RPC_MAX_TENSORS];
   int64_t input_dims[RXE_RPC_MAX_TENSORS][RXE_MAX_NDIM];
   void* input_data[RXE_RPC_MAX_TENSORS];
-  rxe_tensor_t outputs[RXE_RPC_MAX_TENSORS];
-  int64_t output_dims[RXE_RPC_MAX_TENSORS * RXE_MAX_NDIM];
-  void* output_data[RXE_RPC_MAX_TENSORS];
-  void* workspace;
+  rxe_rpc_outputs_t output_sets[2];
+  int current;     /* output_sets[current] holds the last successful run's outputs */
+  int has_outputs; /* there was a successful run since the last SELECT */
+  void* workspace; /* scratch of the last run (not state: no request reads it) */
   uint64_t workspace_bytes;
-  int has_outputs;
-  int stop;
+  int stop;        /* SHUTDOWN was handled */
 } rxe_rpc_server_t;
 
 void rxe_rpc_server_init(rxe_rpc_server_t* server, const rxe_module_t* module, rxe_rpc_platform_t platform);
 void rxe_rpc_server_free(rxe_rpc_server_t* server);
 
+/* The outputs of the last successful run (valid while has_outputs). */
+const rxe_tensor_t* rxe_rpc_server_outputs(const rxe_rpc_server_t* server);
+
 /* Parse the header of a frame: its type and payload length. Returns
- * RXE_OK, or an error for a bad magic, flags or a length over the limit. */
+ * RXE_OK, or RXE_ERR_PROTOCOL for a bad magic, flags or a length over the
+ * limit. */
 rxe_status_t rxe_rpc_parse_header(const uint8_t* header, uint8_t* out_type, uint32_t* out_length,
                                   rxe_error_t* err);
 
 /* Handle one request (type and payload) and write the whole reply frame
- * (header included) into `reply`. Never reads outside the payload. */
+ * (header included) into `reply`. Never reads outside the payload, and runs
+ * the model at most as often as the request asks, whatever the reply's
+ * size. `reply` needs at least RXE_RPC_MIN_REPLY_BYTES of capacity. */
 void rxe_rpc_handle(rxe_rpc_server_t* server, uint8_t type, const uint8_t* payload, uint32_t length,
                     rxe_rpc_buffer_t* reply);
+
+/* Write an ERROR frame (status and message) into `reply`: what an I/O layer
+ * answers to a frame it could not read. */
+void rxe_rpc_reply_error(rxe_rpc_buffer_t* reply, rxe_status_t status, const char* message);
 
 #ifdef __cplusplus
 }
