@@ -30,7 +30,7 @@ from ..errors import RelaxEdgeError
 from . import tensorfile
 from .host import RuntimeCheckError, prepare_inputs
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2   # runtime_c/include/relax_edge/rpc.h RXE_RPC_VERSION
 HELLO, LIST, SELECT, SET_INPUT, RUN, GET_OUTPUT, TIME, PROFILE, WORKSPACE, SHUTDOWN = range(1, 11)
 OK, ERROR = 0x80, 0xFF
 MAX_FRAME = 256 * 1024 * 1024
