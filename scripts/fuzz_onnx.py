@@ -3,7 +3,7 @@ either imports them or refuses them with a RelaxEdgeError, within a time
 limit per input and under a memory limit.
 
     python scripts/fuzz_onnx.py --runs N [--seed S] [--time-limit 10] [--mem-mb 3072]
-                                [--real mlp,bert] [--out build/fuzz_onnx]
+                                [--real mlp,bert,gpt2] [--real-share 0.02] [--out build/fuzz_onnx]
 
 Seeds are the ONNX backend node tests shipped in the onnx package whose
 operators relax_edge converts, plus exported real models from the cache of
@@ -484,13 +484,15 @@ def main(argv=None) -> int:
     parser.add_argument("--mem-mb", type=int, default=3072, help="address-space limit of this process")
     parser.add_argument("--node-seeds", type=int, default=200, help="how many node-test models to start from")
     parser.add_argument("--real", default="mlp", help="comma-separated models of tests/onnx_models.py")
+    parser.add_argument("--real-share", type=float, default=0.02, help="fraction of runs on the real models")
     parser.add_argument("--out", default=str(ROOT / "build" / "fuzz_onnx"))
     parser.add_argument("--progress", type=int, default=5000)
     args = parser.parse_args(argv)
     seeds = node_test_seeds(args.node_seeds, args.seed)
     real = real_model_seeds([n for n in args.real.split(",") if n]) if args.real else []
-    # real models are slow to import: pick them about 1 run in 50
-    weights = [1.0] * len(seeds) + [len(seeds) / 50 / max(len(real), 1)] * len(real)
+    # real models are slow to import: by default they get 1 run in 50
+    share = 1.0 if not seeds else args.real_share
+    weights = [(1 - share) / max(len(seeds), 1)] * len(seeds) + [share / max(len(real), 1)] * len(real)
     if args.mem_mb:
         import resource
         limit = args.mem_mb << 20

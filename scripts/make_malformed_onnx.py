@@ -109,6 +109,12 @@ def nested_if(depth) -> bytes:
     return shell.SerializeToString() + _field(7, graph + top.SerializeToString())
 
 
+def _patched(m, placeholder: bytes, replacement: bytes) -> bytes:
+    """The model's bytes with every `placeholder` replaced (same length)."""
+    assert len(placeholder) == len(replacement)
+    return m.SerializeToString().replace(placeholder, replacement)
+
+
 def cases(out: Path):
     """Yield (file name, model bytes or ModelProto, expected message fragment)."""
     good = unary_model([const("w", np.ones(3, np.float32))]).SerializeToString()
@@ -162,7 +168,8 @@ def cases(out: Path):
         helper.make_tensor("sv", F, [1], [1.0]), helper.make_tensor("si", TensorProto.INT64, [1], [0]), [4]))
     yield "init_sparse", sparse, "initializer sv: sparse initializers are not supported"
     yield "init_complex_used", with_init_input(TensorProto(
-        name="w", data_type=TensorProto.COMPLEX64, dims=[3], float_data=[0.0] * 6), [3]), "complex64"
+        name="w", data_type=TensorProto.COMPLEX64, dims=[3], float_data=[0.0] * 6), [3]), \
+        "node add (Add): unsupported dtype dtype('complex64')"
 
     # external data
     for name, location, fragment in [
@@ -223,10 +230,11 @@ def cases(out: Path):
         then_branch=helper.make_graph([helper.make_node("Relu", ["nowhere"], ["t"])], "then", [], [vi("t", [2])]),
         else_branch=helper.make_graph([], "else", [], []))], [vi("c", [], TensorProto.BOOL)], [vi("y", [2])]), \
         "unsupported ONNX operators: If (1 node)"
-    yield "nested_subgraphs_deep", nested_if(120), "not a readable ONNX model"
+    yield "nested_subgraphs_deep", nested_if(120), "not a readable ONNX model (DecodeError"
     yield "nested_subgraphs_shallow", nested_if(20), "unsupported ONNX operators: If (1 node)"
     yield "op_not_in_opset", model([helper.make_node("Gelu", ["x"], ["y"], name="gelu")], [vi("x", [2])],
-                                   [vi("y", [2])], opset=13), "node gelu (Gelu): operator Gelu does not exist at opset 13"
+                                   [vi("y", [2])], opset=13), \
+        "node gelu (Gelu): operator Gelu does not exist at opset 13"
 
     # attributes and input counts (checked against the operator's schema)
     yield "attr_int_for_list", model([helper.make_node("Transpose", ["x"], ["y"], name="tr", perm=1)],
@@ -272,15 +280,16 @@ def cases(out: Path):
     yield "too_many_outputs", model([helper.make_node("Relu", ["x"], ["y", "z"], name="relu_two")],
                                     [vi("x", [2])], [vi("y", [2])]), "node relu_two (Relu): has 2 outputs"
     yield "cast_to_string", model([helper.make_node("Cast", ["x"], ["y"], name="cast", to=TensorProto.STRING)],
-                                  [vi("x", [2])], [vi("y", [2])]), "node cast (Cast)"
+                                  [vi("x", [2])], [vi("y", [2])]), \
+        "node cast (Cast): attribute to: element type string is not supported"
 
     # shapes and values that cannot be
     yield "reshape_impossible", model([helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")],
                                       [vi("x", [2, 3])], [vi("y", [4, 5])], [const("s", [4, 5], np.int64)]), \
-        "node rs (Reshape)"
+        "node rs (Reshape): reshape (node rs): cannot reshape (2, 3) (6 elements) to (4, 5)"
     yield "reshape_two_minus_one", model([helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")],
                                          [vi("x", [2, 3])], [vi("y", None)], [const("s", [-1, -1], np.int64)]), \
-        "node rs (Reshape)"
+        "node rs (Reshape): reshape (node rs): at most one -1 in the new shape"
     yield "gather_index_out_of_range", model([helper.make_node("Gather", ["x", "i"], ["y"], name="pick")],
                                              [vi("x", [3, 2])], [vi("y", [2])], [const("i", 7, np.int64)]), \
         "node pick (Gather): index 7 is out of range for axis 0 of size 3"
@@ -289,25 +298,31 @@ def cases(out: Path):
                                                                        const("i", [-3], np.int64)]), \
         "node pick (Gather): index -3 is out of range for axis 0 of size 2"
     yield "concat_mismatched", model([helper.make_node("Concat", ["a", "b"], ["y"], name="cat", axis=0)],
-                                     [vi("a", [2, 3]), vi("b", [2, 4])], [vi("y", None)]), "node cat (Concat)"
+                                     [vi("a", [2, 3]), vi("b", [2, 4])], [vi("y", None)]), \
+        "node cat (Concat): concat (node cat): input 1 dimension 1 differs: 3 vs 4"
     yield "concat_axis_out_of_range", model([helper.make_node("Concat", ["a", "a"], ["y"], name="cat", axis=5)],
-                                            [vi("a", [2, 3])], [vi("y", None)]), "node cat (Concat)"
+                                            [vi("a", [2, 3])], [vi("y", None)]), \
+        "node cat (Concat): concat (node cat): axis 5 out of range for rank 2"
     yield "matmul_mismatched", model([helper.make_node("MatMul", ["a", "b"], ["y"], name="mm")],
-                                     [vi("a", [2, 3]), vi("b", [4, 5])], [vi("y", None)]), "node mm (MatMul)"
+                                     [vi("a", [2, 3]), vi("b", [4, 5])], [vi("y", None)]), \
+        "node mm (MatMul): matmul (node mm): inner dimensions differ: 3 vs 4"
     yield "add_not_broadcastable", model([helper.make_node("Add", ["a", "b"], ["y"], name="add")],
-                                         [vi("a", [2, 3]), vi("b", [4])], [vi("y", None)]), "node add (Add)"
+                                         [vi("a", [2, 3]), vi("b", [4])], [vi("y", None)]), \
+        "node add (Add): add (node add): shapes (2, 3) and (1, 4) at axis 1: cannot broadcast"
     yield "squeeze_non_unit", model([helper.make_node("Squeeze", ["x", "ax"], ["y"], name="sq")],
                                     [vi("x", [2, 3])], [vi("y", None)], [const("ax", [1], np.int64)]), \
         "node sq (Squeeze): cannot squeeze axis 1 of size 3"
     yield "transpose_bad_perm", model([helper.make_node("Transpose", ["x"], ["y"], name="tr", perm=[0, 0])],
-                                      [vi("x", [2, 3])], [vi("y", None)]), "node tr (Transpose)"
+                                      [vi("x", [2, 3])], [vi("y", None)]), \
+        "node tr (Transpose): transpose (node tr): axes (0, 0) are not a permutation"
     yield "slice_step_zero", model([helper.make_node("Slice", ["x", "b", "e", "a", "st"], ["y"], name="sl")],
                                    [vi("x", [4])], [vi("y", None)],
                                    [const(n, v, np.int64) for n, v in
                                     [("b", [0]), ("e", [4]), ("a", [0]), ("st", [0])]]), \
         "node sl (Slice): slice step must not be 0"
     yield "softmax_axis_out_of_range", model([helper.make_node("Softmax", ["x"], ["y"], name="sm", axis=4)],
-                                             [vi("x", [2, 3])], [vi("y", None)]), "node sm (Softmax)"
+                                             [vi("x", [2, 3])], [vi("y", None)]), \
+        "node sm (Softmax): softmax (node sm): axis 4 out of range for rank 2"
     yield "unsqueeze_axis_out_of_range", model([helper.make_node("Unsqueeze", ["x", "ax"], ["y"], name="us")],
                                                [vi("x", [2])], [vi("y", None)], [const("ax", [9], np.int64)]), \
         "node us (Unsqueeze): axis 9 out of range"
@@ -320,7 +335,86 @@ def cases(out: Path):
         "node rg (Range): delta must not be 0"
     yield "conv_weight_rank", model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv")],
                                     [vi("x", [1, 3, 8, 8])], [vi("y", None)], [const("w", np.ones((4, 3), np.float32))]), \
-        "node conv (Conv)"
+        "node conv (Conv): the weight has rank 2, an input with 2 spatial axes needs 4"
+
+    # regressions found by scripts/fuzz_onnx.py
+    yield "conv1d_weight_rank4", model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv")],
+                                       [vi("x", [1, 3, 8])], [vi("y", None)],
+                                       [const("w", np.ones((4, 3, 3, 3), np.float32))]), \
+        "node conv (Conv): the weight has rank 4, an input with 1 spatial axes needs 3"
+    yield "conv_strides_count", model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv", strides=[1, 1, 1])],
+                                      [vi("x", [1, 3, 8, 8])], [vi("y", None)],
+                                      [const("w", np.ones((4, 3, 3, 3), np.float32))]), \
+        "node conv (Conv): attribute strides has 3 values, 2 expected"
+    yield "conv_strides_zero", model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv", strides=[0, 1])],
+                                     [vi("x", [1, 3, 8, 8])], [vi("y", None)],
+                                     [const("w", np.ones((4, 3, 3, 3), np.float32))]), \
+        "node conv (Conv): attribute strides [0, 1] must be at least 1"
+    yield "clip_min_not_scalar", model([helper.make_node("Clip", ["x", "lo"], ["y"], name="clip")],
+                                       [vi("x", [2])], [vi("y", [2])], [const("lo", [0.0, 1.0], np.float32)]), \
+        "node clip (Clip): min must be a scalar, got shape (2,)"
+    yield "split_num_outputs_mismatch", model([helper.make_node("Split", ["x"], ["a", "b"], name="split", axis=0,
+                                                                num_outputs=1 << 40)],
+                                              [vi("x", [4])], [vi("a", None)], opset=18), \
+        "node split (Split): num_outputs is 1099511627776, the node has 2 outputs"
+    yield "split_sizes_count", model([helper.make_node("Split", ["x", "s"], ["a", "b"], name="split", axis=0)],
+                                     [vi("x", [4])], [vi("a", None)], [const("s", [1, 1, 2], np.int64)]), \
+        "node split (Split): split gives 3 sizes for 2 outputs"
+    yield "trilu_k_empty", model([helper.make_node("Trilu", ["x", "k"], ["y"], name="tri")],
+                                 [vi("x", [3, 3])], [vi("y", None)], [const("k", np.zeros(0, np.int64))]), \
+        "node tri (Trilu): input 1 (k) must hold one value, got shape (0,)"
+    yield "trilu_k_float", model([helper.make_node("Trilu", ["x", "k"], ["y"], name="tri")],
+                                 [vi("x", [3, 3])], [vi("y", None)], [const("k", np.float32(np.nan))]), \
+        "node tri (Trilu): input 1 (k) must be an integer, got float32"
+    yield "range_start_empty", model([helper.make_node("Range", ["s", "l", "d"], ["y"], name="rg")], [],
+                                     [vi("y", None)], [const("s", np.zeros(0, np.int64)), const("l", 5, np.int64),
+                                                       const("d", 1, np.int64)]), \
+        "node rg (Range): input 0 (start) must hold one value, got shape (0,)"
+    yield "range_bool", model([helper.make_node("Range", ["s", "l", "d"], ["y"], name="rg")], [],
+                              [vi("y", None)], [const("s", False), const("l", True), const("d", True)]), \
+        "node rg (Range): input 0 (start) must be a number, got bool"
+    yield "reshape_rank_huge", model([helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")],
+                                     [vi("x", [2, 3]), vi("s", [1 << 31], TensorProto.INT64)], [vi("y", None)]), \
+        "node rs (Reshape): the result would have rank 2147483648, more than 64"
+    yield "input_rank_huge", model([relu()], [vi("x", [1] * 65)], [vi("y", None)]), \
+        "input x: rank 65 is more than 64"
+    yield "init_rank_huge", unary_model([typed_init("w", F, [1] * 70, [1.0])]), \
+        "initializer w: rank 70 is more than 64"
+    yield "reduce_axes_float", model([helper.make_node("ReduceSum", ["x", "ax"], ["y"], name="sum")],
+                                     [vi("x", [2, 3])], [vi("y", None)], [const("ax", [np.nan], np.float32)]), \
+        "node sum (ReduceSum): input 1 (axes) must hold integers, got float32"
+    yield "dropout_training_not_scalar", model([helper.make_node("Dropout", ["x", "r", "t"], ["y"], name="drop")],
+                                               [vi("x", [2])], [vi("y", None)],
+                                               [const("r", 0.5, np.float32), const("t", [False, False])]), \
+        "node drop (Dropout): training_mode must be a scalar, got shape (2,)"
+    yield "pad_axes_pads_mismatch", model([helper.make_node("Pad", ["x", "p", "", "ax"], ["y"], name="pad")],
+                                          [vi("x", [2, 3])], [vi("y", None)],
+                                          [const("p", [1, 1, 1], np.int64), const("ax", [0, 1], np.int64)], opset=18), \
+        "node pad (Pad): pads has 3 values, 2 axes need 4"
+    yield "constant_of_shape_value_empty", model([helper.make_node(
+        "ConstantOfShape", ["s"], ["y"], name="fill", value=helper.make_tensor("v", F, [0], []))],
+        [], [vi("y", None)], [const("s", [2], np.int64)]), "node fill (ConstantOfShape): attribute value must hold one"
+    yield "concat_scalars_of_shape", model([
+        helper.make_node("Shape", ["x"], ["s"], name="shape"),
+        helper.make_node("Gather", ["s", "i"], ["d"], name="pick", axis=0),
+        helper.make_node("Concat", ["d", "d"], ["y"], name="cat", axis=0)],
+        [vi("x", ["n", 3])], [vi("y", None)], [const("i", 0, np.int64)]), \
+        "node cat (Concat): concat (node cat): axis 0 out of range for rank 0"
+    yield "attr_unknown", model([helper.make_node("Relu", ["x"], ["y"], name="relu", alpha=0.5)], [vi("x", [2])],
+                                [vi("y", [2])]), "node relu (Relu): Relu-14 has no attribute alpha"
+    yield "shape_end_before_opset15", model([helper.make_node("Shape", ["x"], ["y"], name="shape", end=1)],
+                                            [vi("x", [2, 3])], [vi("y", None)], opset=13), \
+        "node shape (Shape): Shape-13 has no attribute end"
+    # names that are not UTF-8: written with a placeholder, then patched in the bytes
+    yield "pad_mode_not_utf8", _patched(model([helper.make_node("Pad", ["x", "p"], ["y"], name="pad", mode="QQQQ")],
+                                              [vi("x", [2])], [vi("y", None)], [const("p", [1, 1], np.int64)]),
+                                        b"QQQQ", b"\xff\xfeQQ"), "node pad (Pad): attribute mode is not valid UTF-8"
+    yield "op_type_not_utf8", _patched(model([helper.make_node("QQQQ", ["x"], ["y"], name="weird")], [vi("x", [2])],
+                                             [vi("y", [2])]), b"QQQQ", b"\xff\xfeQQ"), \
+        "node 0: the op_type b'\\xff\\xfeQQ' is not valid UTF-8"
+    yield "input_name_not_utf8", _patched(model([relu("QQQQ")], [vi("QQQQ", [2])], [vi("y", [2])]),
+                                          b"QQQQ", b"\x80QQQ"), \
+        "graph input 0: the name b'\\x80QQQ' is not valid UTF-8"
 
     # constants too large to make (max_constant_bytes)
     yield "constant_of_shape_1e12", model([helper.make_node("ConstantOfShape", ["s"], ["y"], name="fill")], [],
@@ -329,7 +423,7 @@ def cases(out: Path):
         "4000000000000 bytes, more than max_constant_bytes"
     yield "constant_of_shape_negative", model([helper.make_node("ConstantOfShape", ["s"], ["y"], name="fill")],
                                               [], [vi("y", None)], [const("s", [3, -2], np.int64)]), \
-        "node fill (ConstantOfShape)"
+        "node fill (ConstantOfShape): the result of full would have a negative dimension -2"
     yield "expand_huge", model([helper.make_node("Expand", ["c", "s"], ["y"], name="grow")], [], [vi("y", None)],
                                [const("c", [1.0], np.float32), const("s", [1 << 20, 1 << 20, 16], np.int64)]), \
         "node grow (Expand): the result of broadcast_to of shape (1048576, 1048576, 16)"

@@ -18,7 +18,6 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import relax_edge as rxe
-from relax_edge.errors import RelaxEdgeError
 from relax_edge.frontend.onnx import OnnxImportError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,6 +95,42 @@ def test_max_constant_bytes_is_a_keyword():
         rxe.from_onnx(model, max_constant_bytes=1000)
 
 
+def _model(nodes, inputs, outputs, inits=()):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_trailing_omitted_inputs_are_dropped():
+    model = _model([helper.make_node("Exp", ["x", ""], ["y"], name="exp")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    x = np.array([0.0, 1.0], np.float32)
+    np.testing.assert_allclose(rxe.interpret(rxe.from_onnx(model), x), np.exp(x), rtol=1e-6)
+
+
+def test_nonzero_of_a_constant_folds():
+    model = _model([helper.make_node("NonZero", ["c"], ["y"], name="nz")], [],
+                   [helper.make_tensor_value_info("y", TensorProto.INT64, None)],
+                   [numpy_helper.from_array(np.array([0.0, 3.0, 0.0, 4.0], np.float32), "c")])
+    np.testing.assert_array_equal(rxe.interpret(rxe.from_onnx(model)), [[1, 3]])
+
+
+def test_an_unexpected_error_in_a_converter_names_the_node(monkeypatch):
+    from relax_edge.frontend.onnx.context import CONVERTERS
+
+    def broken(ctx, inputs):
+        return {}["missing"]
+    monkeypatch.setitem(CONVERTERS, "Relu", broken)
+    model = _model([helper.make_node("Relu", ["x"], ["y"], name="act")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    with pytest.raises(OnnxImportError, match=r"node act \(Relu\): cannot be imported \(KeyError: 'missing'\)") as info:
+        rxe.from_onnx(model)
+    assert isinstance(info.value.__cause__, KeyError)
+
+
 def _load_fuzzer():
     spec = importlib.util.spec_from_file_location("fuzz_onnx", ROOT / "scripts" / "fuzz_onnx.py")
     module = importlib.util.module_from_spec(spec)
@@ -112,4 +147,4 @@ def test_seeded_fuzz_run_finds_only_clean_refusals():
     assert report.runs == 300
     assert report.imported + report.refused == 300, report.describe()
     assert not report.findings, report.describe()
-    assert report.refused > 0 and issubclass(OnnxImportError, RelaxEdgeError)
+    assert report.refused > 0 and report.imported > 0

@@ -18,7 +18,7 @@ from onnx import helper, numpy_helper
 
 from ...errors import RelaxEdgeError
 from ...ir.builder import Builder
-from ...ir.expr import Call, Constant, Expr
+from ...ir.expr import Call, Constant, Expr, Var
 from ...ir.shape import IntExpr, SizeVar
 from ...ir.types import DTYPES, TensorType
 from ...op import REQUIRED, get_op, make_call
@@ -113,11 +113,12 @@ class ConvertContext:
             raise self.error(f"{what} of shape {_dims_text(shape)} ({dtype}) would take {nbytes} bytes, "
                              f"more than max_constant_bytes={self.max_constant_bytes}")
 
-    def scalar(self, value, index: int, what: str) -> np.ndarray:
+    def scalar(self, value, index: int, what: str, integer: bool = False) -> np.ndarray:
         """Input `index` as a known one-element array (reshaped to a scalar)."""
         arr = self.require_static(value, index, what)
-        if arr.dtype != object and arr.dtype.kind not in "iuf":
-            raise self.error(f"input {index} ({what}) must be a number, got {arr.dtype}")
+        if arr.dtype != object and arr.dtype.kind not in ("iu" if integer else "iuf"):
+            raise self.error(f"input {index} ({what}) must be {'an integer' if integer else 'a number'}, "
+                             f"got {arr.dtype}")
         if arr.size != 1:
             raise self.error(f"input {index} ({what}) must hold one value, got shape {arr.shape}")
         return arr.reshape(())
@@ -240,6 +241,10 @@ class ConvertContext:
         full = {**{k: v for k, v in op.attrs.items() if v is not REQUIRED}, **(attrs or {})}
         if not _concrete_attrs(full):
             return None
+        try:  # the operator's type rule judges the arguments first
+            make_call(op_name, [Var("arg", self.type_of(a)) for a in args], attrs, span=self.span)
+        except RelaxEdgeError as err:
+            raise self.error(str(err)) from None
         if op_name in ("tile", "broadcast_to"):  # the only moves that grow their input
             if op_name == "tile":
                 reps = [int(r) for r in _concrete(full["repeats"])]

@@ -39,7 +39,8 @@ from ...ir.shape import SizeVar
 from ...ir.types import TensorType
 from ...errors import RelaxEdgeError
 from . import validate
-from .context import CONVERTERS, DEFAULT_MAX_CONSTANT_BYTES, ConvertContext, OnnxImportError, onnx_dtype
+from .context import (CONVERTERS, DEFAULT_MAX_CONSTANT_BYTES, MAX_RANK, ConvertContext, OnnxImportError,
+                      onnx_dtype)
 
 MIN_OPSET = 7
 MAX_OPSET = 28
@@ -186,6 +187,8 @@ class OnnxImporter:
             dims_proto = [None] * len(pinned)
         else:
             dims_proto = list(tt.shape.dim)
+        if len(dims_proto) > MAX_RANK:
+            raise OnnxImportError(f"{what}: rank {len(dims_proto)} is more than {MAX_RANK}")
         if pinned is not None and len(pinned) != len(dims_proto):
             raise OnnxImportError(f"{what}: input_shapes gives rank {len(pinned)}, the model has rank {len(dims_proto)}")
         dims = []

@@ -1,7 +1,8 @@
 """Checks an ONNX model must pass before any node is converted.
 
-1. Tensors (initializers, tensor attributes): a supported element type,
-   dimensions that are non-negative and whose product fits in int64, and
+1. Tensors (initializers, tensor attributes): a known element type, a rank
+   of at most MAX_RANK, dimensions that are non-negative and whose product
+   fits in int64, and
    exactly as much data as the shape says (raw bytes or typed values), so
    that numpy never infers a dimension or reads past the data.
 2. External data: a relative location inside the model's folder (no `..`
@@ -29,7 +30,7 @@ import os
 import onnx
 from onnx import AttributeProto, TensorProto
 
-from .context import ONNX_DTYPE_NAMES, OnnxImportError
+from .context import MAX_RANK, ONNX_DTYPE_NAMES, OnnxImportError
 
 INT64_MAX = (1 << 63) - 1
 
@@ -64,6 +65,8 @@ def _itemsize(data_type: int):
 
 def element_count(tensor, what: str) -> int:
     """The number of elements `tensor`'s dims give, after checking each dim."""
+    if len(tensor.dims) > MAX_RANK:
+        raise OnnxImportError(f"{what}: rank {len(tensor.dims)} is more than {MAX_RANK}")
     count = 1
     for i, d in enumerate(tensor.dims):
         if d < 0:
@@ -268,8 +271,12 @@ def check_node_schema(node, index: int, opset: int) -> None:
     while n_in and not node.input[n_in - 1]:
         n_in -= 1  # trailing omitted optional inputs
     if not schema.min_input <= n_in <= schema.max_input:
-        want = str(schema.min_input) if schema.min_input == schema.max_input else \
-            f"{schema.min_input} to {schema.max_input}" if schema.max_input < 1 << 30 else f"at least {schema.min_input}"
+        if schema.min_input == schema.max_input:
+            want = str(schema.min_input)
+        elif schema.max_input < 1 << 30:
+            want = f"{schema.min_input} to {schema.max_input}"
+        else:
+            want = f"at least {schema.min_input}"
         raise OnnxImportError(f"{label}: has {n_in} inputs, {node.op_type}-{schema.since_version} takes {want}")
     if not schema.min_output <= len(node.output) <= schema.max_output:
         raise OnnxImportError(f"{label}: has {len(node.output)} outputs, {node.op_type}-{schema.since_version} "

@@ -305,7 +305,7 @@ def convert_range(ctx, inputs):
 def convert_trilu(ctx, inputs):
     k = 0
     if len(inputs) > 1 and inputs[1] is not None:
-        k = int(ctx.scalar(inputs[1], 1, "k"))
+        k = int(ctx.scalar(inputs[1], 1, "k", integer=True))
     return ctx.emit("trilu", [inputs[0]], {"k": k, "upper": bool(ctx.attr("upper", 1, int))})
 
 
