@@ -1,6 +1,7 @@
 """The C runtime: unit tests through CMake/ctest (plain and under
-AddressSanitizer + UndefinedBehaviorSanitizer), a freestanding build for an
-Android and a Cortex-M target, and a whole model run under the sanitizers."""
+AddressSanitizer + UndefinedBehaviorSanitizer, with the library itself shown
+to be instrumented), a freestanding build for an Android and a Cortex-M
+target, and a whole model run under the sanitizers."""
 
 import shutil
 import subprocess
