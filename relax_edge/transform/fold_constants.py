@@ -27,7 +27,8 @@
 Does not fold calls of tensor programs, externs or graph functions, calls
 with symbolic attributes or results of unknown or symbolic shape, or `if`
 on a constant condition; a call whose reference fails on its constants is
-left for run time to report. Bindings that become unused stay (run dce).
+left for run time to report, and one whose result would take more than
+`EVAL_MAX_BYTES` is not even evaluated (compile-time memory stays bounded). Bindings that become unused stay (run dce).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ from ..op.registry import Op, make_call
 __all__ = ["fold_constants", "DEFAULT_MAX_BYTES"]
 
 DEFAULT_MAX_BYTES = 1 << 16
+# no call whose result is larger is evaluated at compile time
+EVAL_MAX_BYTES = 1 << 30
 
 
 def _static(t) -> bool:
@@ -54,7 +57,13 @@ def _static(t) -> bool:
 
 
 def _evaluate(call: Call) -> Constant | None:
-    """The call run by the interpreter, or None where it cannot run on constants."""
+    """The call run by the interpreter, or None where it cannot run on
+    constants or its result would be larger than EVAL_MAX_BYTES."""
+    count = 1
+    for d in call.type.shape:
+        count *= d.value
+    if count * np.dtype(call.type.dtype).itemsize > EVAL_MAX_BYTES:
+        return None
     out = Var("folded", call.type)
     func = Function([], SeqExpr([BindingBlock([VarBinding(out, call)])], out), call.type)
     try:

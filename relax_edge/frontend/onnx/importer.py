@@ -12,7 +12,6 @@
    (convert_*.py); its name becomes the span of the calls it emits.
 4. Before converting anything, every unsupported operator of the model is
    listed at once with its count.
-
 5. Bad input fails safe: validate.py checks the model's structure, node
    schemas, every tensor's dims and data, and external data locations
    before anything is converted; constants computed at import time are
@@ -38,9 +37,8 @@ from ...ir.expr import IRModule, Tuple, Var
 from ...ir.shape import SizeVar
 from ...ir.types import TensorType
 from ...errors import RelaxEdgeError
-from . import validate
-from .context import (CONVERTERS, DEFAULT_MAX_CONSTANT_BYTES, MAX_RANK, ConvertContext, OnnxImportError,
-                      onnx_dtype)
+from . import context, validate
+from .context import CONVERTERS, MAX_RANK, ConvertContext, OnnxImportError, onnx_dtype
 
 MIN_OPSET = 7
 MAX_OPSET = 28
@@ -89,8 +87,11 @@ class OnnxImporter:
                  max_constant_bytes=None):
         self.model, self.base_dir = _load(model)
         self.graph = self.model.graph
-        self.max_constant_bytes = DEFAULT_MAX_CONSTANT_BYTES if max_constant_bytes is None \
-            else int(max_constant_bytes)
+        if max_constant_bytes is None:
+            max_constant_bytes = context.DEFAULT_MAX_CONSTANT_BYTES
+        if not isinstance(max_constant_bytes, int) or max_constant_bytes < 0:
+            raise OnnxImportError(f"max_constant_bytes must be a non-negative int, got {max_constant_bytes!r}")
+        self.max_constant_bytes = max_constant_bytes
         self.where = "the model"  # what is being imported, for unexpected errors
         self.dim_bounds = dict(dim_bounds or {})
         self.input_shapes = dict(input_shapes or {})
@@ -304,8 +305,8 @@ def from_onnx(model, dim_bounds=None, input_shapes=None, constant_inputs=None,
     constant_inputs: {input name: array} to treat graph inputs as constants.
     max_constant_bytes: the most bytes a constant computed at import time
         (ConstantOfShape, Expand, Tile, Range, folded calls) may take; it is
-        checked before the constant is made. Default
-        `DEFAULT_MAX_CONSTANT_BYTES`.
+        checked before the constant is made. Default:
+        `relax_edge.frontend.onnx.context.DEFAULT_MAX_CONSTANT_BYTES` (1 GiB).
 
     Any problem with the model raises OnnxImportError naming the node,
     initializer, input or output at fault.
