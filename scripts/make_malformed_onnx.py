@@ -142,9 +142,9 @@ def cases(out: Path):
     yield "init_huge_dim", unary_model([typed_init("w", F, [1 << 40], [])]), \
         "initializer w: float_data holds 0 values"
     yield "init_dims_overflow_int64", unary_model([typed_init("w", F, [1 << 32, 1 << 32], [])]), \
-        "more elements than int64 can count"
+        "are too large (their size in bytes overflows int64)"
     yield "init_dims_overflow_many", unary_model([typed_init("w", F, [1 << 20] * 4, [])]), \
-        "more elements than int64 can count"
+        "are too large (their size in bytes overflows int64)"
     yield "init_raw_short", unary_model([raw_init("w", [4], b"\0" * 12)]), \
         "initializer w: raw_data holds 12 bytes, dims [4] of float need 16"
     yield "init_raw_long", unary_model([raw_init("w", [2, 2], b"\0" * 40)]), \
@@ -405,6 +405,18 @@ def cases(out: Path):
     yield "shape_end_before_opset15", model([helper.make_node("Shape", ["x"], ["y"], name="shape", end=1)],
                                             [vi("x", [2, 3])], [vi("y", None)], opset=13), \
         "node shape (Shape): Shape-13 has no attribute end"
+    yield "init_zero_and_huge_dims", unary_model([typed_init("w", F, [0, 1 << 40, 1 << 40], [])]), \
+        "initializer w: dims [0, 1099511627776, 1099511627776] are too large"
+    yield "attr_tensor_zero_and_huge_dims", model([helper.make_node(
+        "Constant", [], ["y"], name="k", value=typed_init("v", F, [1 << 40, 0, 1 << 40], []))], [], [vi("y", None)]), \
+        "node k (Constant): attribute value: dims [1099511627776, 0, 1099511627776] are too large"
+    yield "input_dims_overflow", model([helper.make_node("Reshape", ["v", "s"], ["y"], name="rs")],
+                                       [vi("v", [(1 << 63) - 1, 6, 24])], [vi("y", None)],
+                                       [const("s", [2, 6, 3, -1], np.int64)]), \
+        "input v: dims [9223372036854775807, 6, 24] are too large"
+    yield "reshape_target_negative", model([helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")],
+                                           [vi("x", [2, 3])], [vi("y", None)], [const("s", [-2, -3], np.int64)]), \
+        "node rs (Reshape): target dimension 0 is -2; only -1 (infer) may be negative"
     # names that are not UTF-8: written with a placeholder, then patched in the bytes
     yield "pad_mode_not_utf8", _patched(model([helper.make_node("Pad", ["x", "p"], ["y"], name="pad", mode="QQQQ")],
                                               [vi("x", [2])], [vi("y", None)], [const("p", [1, 1], np.int64)]),

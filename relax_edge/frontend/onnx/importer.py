@@ -209,6 +209,9 @@ class OnnxImporter:
                 dims.append(self.size_var(d.dim_param))
             else:
                 dims.append(self.size_var(f"{inp.name}_dim{i}"))
+        static = [d for d in dims if isinstance(d, int)]
+        if int(np.prod(static, dtype=object)) * np.dtype(dtype).itemsize > validate.INT64_MAX:
+            raise OnnxImportError(f"{what}: dims {static} are too large (their size in bytes overflows int64)")
         return TensorType(dims, dtype)
 
     # conversion ---------------------------------------------------------

@@ -67,14 +67,16 @@ def element_count(tensor, what: str) -> int:
     """The number of elements `tensor`'s dims give, after checking each dim."""
     if len(tensor.dims) > MAX_RANK:
         raise OnnxImportError(f"{what}: rank {len(tensor.dims)} is more than {MAX_RANK}")
-    count = 1
+    count, nonzero = 1, 1
     for i, d in enumerate(tensor.dims):
         if d < 0:
             raise OnnxImportError(f"{what}: dimension {i} is {d}; dimensions must be non-negative "
                                   f"(dims {list(tensor.dims)})")
         count *= d
-        if count > INT64_MAX:
-            raise OnnxImportError(f"{what}: dims {list(tensor.dims)} hold more elements than int64 can count")
+        nonzero *= max(d, 1)  # numpy refuses these shapes even when another dim is 0
+        if nonzero * 16 > INT64_MAX:
+            raise OnnxImportError(f"{what}: dims {list(tensor.dims)} are too large (their size in bytes "
+                                  "overflows int64)")
     return count
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import ShapeError
 from ...ir.shape import IntExpr, as_expr
 
 
@@ -64,7 +65,12 @@ def from_static(arr: np.ndarray, dtype: str = "int64"):
     flat = arr.reshape(-1)
     if all(isinstance(v, IntExpr) and v.is_const for v in flat) or all(
             isinstance(v, (int, np.integer)) for v in flat):
-        return np.array([int(v) for v in flat], dtype=dtype).reshape(arr.shape)
+        ints = [int(v) for v in flat]
+        info = np.iinfo(dtype) if np.dtype(dtype).kind in "iu" else None
+        if info is not None and any(not info.min <= v <= info.max for v in ints):
+            bad = next(v for v in ints if not info.min <= v <= info.max)
+            raise ShapeError(f"the value {bad} does not fit in {dtype}")
+        return np.array(ints, dtype=dtype).reshape(arr.shape)
     out = np.empty(arr.shape, dtype=object)
     out.reshape(-1)[:] = [as_expr(v) if not isinstance(v, IntExpr) else v for v in flat]
     return SymInts(out, dtype)

@@ -90,6 +90,8 @@ def reshape_target(ctx, data_dims, target, allowzero):
     out = []
     for i, t in enumerate(target.reshape(-1)):
         t = as_expr(t) if not isinstance(t, IntExpr) else t
+        if t.is_const and t.value < -1:
+            raise ctx.error(f"target dimension {i} is {t.value}; only -1 (infer) may be negative")
         if t == 0 and not allowzero:
             if i >= len(data_dims):
                 raise ctx.error(f"target dimension {i} is 0 (copy) but the input has rank {len(data_dims)}")
