@@ -7,8 +7,10 @@ or 1 (everything else). Only --debug adds the traceback."""
 import errno
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -235,3 +237,24 @@ def test_fuzzed_command_lines_never_show_a_traceback(files, capsys, monkeypatch,
     errors = [line for line in err.splitlines() if "error:" in line and not line.startswith(" ")]
     assert all(line.startswith("relax-edge: error: ") for line in errors), err
     assert code != 2 or len(errors) == 1, err
+
+
+def test_ctrl_c_during_a_benchmark_stops_the_server_at_once(tmp_path):
+    from tests.models import build_mlp, mlp_weights
+    art = rxe.build(build_mlp(mlp_weights()), board="host", out_dir=tmp_path / "mlp", name="mlp")
+    proc = subprocess.Popen([sys.executable, "-m", "relax_edge.cli", "bench", art.out_dir, "--dim", "n=64",
+                             "--repeat", "100000", "--warmup", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        lines = []
+        while not any("timed repeats" in line for line in lines):  # the server is timing now
+            lines.append(proc.stderr.readline())
+            assert lines[-1], "".join(lines)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=20)  # not the minutes the repeats would take
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = proc.stderr.read()
+    assert (code, err) == (130, "relax-edge: error: interrupted\n")

@@ -196,6 +196,11 @@ class RpcModule:
         except DeviceError:
             self.client = None
             raise
+        except KeyboardInterrupt:  # mid-request: stop the server now rather than wait for its answer
+            client, self.client = self.client, None
+            if client is not None:
+                client.stream.close(kill=True)
+            raise
 
     def _send_inputs(self, client, inputs):
         for k, x in enumerate(prepare_inputs(self.signature, inputs)):

@@ -239,7 +239,8 @@ class ChannelStream:
             return DeviceError(f"{self.what}: the model crashed with signal {code - 128}:\n{text[-1500:]}")
         return DeviceError(f"{self.what}: the server stopped (exit {code}):\n{text[-1500:]}")
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
+        """Close the channel; sshd then ends the server (`kill` is implied)."""
         try:
             self.channel.close()
         except (OSError, EOFError):
