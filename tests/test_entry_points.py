@@ -1,7 +1,8 @@
 """Bad inputs give the same status and message at every entry point: the
 Python API on the host (ctypes), the RPC server over stdin/stdout, the runner
 executable (directly and under qemu-aarch64), the command line, a QEMU board
-(RPC, and the runner on tensor files) and an SSH board (marked slow: it
+(RPC, and the runner on tensor files), an adb board (a stand-in adb) and an
+SSH board (marked slow: it
 starts sshd). Non-contiguous and
 Fortran-ordered arrays are accepted everywhere (copied) and give the right
 result.
@@ -117,6 +118,30 @@ def ssh_board(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def adb_module(tmp_path_factory):
+    """The model on the stand-in adb of tests/deploy (a host-target board)."""
+    import os
+    import shutil
+
+    import yaml
+
+    from relax_edge.target import BOARDS_DIR
+    from tests.deploy.test_adb import FAKE
+    root = tmp_path_factory.mktemp("adb")
+    (root / "bin").mkdir()
+    shutil.copy(FAKE, root / "bin" / "adb")
+    (root / "bin" / "adb").chmod(0o755)
+    data = yaml.safe_load((BOARDS_DIR / "host.yaml").read_text())
+    data.update(name="adb-stand-in", transport="adb", adb={"workdir": str(root / "phone")})
+    (root / "adb.yaml").write_text(yaml.safe_dump(data))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATH", f"{root / 'bin'}{os.pathsep}{os.environ['PATH']}")
+        art = rxe.build(build_pair(), board=str(root / "adb.yaml"), out_dir=root / "pair", name="pair")
+        with rxe.connect(str(root / "adb.yaml")) as dev:
+            yield dev.load(art)
+
+
+@pytest.fixture(scope="module")
 def host_module(host_art):
     with rxe.connect("host") as dev:
         yield dev.load(host_art)
@@ -206,6 +231,12 @@ def test_runner_executable_under_qemu(qemu_device, qemu_art, case):
     qemu_device.remove("out.rxt")
     proc = qemu_device.execute(runner, ["in.rxt", "out.rxt"])
     assert_outcome(runner_outcome(proc, lambda: qemu_device.read("out.rxt")), expected)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_adb_board(adb_module, case):
+    inputs, expected = CASES[case]
+    assert_outcome(outcome(lambda: adb_module.run(*inputs)), expected)
 
 
 @pytest.mark.slow
