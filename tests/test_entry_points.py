@@ -2,9 +2,8 @@
 Python API on the host (ctypes), the RPC server over stdin/stdout, the runner
 executable (directly and under qemu-aarch64), the command line, a QEMU board
 (RPC, and the runner on tensor files), an adb board (a stand-in adb) and an
-SSH board (marked slow: it
-starts sshd). Non-contiguous and
-Fortran-ordered arrays are accepted everywhere (copied) and give the right
+SSH board (marked slow: it starts sshd). Non-contiguous, Fortran-ordered and
+byte-swapped arrays are accepted everywhere (copied) and give the right
 result.
 
 The model takes x and y, both (n, 4) float32 with n <= 8, and returns
