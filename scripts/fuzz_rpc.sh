@@ -24,9 +24,12 @@ PYTHON="${PYTHON:-$ROOT/.venv/bin/python}"
 [ -x "$PYTHON" ] || PYTHON=python3
 OUT="$ROOT/build/fuzz"
 RT="$ROOT/runtime_c"
-CFLAGS=(-std=c99 -g -O1 -DRXE_LIBFUZZER -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
-        -I"$RT/include" -I"$RT/fuzz")
-CORE=("$RT/fuzz/rpc_fuzz.c" "$RT/rpc/protocol.c" "$RT"/src/{status,check,module,math}.c)
+# Instrumentation: the protocol core gets all of libFuzzer's (comparisons
+# traced); the runtime, the kernels and the model get edge coverage only
+# (their copy and compute loops would be traced byte by byte); the harness
+# none. All of it runs under ASan + UBSan.
+SAN=(-std=c99 -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -I"$RT/include" -I"$RT/fuzz")
+EDGES=(-fsanitize=fuzzer-no-link -fno-sanitize-coverage=trace-cmp)
 mkdir -p "$OUT/models"
 
 # rxe.build writes OUT/models/NAME/NAME.c and NAME_weights.{S,bin}
@@ -48,18 +51,37 @@ PY
   )
 }
 
+compile() {   # compile OBJ FLAGS... SOURCE...
+  local obj="$1"
+  shift
+  clang "${SAN[@]}" "$@" -c -o "$obj"
+}
+
 build_target() {
-  local name="$1" exe="$OUT/$1/rpc_fuzz"
-  mkdir -p "$OUT/$name/corpus"
+  local name="$1" dir="$OUT/$1/obj"
+  local objs=("$dir/harness.o" "$dir/protocol.o" "$dir/status.o" "$dir/check.o" "$dir/module.o" "$dir/math.o")
+  mkdir -p "$OUT/$name/corpus" "$dir"
+  compile "$dir/protocol.o" -fsanitize=fuzzer-no-link "$RT/rpc/protocol.c"
+  for src in status check module math; do compile "$dir/$src.o" "${EDGES[@]}" "$RT/src/$src.c"; done
   if [ "$name" = handwritten ]; then
-    clang "${CFLAGS[@]}" "${CORE[@]}" "$RT/fuzz/fuzz_module.c" -o "$exe"
+    compile "$dir/harness.o" -DRXE_LIBFUZZER "$RT/fuzz/rpc_fuzz.c"
+    compile "$dir/fuzz_module.o" -fsanitize=fuzzer-no-link "$RT/fuzz/fuzz_module.c"
+    objs+=("$dir/fuzz_module.o")
   else
     generate_model "$name"
-    local dir="$OUT/models/$name"
-    # shellcheck disable=SC2046
-    clang "${CFLAGS[@]}" $(cat "$dir/cflags") -DRXE_PROFILE -DRXE_MODULE="${name}_module" -Wa,-I"$dir" "${CORE[@]}" "$dir/$name.c" \
-      "$dir/${name}_weights.S" "$RT/src/threads.c" "$RT"/kernels/*.c -o "$exe" -lm -lpthread
+    local model="$OUT/models/$name" k
+    local flags=($(cat "$model/cflags") "${EDGES[@]}")   # the code is scheduled for the board's flags
+    compile "$dir/harness.o" -DRXE_LIBFUZZER -DRXE_MODULE="${name}_module" "$RT/fuzz/rpc_fuzz.c"
+    compile "$dir/model.o" "${flags[@]}" -DRXE_PROFILE "$model/$name.c"
+    compile "$dir/weights.o" -Wa,-I"$model" "$model/${name}_weights.S"
+    compile "$dir/threads.o" "${flags[@]}" "$RT/src/threads.c"
+    objs+=("$dir/model.o" "$dir/weights.o" "$dir/threads.o")
+    for k in "$RT"/kernels/*.c; do
+      compile "$dir/kernel_$(basename "$k" .c).o" "${flags[@]}" "$k"
+      objs+=("$dir/kernel_$(basename "$k" .c).o")
+    done
   fi
+  clang -fsanitize=fuzzer,address,undefined "${objs[@]}" -o "$OUT/$name/rpc_fuzz" -lm -lpthread
 }
 
 total=0
@@ -69,7 +91,7 @@ for name in "${TARGETS[@]}"; do
   build_target "$name"
   cd "$OUT/$name"
   set +e
-  ./rpc_fuzz -max_total_time="$SECONDS_TO_RUN" -max_len=4096 -timeout=30 -print_final_stats=1 \
+  ./rpc_fuzz -max_total_time="$SECONDS_TO_RUN" -max_len=1024 -timeout=30 -print_final_stats=1 \
     -artifact_prefix="$OUT/$name/" corpus "$ROOT/tests/runtime/rpc_corpus" > fuzz.log 2>&1
   rc=$?
   set -e
