@@ -20,12 +20,13 @@
  *   LIST                            -> u32 count, per function: str name, u32 inputs, u32 outputs,
  *                                      per argument: str name, u8 code, u8 bits, u32 ndim, str shape;
  *                                      u32 sizes, str size names
- *   SELECT     str function         -> (selects the function for the next requests)
+ *   SELECT     str function         -> (selects the function for the next requests; drops the outputs)
  *   SET_INPUT  u32 index, tensor    -> ()
- *   RUN                             -> u64 run nanoseconds
+ *   RUN                             -> u64 run nanoseconds (a run that fails keeps the last outputs)
  *   GET_OUTPUT u32 index            -> tensor
  *   TIME       u32 warmup, u32 repeat, u32 min_repeat_ms
- *                                   -> u32 n, u64 nanoseconds[n] (one per repeat)
+ *                                   -> u32 n, u64 nanoseconds[n] (one per repeat; repeat 1..100000,
+ *                                      warmup 0..100000, min_repeat_ms 0..3600000; n <= 100000)
  *   PROFILE                         -> u64 run ns, u32 n, per kernel: str kernel, str span, u64 calls, u64 ns
  *   WORKSPACE  i64 sizes[num_sizes] -> u64 bytes
  *   SHUTDOWN                        -> () and the server stops
