@@ -376,7 +376,10 @@ def mutate(seed: bytes, rng, seeds) -> bytes:
     if rng.random() < 0.1:
         return mutate_bytes(seed, rng, rng.choice(seeds))
     m = onnx.ModelProto()
-    m.ParseFromString(seed)
+    try:
+        m.ParseFromString(seed)
+    except Exception:  # noqa: BLE001  (an input earlier byte mutations broke: keep mutating its bytes)
+        return mutate_bytes(seed, rng, rng.choice(seeds))
     for _ in range(rng.randint(1, 4)):
         try:
             rng.choice(PROTO_MUTATIONS)(m, rng)
@@ -476,6 +479,36 @@ def fuzz(seeds, runs: int, seed: int = 0, time_limit_s: float = 10.0, out_dir: P
     return report
 
 
+def fuzz_atheris(seeds, args) -> int:
+    """The same check and mutations under atheris (libFuzzer, coverage guided):
+    the corpus grows with inputs that reach new code; the first finding stops
+    the run and libFuzzer saves it (crash-*)."""
+    import atheris
+    atheris.instrument_all()
+    out = Path(args.out)
+    corpus = out / "atheris_corpus"
+    corpus.mkdir(parents=True, exist_ok=True)
+    for i, data in enumerate(seeds):
+        (corpus / f"seed-{i:04d}.onnx").write_bytes(data)
+
+    def test_one(data: bytes):
+        outcome, key, message = classify(data, args.time_limit)
+        if outcome == "finding":
+            raise RuntimeError(f"{key}: {message}")
+
+    def custom_mutator(data: bytes, max_size: int, seed: int) -> bytes:
+        rng = random.Random(seed)
+        if rng.random() < 0.2:
+            return atheris.Mutate(data, max_size)
+        return mutate(data, rng, seeds)[:max_size]
+
+    atheris.Setup([sys.argv[0], f"-runs={args.runs}", f"-rss_limit_mb={args.mem_mb}",
+                   f"-max_len={max(len(s) for s in seeds)}", f"-artifact_prefix={out}/", str(corpus)],
+                  test_one, custom_mutator=custom_mutator)
+    atheris.Fuzz()
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000)
@@ -487,12 +520,17 @@ def main(argv=None) -> int:
     parser.add_argument("--real-share", type=float, default=0.02, help="fraction of runs on the real models")
     parser.add_argument("--out", default=str(ROOT / "build" / "fuzz_onnx"))
     parser.add_argument("--progress", type=int, default=5000)
+    parser.add_argument("--engine", choices=("random", "atheris"), default="random",
+                        help="random: this script's own loop, which records every finding and goes on; "
+                             "atheris: coverage-guided libFuzzer (pip install atheris), stops at the first")
     args = parser.parse_args(argv)
     seeds = node_test_seeds(args.node_seeds, args.seed)
     real = real_model_seeds([n for n in args.real.split(",") if n]) if args.real else []
     # real models are slow to import: by default they get 1 run in 50
     share = 1.0 if not seeds else args.real_share
     weights = [(1 - share) / max(len(seeds), 1)] * len(seeds) + [share / max(len(real), 1)] * len(real)
+    if args.engine == "atheris":
+        return fuzz_atheris(seeds + real, args)
     if args.mem_mb:
         import resource
         limit = args.mem_mb << 20

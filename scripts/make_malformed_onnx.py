@@ -417,6 +417,10 @@ def cases(out: Path):
     yield "reshape_target_negative", model([helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")],
                                            [vi("x", [2, 3])], [vi("y", None)], [const("s", [-2, -3], np.int64)]), \
         "node rs (Reshape): target dimension 0 is -2; only -1 (infer) may be negative"
+    yield "resize_scales_inf", model([helper.make_node("Resize", ["x", "", "sc"], ["y"], name="up", mode="nearest")],
+                                     [vi("x", [1, 1, 4, 4])], [vi("y", None)],
+                                     [const("sc", [np.inf, 1.0, 2.0, 2.0], np.float32)]), \
+        "node up (Resize): scales must be finite and positive, got [inf, 1.0, 2.0, 2.0]"
     # names that are not UTF-8: written with a placeholder, then patched in the bytes
     yield "pad_mode_not_utf8", _patched(model([helper.make_node("Pad", ["x", "p"], ["y"], name="pad", mode="QQQQ")],
                                               [vi("x", [2])], [vi("y", None)], [const("p", [1, 1], np.int64)]),

@@ -43,6 +43,8 @@ def _resize_targets(ctx, inputs, rank, axes):
     if scales_in is not None and scales is None and static_array(scales_in) is None:
         ctx.require_known(scales_in, 2, "scales")
     if scales is not None:
+        if scales.dtype == object or not np.all(np.isfinite(scales.astype(np.float64))) or np.any(scales <= 0):
+            raise ctx.error(f"scales must be finite and positive, got {scales.reshape(-1).tolist()}")
         scales = _scatter((float(s) for s in scales.reshape(-1)), axes, [1.0] * rank)
     if sizes is not None:
         sizes = _scatter((as_expr(s) for s in sizes.reshape(-1)), axes, ctx.type_of(inputs[0]).shape)
@@ -69,6 +71,9 @@ def _keep_aspect_ratio(ctx, policy, dims, sizes, axes):
         raise ctx.error(f"keep_aspect_ratio_policy {policy} needs static sizes and dims")
     ratios = [np.float32(sizes[a].value) / np.float32(dims[a].value) for a in axes]
     scale = min(ratios) if policy == "not_larger" else max(ratios)
+    if not np.isfinite(scale):
+        raise ctx.error(f"keep_aspect_ratio_policy {policy}: sizes {[sizes[a] for a in axes]} over dims "
+                        f"{[dims[a] for a in axes]} give no finite scale")
     out = _scatter((as_expr(int(np.floor(float(scale * np.float32(dims[a].value)) + 0.5))) for a in axes),
                    axes, dims)
     return out, _scatter([float(scale)] * len(axes), axes, [1.0] * len(dims))
