@@ -1,4 +1,5 @@
-"""ONNX frontend: `from_onnx(model, dim_bounds=None, input_shapes=None, constant_inputs=None)`."""
+"""ONNX frontend: `from_onnx(model, dim_bounds=None, input_shapes=None, constant_inputs=None,
+max_constant_bytes=None)`; every problem with a model raises OnnxImportError."""
 
 from .context import OnnxImportError
 from .importer import from_onnx

@@ -1,18 +1,19 @@
 """Checks an ONNX model must pass before any node is converted.
 
-1. Tensors (initializers, tensor attributes): a known element type, a rank
-   of at most MAX_RANK, dimensions that are non-negative and whose product
-   fits in int64, and
-   exactly as much data as the shape says (raw bytes or typed values), so
-   that numpy never infers a dimension or reads past the data.
+1. Tensors (initializers, tensor attributes): a known element type other
+   than string, a rank of at most MAX_RANK, dimensions that are
+   non-negative and whose size in bytes fits in int64, and exactly as much
+   data as the shape says (raw bytes or typed values), so that numpy never
+   infers a dimension or reads past the data.
 2. External data: a relative location inside the model's folder (no `..`
    out of it, no absolute path, no symlink that leaves it), a file that
    exists, and an offset and length inside it; the bytes are read into the
    tensor here, bounded by the shape.
-3. The graph: every name valid text; at least one output; unique graph input, initializer and node
-   output names; every node input produced by an initializer, a graph input
-   or an earlier node (a later producer is reported as out of order, or as
-   a cycle); every graph output produced.
+3. The graph: every name valid text (check_names); at least one output;
+   unique graph input, initializer and node output names; every node input
+   produced by an initializer, a graph input or an earlier node (a later
+   producer is reported as out of order, or as a cycle); every graph output
+   produced.
 4. Each node against its operator's schema at the model's opset: the
    number of inputs and outputs, every required attribute present, no
    attribute the schema does not declare, and every attribute of the type
