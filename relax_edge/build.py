@@ -245,6 +245,15 @@ def sanitized(tc: Toolchain, board: Board) -> Toolchain:
                                shared=False)
 
 
+def _check_fixed_arena(signature: dict) -> None:
+    """A fixed arena must fit the ABI's 64-bit sizes (and any real memory)."""
+    for fn, sig in signature.items():
+        arena = sig.get("fixed_workspace_bytes")
+        if arena is not None and arena >= 2**63:
+            raise BuildError(f"function {fn}: the memory plan needs {arena:.3e} bytes at the size bounds, more "
+                             "than 64-bit sizes hold; lower the bounds (--dim NAME=LO..HI)")
+
+
 def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, name: str = "model",
           opt_level: str | None = None, quiet: bool = True, source: dict | None = None,
           emit_llvm: bool = False, optimize: bool = True, sanitize: bool = False) -> Artifact:
@@ -289,6 +298,7 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
         _progress("generating C", quiet)
         sources = generate_c(mod, name)
     prefix = sources.prefix
+    _check_fixed_arena(sources.signature)
     for fname in sorted(sources.files):
         digest.update(sources.files[fname].encode())
     digest.update(sources.weights)

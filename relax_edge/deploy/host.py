@@ -92,6 +92,10 @@ class LoadedModule:
         from .emulator import thread_args
         self.artifact = artifact
         self.server_args = thread_args(threads)
+        if artifact.shared_library is None or not artifact.shared_library.exists():
+            why = ("it was built with sanitize=True (no shared library); run its runner or server instead"
+                   if getattr(artifact, "sanitize", False) else "rebuild it for the host board")
+            raise RelaxEdgeError(f"{artifact.out_dir}: no shared library to load in process: {why}")
         self.lib = ctypes.CDLL(str(artifact.shared_library))
         if threads is not None:   # the runtime's pool, shared by the modules of this process
             self.lib.rxe_set_num_threads(ctypes.c_int(threads))

@@ -36,6 +36,18 @@ OK, ERROR = 0x80, 0xFF
 MAX_FRAME = 256 * 1024 * 1024
 
 
+MAX_REPEAT = 100000        # the server's limits (rpc/protocol.c): warmup and repeat,
+MAX_REPEAT_MS = 3600000    # and min_repeat_ms
+
+
+def check_timing(warmup, repeat, min_repeat_ms) -> None:
+    """The TIME request's arguments, checked before anything is sent."""
+    for name, value, low in (("warmup", warmup, 0), ("repeat", repeat, 1), ("min_repeat_ms", min_repeat_ms, 0)):
+        high = MAX_REPEAT if name != "min_repeat_ms" else MAX_REPEAT_MS
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise RelaxEdgeError(f"benchmark: {name} must be an integer in [{low}, {high}], got {value!r}")
+
+
 class DeviceError(RelaxEdgeError):
     """The device or its server failed: a crash, a timeout, a lost connection."""
 
@@ -214,6 +226,8 @@ class RpcModule:
         return self._call(go)
 
     def benchmark(self, *inputs, warmup: int = 3, repeat: int = 20, min_repeat_ms: int = 0) -> dict:
+        check_timing(warmup, repeat, min_repeat_ms)
+
         def go(client):
             self._send_inputs(client, inputs)
             body = client.request(TIME, struct.pack("<III", warmup, repeat, min_repeat_ms))

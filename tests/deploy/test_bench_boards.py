@@ -12,6 +12,7 @@ import time
 import pytest
 
 import relax_edge as rxe
+from relax_edge.deploy.rpc import PROTOCOL_VERSION
 from tests.deploy.sshd import Sshd
 from tests.models import build_mlp, mlp_weights
 from tests.onnx_models import get_model
@@ -54,7 +55,7 @@ def test_server_tcp_mode_binds_loopback(tmp_path):
                 assert time.time() < deadline, "the server did not listen"
                 time.sleep(0.05)
         with conn:
-            conn.sendall(b"RX\x01\x00" + struct.pack("<I", 4) + struct.pack("<I", 1))
+            conn.sendall(b"RX\x01\x00" + struct.pack("<I", 4) + struct.pack("<I", PROTOCOL_VERSION))
             head = conn.recv(8, socket.MSG_WAITALL)
             assert head[:2] == b"RX" and head[2] == 0x80
             conn.recv(struct.unpack("<I", head[4:])[0], socket.MSG_WAITALL)  # protocol, ABI, module name
