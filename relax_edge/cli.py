@@ -185,13 +185,13 @@ def _import(model: str, dims: dict):
 
 
 def _compile(model: str, board: str, backend: str, out_dir, dims: dict, name: str | None, emit_llvm=False,
-             optimize=True):
+             optimize=True, sanitize=False):
     from .build import build
     mod, source = _import(model, dims)
     name = name or Path(model).stem
     out_dir = Path(out_dir) if out_dir else Path("build") / name
     art = build(mod, board=board, backend=backend, out_dir=out_dir, name=name, quiet=False, source=source,
-                emit_llvm=emit_llvm, optimize=optimize)
+                emit_llvm=emit_llvm, optimize=optimize, sanitize=sanitize)
     return mod, art
 
 
@@ -202,12 +202,15 @@ def cmd_compile(args) -> int:
     if args.output:
         _check_output_dir(args.output, "-o")
     _, art = _compile(args.model, args.board or DEFAULT_BOARD, args.backend, args.output, parse_dims(args.dim),
-                      args.name, args.emit_llvm, args.optimize)
+                      args.name, args.emit_llvm, args.optimize, args.sanitize)
     sig = art.signature["main"]
     print(f"compiled {args.model} for {art.board} ({art.backend}) into {art.out_dir}")
     print("  inputs:  " + ", ".join(f"{i['name']}: {i['dtype']}{i['shape']}" for i in sig["inputs"]))
     print("  outputs: " + ", ".join(f"{o['dtype']}{o['shape']}" for o in sig["outputs"]))
-    print(f"  library: {art.shared_library.name} (shared), {art.static_library.name} (static), header {art.header.name}")
+    shared = f"{art.shared_library.name} (shared), " if art.shared_library is not None else ""
+    print(f"  library: {shared}{art.static_library.name} (static), header {art.header.name}")
+    if art.sanitize:
+        print(f"  sanitized (ASan + UBSan): {art.runner.name}" + (f", {art.server.name}" if art.server else ""))
     if art.sizes:
         m, r = art.sizes["model"], art.sizes["runtime"]
         print(f"  size on {art.board}: model .text {m['text']} .data {m['data']} .bss {m['bss']}; "
@@ -505,6 +508,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--show-memory", action="store_true", help="print the memory plan (table and timeline)")
     p.add_argument("--no-optimize", dest="optimize", action="store_false",
                    help="legalize only: no graph passes, fusion, library kernels or schedules")
+    p.add_argument("--sanitize", action="store_true",
+                   help="build the runner and the RPC server with AddressSanitizer and UndefinedBehaviorSanitizer "
+                        "(Linux boards that link dynamically; no shared library)")
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("run", help="run a model (compiling it first if given an ONNX file)")

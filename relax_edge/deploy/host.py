@@ -93,9 +93,8 @@ class LoadedModule:
         self.artifact = artifact
         self.server_args = thread_args(threads)
         if artifact.shared_library is None or not artifact.shared_library.exists():
-            why = ("it was built with sanitize=True (no shared library); run its runner or server instead"
-                   if getattr(artifact, "sanitize", False) else "rebuild it for the host board")
-            raise RelaxEdgeError(f"{artifact.out_dir}: no shared library to load in process: {why}")
+            raise RelaxEdgeError(f"{artifact.out_dir}: no shared library to load in process; "
+                                 "rebuild it for the host board")
         self.lib = ctypes.CDLL(str(artifact.shared_library))
         if threads is not None:   # the runtime's pool, shared by the modules of this process
             self.lib.rxe_set_num_threads(ctypes.c_int(threads))
@@ -188,6 +187,18 @@ class LoadedModule:
         return out.value
 
 
+def _sanitized_server(artifact, function: str, threads: int | None):
+    """A sanitized artifact has no shared library (ASan cannot be loaded into
+    Python): its run, benchmark and profile go to its sanitized RPC server."""
+    from .emulator import thread_args
+    from .rpc import ProcessStream, RpcModule
+    server = artifact.server
+    if server is None or not server.exists():
+        raise RelaxEdgeError(f"{artifact.out_dir}: no RPC server was built; rebuild the artifact")
+    cmd = [str(server), *thread_args(threads)]
+    return RpcModule(lambda: ProcessStream(cmd, what="host (sanitized)"), artifact, 600.0, function)
+
+
 class HostDevice:
     """The machine relax_edge runs on."""
 
@@ -206,6 +217,9 @@ class HostDevice:
         thread pool (default 1) for in-process runs and the benchmark server."""
         if artifact.board != "host":
             raise RelaxEdgeError(f"artifact built for board {artifact.board}, not host")
-        module = LoadedModule(artifact, function, threads)
+        if getattr(artifact, "sanitize", False):
+            module = _sanitized_server(artifact, function, threads)
+        else:
+            module = LoadedModule(artifact, function, threads)
         self.__dict__.setdefault("_modules", []).append(module)
         return module

@@ -29,9 +29,15 @@ def test_benchmark_arguments_are_checked_before_the_device(mlp, kwargs, message)
         assert m.benchmark(x, warmup=0, repeat=2)["repeat"] == 2   # the session is still usable
 
 
-def test_sanitized_artifact_cannot_load_in_process(mlp, tmp_path):
-    art = rxe.build(build_mlp(mlp_weights()), board="host", out_dir=tmp_path / "san", name="mlp", sanitize=True)
+def test_sanitized_artifact_runs_through_its_sanitized_server(tmp_path):
+    mod = build_mlp(mlp_weights())
+    art = rxe.build(mod, board="host", out_dir=tmp_path / "san", name="mlp", sanitize=True)
     assert art.shared_library is None or not art.shared_library.exists()
+    x = np.random.default_rng(1).standard_normal((3, 784)).astype(np.float32)
     with rxe.connect("host") as dev:
-        with pytest.raises(RelaxEdgeError, match="built with sanitize=True .* run its runner or server"):
-            dev.load(art)
+        m = dev.load(art)
+        (y,) = m.run(x)
+        np.testing.assert_allclose(y, rxe.interpret(mod, x), rtol=1e-4, atol=1e-6)
+        with pytest.raises(rxe.RuntimeCheckError, match="RXE_ERR_SHAPE"):
+            m.run(np.zeros((3, 783), np.float32))
+        assert m.benchmark(x, warmup=0, repeat=2)["repeat"] == 2
