@@ -8,16 +8,16 @@
 __version__ = "0.1.0"
 
 from . import ir, op  # noqa: E402
+from .build import Artifact, build  # noqa: E402
+from .deploy import DeviceError, RuntimeCheckError, connect  # noqa: E402
 from .errors import InterpretError, RelaxEdgeError, ShapeError, TypeInferenceError, VerifyError  # noqa: E402
 from .interp import interpret  # noqa: E402
-from .build import Artifact, build  # noqa: E402
+from .ir import Builder, IRModule, SizeVar, TensorType, TupleType, Var, print_module, verify  # noqa: E402
 from .pipeline import optimize  # noqa: E402
-from .deploy import DeviceError, RuntimeCheckError, connect  # noqa: E402
-from .ir import (Builder, IRModule, SizeVar, TensorType, TupleType, Var, print_module,  # noqa: E402
-                 verify)
 
 __all__ = [
-    "__version__", "ir", "op", "interpret", "optimize", "build", "connect", "Artifact", "RuntimeCheckError", "DeviceError", "from_onnx", "OnnxImportError", "Builder", "IRModule", "SizeVar", "TensorType",
+    "__version__", "ir", "op", "interpret", "optimize", "build", "connect", "Artifact", "RuntimeCheckError",
+    "DeviceError", "from_onnx", "OnnxImportError", "Builder", "IRModule", "SizeVar", "TensorType",
     "TupleType", "Var", "print_module", "verify", "RelaxEdgeError", "ShapeError",
     "TypeInferenceError", "VerifyError", "InterpretError",
 ]

@@ -500,7 +500,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", help="the ONNX file")
     p.add_argument("--board", help=f"a board name or YAML file (default {DEFAULT_BOARD})")
     p.add_argument("--backend", default="c", choices=["c", "llvm"], help="code generator for the kernels (default c)")
-    p.add_argument("--emit-llvm", action="store_true", help="with --backend llvm: keep the LLVM IR (.ll) of the kernels and host functions")
+    p.add_argument("--emit-llvm", action="store_true",
+                   help="with --backend llvm: keep the LLVM IR (.ll) of the kernels and host functions")
     p.add_argument("-o", "--output", help="output directory (default build/<model name>)")
     p.add_argument("--dim", action="append", type=_dim_arg, metavar="NAME=LO..HI",
                    help="bounds of a dynamic dimension")

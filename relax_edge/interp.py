@@ -22,8 +22,22 @@ from typing import Any
 import numpy as np
 
 from .errors import InterpretError, RelaxEdgeError
-from .ir.expr import (Call, CallExtern, CallTensor, Constant, Function, GlobalVar, If, IRModule,
-                      MatchCast, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var)
+from .ir.expr import (
+    Call,
+    CallExtern,
+    CallTensor,
+    Constant,
+    Function,
+    GlobalVar,
+    If,
+    IRModule,
+    MatchCast,
+    SeqExpr,
+    ShapeExpr,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
 from .ir.shape import IntExpr, evaluate
 from .ir.types import ObjectType, ShapeType, TensorType, TupleType, shape_str
 

@@ -39,8 +39,13 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from relax_edge.library.kernels import (conv2d_output_size, conv2d_scratch_bytes, matmul_scratch_bytes,  # noqa: E402
-                                        pack_conv2d_weights, pack_dense_weights)
+from relax_edge.library.kernels import (  # noqa: E402
+    conv2d_output_size,
+    conv2d_scratch_bytes,
+    matmul_scratch_bytes,
+    pack_conv2d_weights,
+    pack_dense_weights,
+)
 
 RUNTIME = Path(__file__).resolve().parents[1] / "runtime_c"
 SOURCES = ["kernels/gemm.c", "kernels/conv.c", "kernels/depthwise.c", "src/status.c", "src/threads.c"]
@@ -143,7 +148,7 @@ def bench_conv(libs: dict, shape, repeat: int):
         return run
 
     fns = {"numpy": lambda: wm @ cols, **{name: kernel(lib) for name, lib in libs.items()}}
-    for name, lib in libs.items():
+    for name in libs:
         y.fill(np.nan)
         fns[name]()
         np.testing.assert_allclose(y.reshape(o, -1), wm @ cols, rtol=1e-3, atol=1e-3 * (c * k * k) ** 0.5,

@@ -114,7 +114,8 @@ def bench_models(args, build_root: Path) -> list:
                 # rounds alternate the runtimes, so that a slow spell of a shared machine hits them all
                 per_round = max(1, args.repeat // args.rounds)
                 for _ in range(args.rounds):
-                    samples["ort"] += time_calls(lambda: sess.run(None, feeds), args.warmup, per_round)
+                    samples["ort"] += time_calls(lambda sess=sess, feeds=feeds: sess.run(None, feeds), args.warmup,
+                                                 per_round)
                     for backend, m in loaded.items():
                         stats = m.benchmark(*feeds.values(), warmup=args.warmup, repeat=per_round)
                         samples[backend] += stats["samples_ms"]
@@ -146,7 +147,7 @@ def bench_matmul(args, build_root: Path) -> list:
             np.testing.assert_allclose(m.run(a, b)[0], a @ b, rtol=1e-3, atol=1e-3 * n ** 0.5)
             per_round = max(1, args.repeat // args.rounds)
             for _ in range(args.rounds):
-                numpy_samples += time_calls(lambda: a @ b, 1, per_round)
+                numpy_samples += time_calls(lambda a=a, b=b: a @ b, 1, per_round)
                 rxe_samples += m.benchmark(a, b, warmup=1, repeat=per_round)["samples_ms"]
         numpy_ms, ms = statistics.median(numpy_samples), statistics.median(rxe_samples)
         flops = 2.0 * n ** 3

@@ -76,8 +76,8 @@ def main() -> int:
         feeds = spec["make_inputs"](seed=seq, seq=seq)
         ok &= all(np.allclose(a, b, rtol=1e-4, atol=1e-5)
                   for a, b in zip(host.run(*feeds.values()), session.run(None, feeds)))
-        t_ours = median_ms(lambda: host.run(*feeds.values()))
-        t_ort = median_ms(lambda: session.run(None, feeds))
+        t_ours = median_ms(lambda feeds=feeds: host.run(*feeds.values()))
+        t_ort = median_ms(lambda feeds=feeds: session.run(None, feeds))
         print(f"{seq:>4} {t_ours:>24.3f} {t_ort:>16.3f}")
     print("(both timed from Python around one call: relax_edge on one thread, ONNX Runtime with its default\n"
           " threads; scripts/bench_vs_ort.py compares them at equal thread counts)")

@@ -7,6 +7,8 @@ cd "$ROOT"
 bash scripts/setup.sh
 PY="${RXE_VENV:-$ROOT/.venv}/bin/python"
 JOBS="${RXE_TEST_JOBS:-auto}"
+echo "[test] ruff check (pyproject.toml [tool.ruff])"
+"$(dirname "$PY")/ruff" check "$ROOT"
 echo "[test] pytest with $JOBS workers"
 set +e
 "$PY" -m pytest -n "$JOBS" "$@"

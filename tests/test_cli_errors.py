@@ -53,16 +53,21 @@ def run_cli(capsys, argv, files):
 
 
 USAGE = [
-    (["bench", "{art}", "--repeat", "0"], "--repeat: expected an integer in [1, 100000], got '0' (see relax-edge bench --help)"),
-    (["bench", "{art}", "--warmup", "-1"], "--warmup: expected an integer in [0, 100000], got '-1' (see relax-edge bench --help)"),
-    (["run", "{art}", "--threads", "0"], "--threads: expected an integer in [1, 16], got '0' (see relax-edge run --help)"),
-    (["bench", "{art}", "--threads", "many"], "--threads: expected an integer in [1, 16], got 'many' (see relax-edge bench --help)"),
+    (["bench", "{art}", "--repeat", "0"], "--repeat: expected an integer in [1, 100000], got '0' "
+     "(see relax-edge bench --help)"),
+    (["bench", "{art}", "--warmup", "-1"], "--warmup: expected an integer in [0, 100000], got '-1' "
+     "(see relax-edge bench --help)"),
+    (["run", "{art}", "--threads", "0"], "--threads: expected an integer in [1, 16], got '0' "
+     "(see relax-edge run --help)"),
+    (["bench", "{art}", "--threads", "many"], "--threads: expected an integer in [1, 16], got 'many' "
+     "(see relax-edge bench --help)"),
     (["run", "{art}", "--seed", "-3"], "--seed: expected an integer >= 0, got '-3' (see relax-edge run --help)"),
     (["compile", "m.onnx", "--dim", "seq=8..2"], "--dim 'seq=8..2': expected LO <= HI and 1 <= HI <= 2147483647 "
                                                  "(see relax-edge compile --help)"),
     (["compile", "m.onnx", "--dim", "seq=..2147483648"], "--dim 'seq=..2147483648': expected LO <= HI and "
                                                          "1 <= HI <= 2147483647 (see relax-edge compile --help)"),
-    (["run", "{art}", "--dim", "n"], "--dim 'n': expected NAME=LO..HI, NAME=..HI or NAME=N (see relax-edge run --help)"),
+    (["run", "{art}", "--dim", "n"], "--dim 'n': expected NAME=LO..HI, NAME=..HI or NAME=N "
+     "(see relax-edge run --help)"),
     (["run", "{art}", "--dim", "n=0"], "--dim 'n=0': a size must be in [1, 2147483647] (see relax-edge run --help)"),
     (["run"], "the following arguments are required: model (see relax-edge run --help)"),
     (["frob"], "COMMAND: invalid choice: 'frob' (choose from 'compile', 'run', 'bench', 'boards', 'ops') "
@@ -88,7 +93,8 @@ FAILURES = [
     (["run", "{art}", "--inputs", "{root}/pickled.npz"], "{root}/pickled.npz: holds pickled (object) arrays, which "
                                                          "are not loaded; save plain numeric arrays with numpy.savez"),
     (["bench", "{art}", "--inputs", "{root}/pickled.npy"], "{root}/pickled.npy: holds pickled (object) arrays, which "
-                                                           "are not loaded; save plain numeric arrays with numpy.savez"),
+                                                           "are not loaded; save plain numeric arrays "
+                                                           "with numpy.savez"),
     (["run", "{art}", "--inputs", "{root}/truncated.npz"], "{root}/truncated.npz: not a readable .npz or .npy file "
                                                            "(truncated or corrupt: File is not a zip file)"),
     (["run", "{art}", "--inputs", "{root}/junk.npz"], "{root}/junk.npz: not an .npz or .npy file"),
@@ -143,7 +149,8 @@ def test_a_full_disk_leaves_the_old_result_and_no_temporary_file(files, capsys, 
     code, _, err = run_cli(capsys, ["run", "{art}", "--inputs", "{root}/good.npz", "--output", tmp_path / "out.npz"],
                            files)
     assert code == 1
-    assert err.splitlines()[-1] == f"relax-edge: error: cannot write {tmp_path / 'out.npz'}: no space left on the device"
+    target = tmp_path / "out.npz"
+    assert err.splitlines()[-1] == f"relax-edge: error: cannot write {target}: no space left on the device"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.npz"]
     assert (tmp_path / "out.npz").read_bytes() == b"previous"
 

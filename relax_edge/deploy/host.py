@@ -152,7 +152,8 @@ class LoadedModule:
             server = self.artifact.server
             if server is None or not server.exists():
                 raise RelaxEdgeError(f"{self.artifact.out_dir}: no RPC server was built; rebuild the artifact")
-            self._rpc_module = RpcModule(lambda: ProcessStream([str(server), *self.server_args], what="host"), self.artifact, 600.0)
+            cmd = [str(server), *self.server_args]
+            self._rpc_module = RpcModule(lambda: ProcessStream(cmd, what="host"), self.artifact, 600.0)
         return self._rpc_module
 
     def benchmark(self, *inputs, warmup: int = 3, repeat: int = 20, min_repeat_ms: int = 0) -> dict:

@@ -262,7 +262,8 @@ class RpcModule:
         names = self.signature.get("sizes", [])
         if sorted(sizes) != sorted(names):
             raise RelaxEdgeError(f"workspace_bytes takes the sizes {', '.join(names) or '(none)'}")
-        body = self._call(lambda c: c.request(WORKSPACE, struct.pack(f"<{len(names)}q", *[int(sizes[k]) for k in names])))
+        payload = struct.pack(f"<{len(names)}q", *[int(sizes[k]) for k in names])
+        body = self._call(lambda c: c.request(WORKSPACE, payload))
         return struct.unpack("<Q", body)[0]
 
     def close(self) -> None:

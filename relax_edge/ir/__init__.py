@@ -3,14 +3,48 @@
 verifier and printer."""
 
 from .builder import Builder
-from .expr import (Binding, BindingBlock, Call, CallExtern, CallTensor, Constant, DataflowBlock,
-                   DataflowVar, ExternDecl, Expr, Function, GlobalVar, If, IRModule, MatchCast,
-                   SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var, VarBinding)
+from .expr import (
+                   Binding,
+                   BindingBlock,
+                   Call,
+                   CallExtern,
+                   CallTensor,
+                   Constant,
+                   DataflowBlock,
+                   DataflowVar,
+                   Expr,
+                   ExternDecl,
+                   Function,
+                   GlobalVar,
+                   If,
+                   IRModule,
+                   MatchCast,
+                   SeqExpr,
+                   ShapeExpr,
+                   Tuple,
+                   TupleGetItem,
+                   Var,
+                   VarBinding,
+)
 from .printer import print_function, print_module
-from .shape import (IntExpr, Proof, SizeVar, as_expr, bounds, evaluate, floordiv, floormod,
-                    free_vars, max_expr, min_expr, prove_equal, prove_le, prove_lt, substitute)
-from .types import (DTYPES, FuncType, ObjectType, ShapeType, TensorType, TupleType, Type,
-                    normalize_dtype)
+from .shape import (
+                   IntExpr,
+                   Proof,
+                   SizeVar,
+                   as_expr,
+                   bounds,
+                   evaluate,
+                   floordiv,
+                   floormod,
+                   free_vars,
+                   max_expr,
+                   min_expr,
+                   prove_equal,
+                   prove_le,
+                   prove_lt,
+                   substitute,
+)
+from .types import DTYPES, FuncType, ObjectType, ShapeType, TensorType, TupleType, Type, normalize_dtype
 from .verify import verify, well_formed
 from .visitor import ExprMutator, ExprVisitor
 

@@ -24,9 +24,28 @@ from contextlib import contextmanager
 from typing import Callable
 
 from ..errors import RelaxEdgeError
-from .expr import (BindingBlock, Call, CallExtern, CallTensor, Constant, DataflowBlock,
-                   DataflowVar, ExternDecl, Expr, Function, GlobalVar, If, IRModule,
-                   MatchCast, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var, VarBinding)
+from .expr import (
+    BindingBlock,
+    Call,
+    CallExtern,
+    CallTensor,
+    Constant,
+    DataflowBlock,
+    DataflowVar,
+    Expr,
+    ExternDecl,
+    Function,
+    GlobalVar,
+    If,
+    IRModule,
+    MatchCast,
+    SeqExpr,
+    ShapeExpr,
+    Tuple,
+    TupleGetItem,
+    Var,
+    VarBinding,
+)
 from .types import Type
 
 __all__ = ["Builder"]

@@ -18,8 +18,23 @@
 
 from __future__ import annotations
 
-from .expr import (BindingBlock, Call, CallExtern, CallTensor, Constant, DataflowBlock, Function,
-                   GlobalVar, If, IRModule, MatchCast, ShapeExpr, Tuple, TupleGetItem, Var)
+from .expr import (
+    BindingBlock,
+    Call,
+    CallExtern,
+    CallTensor,
+    Constant,
+    DataflowBlock,
+    Function,
+    GlobalVar,
+    If,
+    IRModule,
+    MatchCast,
+    ShapeExpr,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
 from .shape import IntExpr
 from .types import shape_str, type_free_vars
 

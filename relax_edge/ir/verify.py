@@ -21,9 +21,25 @@ time can decide (a dimension that may or may not match).
 from __future__ import annotations
 
 from ..errors import RelaxEdgeError, TypeInferenceError, VerifyError
-from .expr import (BindingBlock, Call, CallExtern, CallTensor, Constant, DataflowBlock,
-                   DataflowVar, Function, GlobalVar, If, IRModule, MatchCast, SeqExpr,
-                   ShapeExpr, Tuple, TupleGetItem, Var)
+from .expr import (
+    BindingBlock,
+    Call,
+    CallExtern,
+    CallTensor,
+    Constant,
+    DataflowBlock,
+    DataflowVar,
+    Function,
+    GlobalVar,
+    If,
+    IRModule,
+    MatchCast,
+    SeqExpr,
+    ShapeExpr,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
 from .types import TensorType, type_conflict, type_free_vars
 
 __all__ = ["verify", "well_formed"]

@@ -9,8 +9,21 @@ change are reused, so an identity mutator returns the same objects.
 
 from __future__ import annotations
 
-from .expr import (BindingBlock, Call, CallExtern, CallTensor, Function, If, IRModule,
-                   MatchCast, SeqExpr, Tuple, TupleGetItem, Var, VarBinding)
+from .expr import (
+    BindingBlock,
+    Call,
+    CallExtern,
+    CallTensor,
+    Function,
+    If,
+    IRModule,
+    MatchCast,
+    SeqExpr,
+    Tuple,
+    TupleGetItem,
+    Var,
+    VarBinding,
+)
 
 __all__ = ["ExprVisitor", "ExprMutator"]
 

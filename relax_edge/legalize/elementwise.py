@@ -6,8 +6,7 @@ from __future__ import annotations
 import math
 
 from ..tir.compute import compute
-from ..tir.expr import (Compare, Logical, Not, cast, const, intrinsic, is_float, maximum,
-                        minimum, select)
+from ..tir.expr import Compare, Logical, Not, cast, const, intrinsic, is_float, maximum, minimum, select
 from .common import legalization, load_broadcast
 
 

@@ -4,9 +4,8 @@ broadcast_to, tile, pad, trilu, and tensors made from sizes."""
 
 from __future__ import annotations
 
-from ..ir.shape import as_expr
+from ..ir.shape import as_expr, max_expr, min_expr
 from ..op.manipulate import slice_extent
-from ..ir.shape import max_expr, min_expr
 from ..tir.compute import compute
 from ..tir.expr import Load, cast, const, eq, index, logical_and, maximum, minimum, select, wrap
 from .common import legalization, load_broadcast

@@ -44,8 +44,22 @@ import numpy as np
 
 from ..ir.shape import Proof, as_expr, max_expr, prove_equal
 from ..tir.compute import compute, reduce_axis, reduce_sum
-from ..tir.expr import (BinOp, Cast, Const, Index, Select, cast, const, eq, index, intrinsic, logical_or, maximum,
-                        minimum, select)
+from ..tir.expr import (
+    BinOp,
+    Cast,
+    Const,
+    Index,
+    Select,
+    cast,
+    const,
+    eq,
+    index,
+    intrinsic,
+    logical_or,
+    maximum,
+    minimum,
+    select,
+)
 from .common import legalization
 
 F32, F64, I64 = "float32", "float64", "int64"

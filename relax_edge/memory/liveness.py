@@ -190,7 +190,8 @@ def analyze(mod: IRModule, func: Function, inplace: bool = True, views: bool = T
         mapping = dict(zip(program.size_params, s.call.size_args))
         for sb in program.scratch:
             s.scratch.append(len(buffers))
-            buffers.append(Buffer(f"{s.var.name}.{sb.name}", substitute(sb.numel(), mapping) * itemsize(sb.dtype), t, t))
+            size = substitute(sb.numel(), mapping) * itemsize(sb.dtype)
+            buffers.append(Buffer(f"{s.var.name}.{sb.name}", size, t, t))
     for var in alias:
         storage[var] = storage[root(var)] if root(var) in storage else None
     copies = [(k, var) for k, var in enumerate(outputs) if storage.get(var) != ("output", k)]
@@ -199,7 +200,7 @@ def analyze(mod: IRModule, func: Function, inplace: bool = True, views: bool = T
 
 def _members_die_by(g, t, group, last_use, root) -> bool:
     """Every value sharing g's storage is dead after step t."""
-    for member, parent in group.items():
+    for member in group:
         top = member
         while group.get(top, top) is not top:
             top = group[top]

@@ -84,7 +84,7 @@ def lower_bound(buffers, sizes: list) -> int:
     if not buffers:
         return 0
     events = {}
-    for b, s in zip(buffers, sizes):
+    for b in buffers:
         for t in (b.first, b.last):
             events.setdefault(t, 0)
     best = 0

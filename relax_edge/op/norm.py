@@ -49,7 +49,7 @@ def _layer_norm_rule(types, attrs):
     float_dtype(x)
     axis = normalize_axis(attrs["axis"], len(x.shape))
     normalized = x.shape[axis:]
-    for i, (name, p) in enumerate(zip(("scale", "bias"), params), start=1):
+    for name, p in zip(("scale", "bias"), params):
         if len(p.shape) > len(normalized):
             raise RuleError(f"{name} {shape_str(p.shape)} has more dims than the normalized "
                             f"shape {shape_str(normalized)}")

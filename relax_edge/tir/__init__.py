@@ -4,8 +4,26 @@ language that lowers to loop nests, a printer, a verifier and a numpy
 interpreter."""
 
 from .compute import Reduce, Tensor, compute, lower, placeholder, reduce_axis, reduce_max, reduce_min, reduce_sum
-from .expr import (Cast, Const, Index, Load, PrimExpr, ScalarVar, cast, const, eq, intrinsic, logical_and,
-                   logical_not, logical_or, maximum, minimum, ne, select, wrap)
+from .expr import (
+                   Cast,
+                   Const,
+                   Index,
+                   Load,
+                   PrimExpr,
+                   ScalarVar,
+                   cast,
+                   const,
+                   eq,
+                   intrinsic,
+                   logical_and,
+                   logical_not,
+                   logical_or,
+                   maximum,
+                   minimum,
+                   ne,
+                   select,
+                   wrap,
+)
 from .printer import print_program
 from .stmt import Allocate, Buffer, For, IfThenElse, Let, Seq, Store, TensorProgram, loop_var
 

@@ -12,8 +12,7 @@
 from __future__ import annotations
 
 from ..ir.types import shape_str
-from .expr import (BinOp, Cast, Compare, Const, Index, Intrinsic, Load, Logical, Not, ScalarVar,
-                   Select)
+from .expr import BinOp, Cast, Compare, Const, Index, Intrinsic, Load, Logical, Not, ScalarVar, Select
 from .stmt import Allocate, Assert, For, IfThenElse, Let, Seq, Store, TensorProgram
 
 _OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "floormod": "%"}

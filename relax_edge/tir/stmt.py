@@ -142,7 +142,8 @@ class Allocate(Stmt):
 
     def __init__(self, buffer, body):
         if not all(d.is_const for d in buffer.shape):
-            raise RelaxEdgeError(f"local buffer {buffer.name} must have a constant shape, got {shape_str(buffer.shape)}")
+            raise RelaxEdgeError(f"local buffer {buffer.name} must have a constant shape, "
+                                 f"got {shape_str(buffer.shape)}")
         object.__setattr__(self, "buffer", buffer)
         object.__setattr__(self, "body", body)
 

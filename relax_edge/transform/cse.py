@@ -23,8 +23,19 @@ does not reorder bindings, and does not remove bindings that become unused
 
 from __future__ import annotations
 
-from ..ir.expr import (Call, CallExtern, CallTensor, Constant, DataflowVar, GlobalVar, IRModule,
-                       ShapeExpr, Tuple, Var, VarBinding)
+from ..ir.expr import (
+    Call,
+    CallExtern,
+    CallTensor,
+    Constant,
+    DataflowVar,
+    GlobalVar,
+    IRModule,
+    ShapeExpr,
+    Tuple,
+    Var,
+    VarBinding,
+)
 from ..ir.visitor import ExprMutator
 from ..op.registry import Op
 

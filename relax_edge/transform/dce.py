@@ -19,8 +19,7 @@ Does not remove parameters, rewrite calls, or look inside tensor programs
 
 from __future__ import annotations
 
-from ..ir.expr import (Call, CallExtern, CallTensor, Function, GlobalVar, If, IRModule, MatchCast,
-                       SeqExpr, VarBinding)
+from ..ir.expr import Call, CallExtern, CallTensor, Function, GlobalVar, If, IRModule, MatchCast, SeqExpr, VarBinding
 from ..ir.visitor import ExprVisitor
 
 __all__ = ["dce"]

@@ -81,7 +81,7 @@ def _reference(ops):
 
 class _Dispatcher:
     def __init__(self, mod: IRModule, kernels):
-        from ..library import kernels as lib   # noqa: F401  (fails early when the library is missing)
+        from ..library import kernels as lib  # noqa: F401  (fails early when the library is missing)
         self.lib = lib
         self.mod = mod
         self.kernels = set(kernels)

@@ -55,14 +55,14 @@ def _fold(func: Function) -> Function:
                 conv_var = type(x)(x.name, conv.type)
                 out = [c for c in out if c.var is not x]
                 out.append(VarBinding(conv_var, conv))
-                out.append(VarBinding(b.var, make_call("add", [conv_var, Constant(shift.astype(dtype).reshape(along_c))],
-                                                       span=call.span)))
+                shift_c = Constant(shift.astype(dtype).reshape(along_c))
+                out.append(VarBinding(b.var, make_call("add", [conv_var, shift_c], span=call.span)))
             else:
                 scaled = make_call("multiply", [x, Constant(s.astype(dtype).reshape(along_c))], span=call.span)
                 scaled_var = type(b.var)(f"{b.var.name}_scaled", scaled.type)
                 out.append(VarBinding(scaled_var, scaled))
-                out.append(VarBinding(b.var, make_call("add", [scaled_var, Constant(shift.astype(dtype).reshape(along_c))],
-                                                       span=call.span)))
+                shift_c = Constant(shift.astype(dtype).reshape(along_c))
+                out.append(VarBinding(b.var, make_call("add", [scaled_var, shift_c], span=call.span)))
             changed = True
         blocks.append(type(blk)(out))
     if not changed:

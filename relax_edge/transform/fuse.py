@@ -65,8 +65,17 @@ from ..tir.expr import Index, Intrinsic, Load, ScalarVar
 from ..tir.stmt import Allocate, Assert, Buffer, For, IfThenElse, Let, Seq, Store, TensorProgram
 from ..tir.visit import map_expr, walk_stmt
 from .legalize import NameSupply
-from .pattern import (Pattern, analyze, arith_cost, at_loop_vars, inline_form, loads_in, output_nest,
-                      reads_per_element, stmt_exprs)
+from .pattern import (
+    Pattern,
+    analyze,
+    arith_cost,
+    at_loop_vars,
+    inline_form,
+    loads_in,
+    output_nest,
+    reads_per_element,
+    stmt_exprs,
+)
 
 __all__ = ["fuse", "MAX_EXTRA_OPS"]
 

@@ -18,8 +18,18 @@ from relax_edge import cli, op
 from relax_edge import target as target_module
 from relax_edge.ir import Builder, SizeVar, TensorType, Var
 from relax_edge.ir.expr import Constant
-from relax_edge.target import (BOARDS_DIR, DEFAULT_BOARD, OPERATING_SYSTEMS, TRANSPORTS, Board, BoardError,
-                               board_names, load_board, require_toolchain, toolchain_problems)
+from relax_edge.target import (
+    BOARDS_DIR,
+    DEFAULT_BOARD,
+    OPERATING_SYSTEMS,
+    TRANSPORTS,
+    Board,
+    BoardError,
+    board_names,
+    load_board,
+    require_toolchain,
+    toolchain_problems,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted(p.stem for p in (ROOT / "boards").glob("*.yaml"))

@@ -75,7 +75,8 @@ def test_range_and_constant_of_shape_stay_symbolic():
              helper.make_node("Gather", ["s", "one"], ["n"], axis=0),
              helper.make_node("Range", ["zero", "n", "step"], ["pos"]),
              helper.make_node("Shape", ["x"], ["s2"]),
-             helper.make_node("ConstantOfShape", ["s2"], ["ones"], value=numpy_helper.from_array(np.ones(1, np.float32))),
+             helper.make_node("ConstantOfShape", ["s2"], ["ones"],
+                              value=numpy_helper.from_array(np.ones(1, np.float32))),
              helper.make_node("Add", ["x", "ones"], ["y"])]
     inits = {"one": np.array(1, np.int64), "zero": np.array(0, np.int64), "step": np.array(1, np.int64)}
     model = make_model(nodes, [vi("x", [2, "seq"])], [vi("pos", None, TensorProto.INT64), vi("y", None)], inits)
@@ -140,7 +141,8 @@ def test_attribute_of_the_wrong_type():
 def test_opset_out_of_range():
     """Opset 5 is accepted only for operators unchanged since opset 7 (Relu changed)."""
     model = make_model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2])], [vi("y", [2])], opset=5)
-    with pytest.raises(OnnxImportError, match="opset 5; relax_edge imports opsets 7 to 28, and older ones only for operators unchanged since; these changed: Relu"):
+    with pytest.raises(OnnxImportError, match="opset 5; relax_edge imports opsets 7 to 28, and older ones only "
+                                              "for operators unchanged since; these changed: Relu"):
         rxe.from_onnx(model)
 
 

@@ -23,10 +23,25 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from relax_edge.errors import ShapeError
-from relax_edge.ir.shape import (IntExpr, Proof, SizeVar, as_expr, bounds, const, evaluate,
-                                 floordiv, floormod, free_vars, is_monotone_nondecreasing,
-                                 max_expr, min_expr, prove_equal, prove_le, prove_lt,
-                                 substitute)
+from relax_edge.ir.shape import (
+    IntExpr,
+    Proof,
+    SizeVar,
+    as_expr,
+    bounds,
+    const,
+    evaluate,
+    floordiv,
+    floormod,
+    free_vars,
+    is_monotone_nondecreasing,
+    max_expr,
+    min_expr,
+    prove_equal,
+    prove_le,
+    prove_lt,
+    substitute,
+)
 
 SETTINGS = settings(max_examples=200, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -348,7 +363,7 @@ def test_ring_laws_hold_syntactically(data):
     assert_same((e1 + e2) * (e1 - e2), e1 * e1 - e2 * e2)
     assert_same(e1 - e2, e1 + (-1) * e2)
     assert_same(e1 - e2, -(e2 - e1))
-    assert_same(-(-e1), e1)
+    assert_same(-(-e1), e1)  # noqa: B002 (double negation on purpose)
     assert_same(+e1, e1)
     assert_same(e1 + 0, e1)
     assert_same(e1 * 1, e1)

@@ -6,9 +6,27 @@ import pytest
 
 from relax_edge import op
 from relax_edge.errors import VerifyError
-from relax_edge.ir import (BindingBlock, Builder, Call, CallTensor, Constant, DataflowBlock,
-                           DataflowVar, Function, GlobalVar, If, IRModule, MatchCast, SeqExpr,
-                           SizeVar, TensorType, Var, VarBinding, verify, well_formed)
+from relax_edge.ir import (
+    BindingBlock,
+    Builder,
+    Call,
+    CallTensor,
+    Constant,
+    DataflowBlock,
+    DataflowVar,
+    Function,
+    GlobalVar,
+    If,
+    IRModule,
+    MatchCast,
+    SeqExpr,
+    SizeVar,
+    TensorType,
+    Var,
+    VarBinding,
+    verify,
+    well_formed,
+)
 
 n = SizeVar("n")
 

@@ -8,8 +8,20 @@ import pytest
 from relax_edge.codegen.c.kernel import render_kernel
 from relax_edge.errors import VerifyError
 from relax_edge.ir import SizeVar
-from relax_edge.tir import (Buffer, For, Seq, Store, TensorProgram, compute, intrinsic, loop_var, lower,
-                            placeholder, reduce_axis, reduce_sum)
+from relax_edge.tir import (
+    Buffer,
+    For,
+    Seq,
+    Store,
+    TensorProgram,
+    compute,
+    intrinsic,
+    loop_var,
+    lower,
+    placeholder,
+    reduce_axis,
+    reduce_sum,
+)
 from relax_edge.tir.verify import verify_program
 
 

@@ -13,8 +13,16 @@ import pytest
 from relax_edge.ir.shape import SizeVar, evaluate
 from relax_edge.library import kernels as K
 from relax_edge.target import load_board
-from tests.library.kernel_lib import (RUNTIME, WARNINGS, assert_close, build_driver, compile_c, conv_case,
-                                      output_of, run_driver)
+from tests.library.kernel_lib import (
+    RUNTIME,
+    WARNINGS,
+    assert_close,
+    build_driver,
+    compile_c,
+    conv_case,
+    output_of,
+    run_driver,
+)
 
 RXE_ERR_SHAPE, RXE_ERR_INTERNAL = 4, 10
 
@@ -58,7 +66,8 @@ def test_conv2d_matches_numpy(host_kernels, name):
     assert_close(run_case(host_kernels, case), case)
 
 
-@pytest.mark.parametrize("name", ["1x1", "1x1_in_place", "1x1_partial_beyond_kc_and_nc", "3x3_same", "beyond_kc_and_nc", "groups2"])
+@pytest.mark.parametrize("name", ["1x1", "1x1_in_place", "1x1_partial_beyond_kc_and_nc", "3x3_same",
+                                  "beyond_kc_and_nc", "groups2"])
 def test_two_threads_give_the_same_bits_as_one(host_kernels, name):
     *shape, options = CONVS[name]
     case = conv_case(np.random.default_rng(9), *shape, **options)

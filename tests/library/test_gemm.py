@@ -12,8 +12,17 @@ import pytest
 from relax_edge.ir.shape import SizeVar, evaluate
 from relax_edge.library import kernels as K
 from relax_edge.target import load_board
-from tests.library.kernel_lib import (RUNTIME, WARNINGS, assert_close, build_driver, compile_c, dense_case,
-                                      matmul_case, output_of, run_driver)
+from tests.library.kernel_lib import (
+    RUNTIME,
+    WARNINGS,
+    assert_close,
+    build_driver,
+    compile_c,
+    dense_case,
+    matmul_case,
+    output_of,
+    run_driver,
+)
 
 SIZES = [1, 3, 7, 16, 17, 33, 100, 257]
 RXE_ERR_SHAPE, RXE_ERR_NULL, RXE_ERR_INTERNAL = 4, 7, 10

@@ -12,8 +12,8 @@ import relax_edge as rxe
 from relax_edge.build import RUNTIME_DIR, RUNTIME_SOURCES, build_runner, host_compiler, library_sources
 from relax_edge.codegen.c.host import HostEmitter, WeightsBlob
 from relax_edge.deploy import tensorfile
-from relax_edge.memory import dump_plan, lower_bound
 from relax_edge.ir.shape import evaluate
+from relax_edge.memory import dump_plan, lower_bound
 from relax_edge.memory.liveness import analyze
 from relax_edge.memory.plan import size_vars
 from relax_edge.transform.legalize import legalize
@@ -27,7 +27,8 @@ def bert(tmp_path_factory):
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     bounded = rxe.build(rxe.from_onnx(str(path), dim_bounds={"seq": 64}), board="host",
                         out_dir=tmp_path_factory.mktemp("bounded"), name="bert")
-    symbolic = rxe.build(rxe.from_onnx(str(path)), board="host", out_dir=tmp_path_factory.mktemp("symbolic"), name="bert")
+    symbolic = rxe.build(rxe.from_onnx(str(path)), board="host", out_dir=tmp_path_factory.mktemp("symbolic"),
+                         name="bert")
     return spec, session, bounded, symbolic
 
 

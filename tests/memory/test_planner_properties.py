@@ -28,10 +28,29 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from relax_edge.errors import RelaxEdgeError
-from relax_edge.ir.shape import (Proof, SizeVar, as_expr, bounds, evaluate, free_vars,
-                                 is_monotone_nondecreasing, max_expr, min_expr, prove_equal)
-from relax_edge.memory import (Buffer, Plan, PlanError, dump_plan, lower_bound, plan_bounded,
-                               plan_memory, plan_symbolic, verify_plan)
+from relax_edge.ir.shape import (
+    Proof,
+    SizeVar,
+    as_expr,
+    bounds,
+    evaluate,
+    free_vars,
+    is_monotone_nondecreasing,
+    max_expr,
+    min_expr,
+    prove_equal,
+)
+from relax_edge.memory import (
+    Buffer,
+    Plan,
+    PlanError,
+    dump_plan,
+    lower_bound,
+    plan_bounded,
+    plan_memory,
+    plan_symbolic,
+    verify_plan,
+)
 from relax_edge.memory.plan import ALIGNMENT, align, greedy_by_breadth, greedy_by_size
 
 SETTINGS = settings(max_examples=100, deadline=None,
@@ -225,7 +244,7 @@ def check_plan_everywhere(plan, rng, bounded_reservations=False):
         where = f"at {({v.name: x for v, x in env.items()})}"
         cache = {}
 
-        def ev(e):
+        def ev(e, cache=cache, env=env):
             e = as_expr(e)
             if e not in cache:
                 cache[e] = evaluate(e, env)

@@ -107,7 +107,8 @@ CASES = [
     Case("ln_axis1_broadcast_params", [("n", 3, 8), (8,), (1, 8)], "LayerNormalization", {"axis": 1},
          lambda x, s, b: op.layer_norm(x, s, b, axis=1)),
     *[Case(f"log_softmax_axis{a}", [("n", 4, 5)], "LogSoftmax", {"axis": a},
-           (lambda a: lambda x: op.log_softmax(x, axis=a))(a)) for a in (0, 1, -1)],
+           (lambda a: lambda x: op.log_softmax(x, axis=a))(a))  # noqa: B023 (bound by the outer lambda)
+      for a in (0, 1, -1)],
     _conv_t("convt_plain", ("n", 2, 4, 5), (2, 3, 3, 3)),
     _conv_t("convt_stride_pad", ("n", 3, 5, 4), (3, 2, 3, 3), strides=(2, 2), padding=(1, 0, 1, 2)),
     _conv_t("convt_output_padding", ("n", 2, 4, 4), (2, 3, 3, 3), strides=(2, 3), output_padding=(1, 2)),

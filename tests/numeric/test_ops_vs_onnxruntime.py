@@ -122,5 +122,5 @@ def test_reshape_with_symbolic_target_matches_onnxruntime():
         x = np.random.default_rng(nv).standard_normal((nv, 12, 8)).astype(np.float32)
         expected = run_node("Reshape", [x], {}, [np.array([nv, -1, 4], np.int64)])
         n = SizeVar("n")
-        ours = run_ours([(n, 12, 8)], ["float32"], lambda v: op.reshape(v, (n, -1, 4)), [x])
+        ours = run_ours([(n, 12, 8)], ["float32"], lambda v, n=n: op.reshape(v, (n, -1, 4)), [x])
         np.testing.assert_array_equal(ours, expected)

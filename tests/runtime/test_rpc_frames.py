@@ -53,7 +53,8 @@ def frame_corpus():
     yield "length_past_end", raw(frame(4, b"\x00" * 10, length=5000))
     yield "truncated_header", raw(b"RX\x01")
     yield "wrong_version", raw(frame(1, struct.pack("<I", 99)))
-    yield "set_input_huge_dims", raw(frame(4, struct.pack("<I", 0) + b"\x02\x20\x02\x00" + struct.pack("<qq", 2**40, 2**40)))
+    yield "set_input_huge_dims", raw(frame(4, struct.pack("<I", 0) + b"\x02\x20\x02\x00"
+                                           + struct.pack("<qq", 2**40, 2**40)))
     yield "set_input_negative_dim", raw(frame(4, struct.pack("<I", 0) + b"\x02\x20\x01\x00" + struct.pack("<q", -3)))
     yield "set_input_rank_9", raw(frame(4, struct.pack("<I", 0) + b"\x02\x20\x09\x00" + b"\x01" * 72))
     yield "set_input_bad_bits", raw(frame(4, struct.pack("<I", 0) + b"\x02\x03\x01\x00" + struct.pack("<q", 1) + b"x"))

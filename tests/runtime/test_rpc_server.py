@@ -92,7 +92,8 @@ def test_failed_requests_after_a_good_run_keep_its_output(session):
     session.request(rpc.RUN)
     session.fails("RXE_ERR_PROTOCOL", "malformed SELECT: a name of 200 bytes", rpc.SELECT,
                   struct.pack("<I", 200) + b"a" * 200)
-    session.fails("RXE_ERR_NOT_FOUND", "SELECT: module fuzz has no function nope", rpc.SELECT, struct.pack("<I", 4) + b"nope")
+    session.fails("RXE_ERR_NOT_FOUND", "SELECT: module fuzz has no function nope", rpc.SELECT,
+                  struct.pack("<I", 4) + b"nope")
     session.fails("RXE_ERR_PROTOCOL", "malformed TIME: warmup 1, repeat 0", rpc.TIME, struct.pack("<III", 1, 0, 0))
     session.fails("RXE_ERR_PROTOCOL", "malformed TIME: the payload is truncated", rpc.TIME, struct.pack("<II", 1, 1))
     session.fails("RXE_ERR_PROTOCOL", r"GET_OUTPUT: no output 4294967295 \(function main has 1\)", rpc.GET_OUTPUT,

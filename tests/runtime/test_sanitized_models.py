@@ -124,5 +124,6 @@ def test_sanitize_is_refused_for_static_and_bare_metal_boards(tmp_path):
     from tests.models import build_mlp, mlp_weights
     mod = build_mlp(mlp_weights())
     for board, why in (("qemu-aarch64", "links with -static"), ("qemu-cortex-m4", "has no C library")):
-        with pytest.raises(BuildError, match=f"sanitize=True needs a Linux board that links dynamically; {board} {why}"):
+        expected = f"sanitize=True needs a Linux board that links dynamically; {board} {why}"
+        with pytest.raises(BuildError, match=expected):
             rxe.build(mod, board=board, out_dir=tmp_path / board, sanitize=True)

@@ -159,7 +159,8 @@ def test_host_functions_within_bounds(compiler, tmp_path):
 
 
 EMULATED = {
-    "aarch64": ("aarch64-linux-gnu-gcc", ["-O2", "-mcpu=cortex-a72", "-static"], ["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"]),
+    "aarch64": ("aarch64-linux-gnu-gcc", ["-O2", "-mcpu=cortex-a72", "-static"],
+                ["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"]),
     "armv7": ("arm-linux-gnueabihf-gcc", ["-O2", "-march=armv7-a", "-mfpu=neon", "-mfloat-abi=hard", "-static"],
               ["qemu-arm", "-L", "/usr/arm-linux-gnueabihf"]),
     "riscv64": ("riscv64-linux-gnu-gcc", ["-O2", "-march=rv64gc", "-mabi=lp64d", "-static"],
@@ -220,8 +221,8 @@ def compiled(tmp_path_factory):
         mod = one_op_module([(3, "n")], ["float32"], build)
         scheduled = schedule(legalize(mod), "host")
         for backend in ("c", "llvm"):
-            art = rxe.build(scheduled, board="host", backend=backend, out_dir=tmp_path_factory.mktemp(f"{name}_{backend}"),
-                            name="op")
+            art = rxe.build(scheduled, board="host", backend=backend,
+                            out_dir=tmp_path_factory.mktemp(f"{name}_{backend}"), name="op")
             out[name, backend] = (mod, rxe.connect("host").load(art), art)
     return out
 

@@ -8,8 +8,19 @@ import pytest
 
 import relax_edge as rxe
 from relax_edge import op
-from relax_edge.ir import (Builder, CallExtern, CallTensor, Constant, ExternDecl, SizeVar, TensorType,
-                           Tuple, Var, evaluate, verify)
+from relax_edge.ir import (
+    Builder,
+    CallExtern,
+    CallTensor,
+    Constant,
+    ExternDecl,
+    SizeVar,
+    TensorType,
+    Tuple,
+    Var,
+    evaluate,
+    verify,
+)
 from relax_edge.op import make_call
 from relax_edge.transform.cse import SMALL_CONSTANT, cse
 from relax_edge.transform.legalize import legalize

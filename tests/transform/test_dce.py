@@ -9,8 +9,18 @@ import pytest
 
 import relax_edge as rxe
 from relax_edge import op
-from relax_edge.ir import (Builder, Call, CallExtern, ExternDecl, GlobalVar, IRModule, SizeVar,
-                           TensorType, Var, evaluate, verify)
+from relax_edge.ir import (
+    Builder,
+    Call,
+    CallExtern,
+    ExternDecl,
+    GlobalVar,
+    SizeVar,
+    TensorType,
+    Var,
+    evaluate,
+    verify,
+)
 from relax_edge.transform.cse import cse
 from relax_edge.transform.dce import dce
 from relax_edge.transform.fold_constants import fold_constants

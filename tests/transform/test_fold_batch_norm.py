@@ -8,8 +8,8 @@ import relax_edge as rxe
 from relax_edge import op
 from relax_edge.ir import Builder, Constant, SizeVar, TensorType, Var, verify
 from relax_edge.op.registry import make_call
-from relax_edge.transform.dispatch import dispatch
 from relax_edge.transform.dce import dce
+from relax_edge.transform.dispatch import dispatch
 from relax_edge.transform.fold_batch_norm import fold_batch_norm
 
 RNG = np.random.default_rng(3)

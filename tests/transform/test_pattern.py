@@ -9,8 +9,20 @@ import pytest
 from relax_edge import op
 from relax_edge.ir import Builder, Constant, SizeVar, TensorType, Var
 from relax_edge.op import make_call
-from relax_edge.tir import (Buffer, For, Seq, Store, TensorProgram, compute, intrinsic, loop_var, lower,
-                            placeholder, reduce_axis, reduce_sum)
+from relax_edge.tir import (
+    Buffer,
+    For,
+    Seq,
+    Store,
+    TensorProgram,
+    compute,
+    intrinsic,
+    loop_var,
+    lower,
+    placeholder,
+    reduce_axis,
+    reduce_sum,
+)
 from relax_edge.transform.legalize import legalize
 from relax_edge.transform.pattern import Pattern, analyze, arith_cost, inline_form, reads_per_element
 

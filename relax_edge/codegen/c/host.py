@@ -17,9 +17,30 @@ codegen/llvm/host.py renders the same operations as LLVM IR.
 from __future__ import annotations
 
 from ...ir.shape import SizeVar
-from ..host_program import (ENTRIES, FALLIBLE, Address, Bind, BindSize, CallKernel, CheckBroadcast, CheckDim,
-                            CheckTensor, CheckWorkspace, CodegenError, Copy, Dim, HostDescriber, HostFunction, Layout,
-                            ProfileBegin, ProfileEnd, SizeValue, StoreShape, View, WeightsBlob)
+from ..host_program import (
+    ENTRIES,
+    FALLIBLE,
+    Address,
+    Bind,
+    BindSize,
+    CallKernel,
+    CheckBroadcast,
+    CheckDim,
+    CheckTensor,
+    CheckWorkspace,
+    CodegenError,
+    Copy,
+    Dim,
+    HostDescriber,
+    HostFunction,
+    Layout,
+    ProfileBegin,
+    ProfileEnd,
+    SizeValue,
+    StoreShape,
+    View,
+    WeightsBlob,
+)
 from .kernel import CRenderer, c_string, c_type
 
 __all__ = ["CodegenError", "HostEmitter", "WeightsBlob", "render_host_function"]

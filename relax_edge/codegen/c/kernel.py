@@ -14,9 +14,8 @@ from __future__ import annotations
 import math
 
 from ...errors import RelaxEdgeError
-from ...tir.expr import is_float
+from ...tir.expr import BinOp, Cast, Compare, Intrinsic, Load, Select, is_float
 from ...tir.render import Renderer
-from ...tir.expr import BinOp, Cast, Compare, Intrinsic, Load, Select
 from ...tir.stmt import Allocate, Assert, For, IfThenElse, Let, Seq, Store, TensorProgram
 from ...transform.schedule import at_lane, depends_on, stride
 from ..abi import DTYPES
@@ -147,7 +146,8 @@ class CVectorRenderer:
         if name not in self.types:
             c = c_type(dtype)
             math = f"RXE_VECTOR_MATH_F32({name})\n" if dtype == "float32" else ""
-            self.types[name] = _VECTOR_TYPE.format(T=name, c=c, mask=_MASKS[dtype], dups=", ".join(["(x)"] * self.lanes),
+            self.types[name] = _VECTOR_TYPE.format(T=name, c=c, mask=_MASKS[dtype],
+                                                   dups=", ".join(["(x)"] * self.lanes),
                                                    size=self.lanes * (4 if dtype == "float32" else 8), math=math)
         return name
 
@@ -231,12 +231,13 @@ def render_kernel(program: TensorProgram, symbol: str) -> str:
         fields += [("int64_t", r.name(v, v.name)) for v in program.size_params]
         fields += [(f"const {c_type(v.dtype)}" if hasattr(v, "dtype") else "int64_t", r.name(v, v.name)) for v in scope]
         fields.append(("rxe_error_t*", "err"))
-        struct = [f"typedef struct {{"] + [f"  {t} {n};" for t, n in fields] + \
+        struct = ["typedef struct {"] + [f"  {t} {n};" for t, n in fields] + \
                  ["  rxe_status_t status;", "  unsigned char failed;", f"}} {name}_ctx;"]
         restrict = "" if program.attrs.get("inplace") else " restrict"
         fn = [f"static void {name}(void* task, int64_t begin, int64_t end, int thread) {{",
               f"  {name}_ctx* ctx = ({name}_ctx*)task;", "  (void)thread;"]
-        fn += [f"  {t}{restrict if t.endswith('*') and n != 'err' else ''} {n} = ctx->{n}; (void){n};" for t, n in fields]
+        fn += [f"  {t}{restrict if t.endswith('*') and n != 'err' else ''} {n} = ctx->{n}; (void){n};"
+               for t, n in fields]
         v = r.name(s.var, s.var.name)
         fn.append(f"  for (int64_t {v} = begin; {v} < end; ++{v}) {{")
         emit(s.body, 2, fn, scope, True)

@@ -28,9 +28,29 @@ from __future__ import annotations
 from llvmlite import ir
 
 from .. import abi as mirror
-from ..host_program import (ENTRIES, FALLIBLE, Address, Bind, BindSize, CallKernel, CheckBroadcast, CheckDim,
-                            CheckTensor, CheckWorkspace, CodegenError, Copy, Dim, HostFunction, HostModule, Layout,
-                            ProfileBegin, ProfileEnd, SizeValue, StoreShape, View)
+from ..host_program import (
+    ENTRIES,
+    FALLIBLE,
+    Address,
+    Bind,
+    BindSize,
+    CallKernel,
+    CheckBroadcast,
+    CheckDim,
+    CheckTensor,
+    CheckWorkspace,
+    CodegenError,
+    Copy,
+    Dim,
+    HostFunction,
+    HostModule,
+    Layout,
+    ProfileBegin,
+    ProfileEnd,
+    SizeValue,
+    StoreShape,
+    View,
+)
 from . import abi
 from .kernel import I8, I32, I64, IndexArithmetic
 

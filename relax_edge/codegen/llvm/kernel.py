@@ -478,7 +478,8 @@ class VectorEmitter:
             return value
         b, vt = self.k.b, self.vtype(e.dtype)
         one = b.insert_element(ir.Constant(vt, ir.Undefined), value, ir.Constant(I32, 0))
-        return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(I32, self.lanes), [0] * self.lanes))
+        zeros = ir.Constant(ir.VectorType(I32, self.lanes), [0] * self.lanes)
+        return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), zeros)
 
     def expr(self, e):
         k, b = self.k, self.k.b
