@@ -421,6 +421,11 @@ def cases(out: Path):
                                      [vi("x", [1, 1, 4, 4])], [vi("y", None)],
                                      [const("sc", [np.inf, 1.0, 2.0, 2.0], np.float32)]), \
         "node up (Resize): scales must be finite and positive, got [inf, 1.0, 2.0, 2.0]"
+    yield "resize_scale_overflow", model([helper.make_node("Resize", ["x", "", "sc"], ["y"], name="up",
+                                                           mode="linear")],
+                                         [vi("x", [1, 1, 2, 2])], [vi("y", None)],
+                                         [const("sc", [1.0, 1.0, 1.7e38, 2.0], np.float32)]), \
+        "node up (Resize): scale 1.6999999760721821e+38 on axis 2 (size 2) gives an output size too large"
     # names that are not UTF-8: written with a placeholder, then patched in the bytes
     yield "pad_mode_not_utf8", _patched(model([helper.make_node("Pad", ["x", "p"], ["y"], name="pad", mode="QQQQ")],
                                               [vi("x", [2])], [vi("y", None)], [const("p", [1, 1], np.int64)]),

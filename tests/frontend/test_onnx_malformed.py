@@ -117,6 +117,14 @@ def test_nonzero_of_a_constant_folds():
     np.testing.assert_array_equal(rxe.interpret(rxe.from_onnx(model)), [[1, 3]])
 
 
+def test_range_with_a_tiny_step_the_wrong_way_is_empty():
+    inits = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in
+             (("s", 1.0), ("l", 5.0), ("d", -1.5e-36))]
+    model = _model([helper.make_node("Range", ["s", "l", "d"], ["y"], name="rg")], [],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    assert rxe.interpret(rxe.from_onnx(model)).shape == (0,)
+
+
 def test_an_unexpected_error_in_a_converter_names_the_node(monkeypatch):
     from relax_edge.frontend.onnx.context import CONVERTERS
 

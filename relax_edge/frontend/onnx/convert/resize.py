@@ -46,6 +46,11 @@ def _resize_targets(ctx, inputs, rank, axes):
         if scales.dtype == object or not np.all(np.isfinite(scales.astype(np.float64))) or np.any(scales <= 0):
             raise ctx.error(f"scales must be finite and positive, got {scales.reshape(-1).tolist()}")
         scales = _scatter((float(s) for s in scales.reshape(-1)), axes, [1.0] * rank)
+        for a, (d, s) in enumerate(zip(ctx.type_of(inputs[0]).shape, scales)):
+            with np.errstate(over="ignore"):
+                size = np.float32(s) * np.float32(d.value if d.is_const else 1)
+            if not np.isfinite(size) or size > 2.0 ** 62:
+                raise ctx.error(f"scale {s} on axis {a} (size {d}) gives an output size too large to hold")
     if sizes is not None:
         sizes = _scatter((as_expr(s) for s in sizes.reshape(-1)), axes, ctx.type_of(inputs[0]).shape)
     return sizes, scales

@@ -294,6 +294,8 @@ def convert_range(ctx, inputs):
         count = (e - s) / step
         count = min(max(np.ceil(count), 0), 2.0 ** 62) if np.isfinite(count) else 2.0 ** 62
         ctx.check_constant_size([int(count)], dtype, "the Range")
+        if count == 0:  # numpy refuses some empty ranges (a tiny step the wrong way)
+            return np.zeros(0, dtype=dtype)
         return np.arange(s, e, step, dtype=dtype)
     if isinstance(inputs[0], SymInts) or isinstance(inputs[1], SymInts) or \
             isinstance(s, IntExpr) or isinstance(e, IntExpr):
