@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import copy
 import hashlib
-import os
 import random
 import signal
 import sys
@@ -45,8 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from relax_edge.errors import RelaxEdgeError  # noqa: E402
-from relax_edge.frontend.onnx import from_onnx  # noqa: E402
-from relax_edge.frontend.onnx import convert  # noqa: E402,F401  (registers the converters)
+from relax_edge.frontend.onnx import convert, from_onnx  # noqa: E402,F401  (convert registers the converters)
 from relax_edge.frontend.onnx.context import CONVERTERS  # noqa: E402
 
 # keeps every fuzzed constant small, so memory stays bounded

@@ -334,7 +334,8 @@ def cases(out: Path):
                                                       const("d", 0, np.int64)]), \
         "node rg (Range): delta must not be 0"
     yield "conv_weight_rank", model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv")],
-                                    [vi("x", [1, 3, 8, 8])], [vi("y", None)], [const("w", np.ones((4, 3), np.float32))]), \
+                                    [vi("x", [1, 3, 8, 8])], [vi("y", None)],
+                                    [const("w", np.ones((4, 3), np.float32))]), \
         "node conv (Conv): the weight has rank 2, an input with 2 spatial axes needs 4"
 
     # regressions found by scripts/fuzz_onnx.py

@@ -39,8 +39,7 @@ import numpy as np
 
 from ..errors import RelaxEdgeError
 from ..interp import interpret
-from ..ir.expr import (BindingBlock, Call, Constant, DataflowVar, Function, IRModule, SeqExpr,
-                       Var, VarBinding)
+from ..ir.expr import BindingBlock, Call, Constant, DataflowVar, Function, IRModule, SeqExpr, Var, VarBinding
 from ..ir.types import TensorType
 from ..ir.visitor import ExprMutator, ExprVisitor
 from ..op.registry import Op, make_call

@@ -32,11 +32,11 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from ...errors import RelaxEdgeError
 from ...ir.builder import Builder
 from ...ir.expr import IRModule, Tuple, Var
 from ...ir.shape import SizeVar
 from ...ir.types import TensorType
-from ...errors import RelaxEdgeError
 from . import context, validate
 from .context import CONVERTERS, MAX_RANK, ConvertContext, OnnxImportError, onnx_dtype
 
@@ -191,7 +191,8 @@ class OnnxImporter:
         if len(dims_proto) > MAX_RANK:
             raise OnnxImportError(f"{what}: rank {len(dims_proto)} is more than {MAX_RANK}")
         if pinned is not None and len(pinned) != len(dims_proto):
-            raise OnnxImportError(f"{what}: input_shapes gives rank {len(pinned)}, the model has rank {len(dims_proto)}")
+            raise OnnxImportError(f"{what}: input_shapes gives rank {len(pinned)}, "
+                                  f"the model has rank {len(dims_proto)}")
         dims = []
         for i, d in enumerate(dims_proto):
             p = pinned[i] if pinned is not None else None

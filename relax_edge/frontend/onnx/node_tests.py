@@ -11,8 +11,8 @@ Used by scripts/onnx_node_tests.py and the test suite.
 from __future__ import annotations
 
 import collections
-import functools
 import dataclasses
+import functools
 import warnings
 
 import numpy as np
