@@ -427,6 +427,10 @@ def cases(out: Path):
                                          [vi("x", [1, 1, 2, 2])], [vi("y", None)],
                                          [const("sc", [1.0, 1.0, 1.7e38, 2.0], np.float32)]), \
         "node up (Resize): scale 1.6999999760721821e+38 on axis 2 (size 2) gives an output size too large"
+    yield "resize_empty_but_huge", model([helper.make_node("Resize", ["x", "", "", "sz"], ["y"], name="up")],
+                                         [], [vi("y", None)], [const("x", np.ones((1, 1, 4, 4), np.float32)),
+                                                               const("sz", [0, 1, 2147483651, 1], np.int64)]), \
+        "node up (Resize): the result of resize of shape (0, 1, 2147483651, 1) (float32) is empty, but its other dims"
     # names that are not UTF-8: written with a placeholder, then patched in the bytes
     yield "pad_mode_not_utf8", _patched(model([helper.make_node("Pad", ["x", "p"], ["y"], name="pad", mode="QQQQ")],
                                               [vi("x", [2])], [vi("y", None)], [const("p", [1, 1], np.int64)]),

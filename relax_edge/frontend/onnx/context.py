@@ -101,17 +101,23 @@ class ConvertContext:
         return OnnxImportError(f"node {self.span} ({self.node.op_type}): {msg}")
 
     def check_constant_size(self, shape, dtype, what: str = "the constant") -> None:
-        """Refuse, before making it, a constant of `shape` larger than the cap."""
-        count = 1
+        """Refuse, before making it, a constant of `shape` larger than the cap.
+        An empty constant is judged by its other dims too: computing it may
+        still take memory along them (index arrays, intermediate results)."""
+        count, nonzero = 1, 1
         for d in shape:
             d = int(d.value if isinstance(d, IntExpr) else d)
             if d < 0:
                 raise self.error(f"{what} would have a negative dimension {d} (shape {_dims_text(shape)})")
             count *= d
-        nbytes = count * np.dtype(dtype).itemsize
-        if nbytes > self.max_constant_bytes:
-            raise self.error(f"{what} of shape {_dims_text(shape)} ({dtype}) would take {nbytes} bytes, "
+            nonzero *= max(d, 1)
+        itemsize = np.dtype(dtype).itemsize
+        if count * itemsize > self.max_constant_bytes:
+            raise self.error(f"{what} of shape {_dims_text(shape)} ({dtype}) would take {count * itemsize} bytes, "
                              f"more than max_constant_bytes={self.max_constant_bytes}")
+        if nonzero * itemsize > self.max_constant_bytes:
+            raise self.error(f"{what} of shape {_dims_text(shape)} ({dtype}) is empty, but its other dims "
+                             f"({nonzero * itemsize} bytes) exceed max_constant_bytes={self.max_constant_bytes}")
 
     def scalar(self, value, index: int, what: str, integer: bool = False) -> np.ndarray:
         """Input `index` as a known one-element array (reshaped to a scalar)."""
