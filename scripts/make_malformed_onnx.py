@@ -438,6 +438,9 @@ def cases(out: Path):
     yield "op_type_not_utf8", _patched(model([helper.make_node("QQQQ", ["x"], ["y"], name="weird")], [vi("x", [2])],
                                              [vi("y", [2])]), b"QQQQ", b"\xff\xfeQQ"), \
         "node 0: the op_type b'\\xff\\xfeQQ' is not valid UTF-8"
+    yield "dim_param_not_utf8", _patched(model([relu()], [vi("x", ["QQQQ", 2])], [vi("y", None)]),
+                                         b"QQQQ", b"s\xff\xffQ"), \
+        "graph input x dimension 0: the name b's\\xff\\xffQ' is not valid UTF-8"
     yield "input_name_not_utf8", _patched(model([relu("QQQQ")], [vi("QQQQ", [2])], [vi("y", [2])]),
                                           b"QQQQ", b"\x80QQQ"), \
         "graph input 0: the name b'\\x80QQQ' is not valid UTF-8"

@@ -188,6 +188,11 @@ def check_names(graph) -> None:
         for i, item in enumerate(items):
             if bad(item.name):
                 raise OnnxImportError(f"{what} {i}: the name {item.name!r} is not valid UTF-8")
+            if hasattr(item, "type") and item.type.HasField("tensor_type"):
+                for j, d in enumerate(item.type.tensor_type.shape.dim):
+                    if bad(d.dim_param):
+                        raise OnnxImportError(f"{what} {item.name} dimension {j}: the name {d.dim_param!r} "
+                                              "is not valid UTF-8")
     for index, node in enumerate(graph.node):
         for field in ("name", "op_type", "domain"):
             if bad(getattr(node, field)):
