@@ -466,6 +466,10 @@ def cases(out: Path):
                                     [vi("y", None)], [const("s", 0.0, np.float32), const("l", 1e30, np.float32),
                                                       const("d", 1.0, np.float32)]), \
         "node rg (Range): the Range of shape"
+    yield "range_mixed_types", model([helper.make_node("Range", ["s", "l", "d"], ["y"], name="rg")], [],
+                                     [vi("y", None)], [const("s", 0, np.int64), const("l", np.inf, np.float32),
+                                                       const("d", 1, np.int64)]), \
+        "node rg (Range): start, limit and delta must have one type, got int64, float32, int64"
     yield "range_float_nan", model([helper.make_node("Range", ["s", "l", "d"], ["y"], name="rg")], [],
                                    [vi("y", None)], [const("s", 0.0, np.float32), const("l", np.nan, np.float32),
                                                      const("d", 1.0, np.float32)]), \

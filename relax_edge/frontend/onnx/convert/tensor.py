@@ -279,6 +279,9 @@ def convert_range(ctx, inputs):
     start, limit, delta = (ctx.scalar(v, i, n) for i, (v, n) in
                            enumerate(zip(inputs, ("start", "limit", "delta"))))
     dtype = ctx.type_of(inputs[0]).dtype
+    dtypes = [ctx.type_of(v).dtype for v in inputs[:3]]
+    if len(set(dtypes)) > 1:
+        raise ctx.error(f"start, limit and delta must have one type, got {', '.join(dtypes)}")
     step = delta.item()
     if isinstance(step, IntExpr):
         if not step.is_const:
