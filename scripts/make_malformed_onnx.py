@@ -401,6 +401,11 @@ def cases(out: Path):
         helper.make_node("Concat", ["d", "d"], ["y"], name="cat", axis=0)],
         [vi("x", ["n", 3])], [vi("y", None)], [const("i", 0, np.int64)]), \
         "node cat (Concat): concat (node cat): axis 0 out of range for rank 0"
+    yield "shape_values_not_broadcastable", model([
+        helper.make_node("Shape", ["x"], ["s"], name="shape"),
+        helper.make_node("Equal", ["s", "e"], ["y"], name="eq")],
+        [vi("x", ["n", 3, 4, 5])], [vi("y", None)], [const("e", np.zeros(0, np.int64))]), \
+        "node eq (Equal): shapes (4,), (0,) cannot be broadcast together"
     yield "attr_unknown", model([helper.make_node("Relu", ["x"], ["y"], name="relu", alpha=0.5)], [vi("x", [2])],
                                 [vi("y", [2])]), "node relu (Relu): Relu-14 has no attribute alpha"
     yield "shape_end_before_opset15", model([helper.make_node("Shape", ["x"], ["y"], name="shape", end=1)],

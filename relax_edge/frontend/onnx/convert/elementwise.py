@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ....errors import ShapeError
 from ....ir.shape import IntExpr, Proof, bounds, floordiv, floormod, max_expr, min_expr, prove_equal, prove_lt
 from ..context import converter, onnx_dtype
 from ..values import SymInts, from_static, static_array, to_object
@@ -58,7 +59,10 @@ def symbolic_binary(op_type, inputs):
     arrs = [static_array(v) for v in inputs]
     if any(a is None or (a.dtype != object and a.dtype.kind not in "iu") for a in arrs):
         return None
-    objs = np.broadcast_arrays(*[_as_objects(a) for a in arrs])
+    try:
+        objs = np.broadcast_arrays(*[_as_objects(a) for a in arrs])
+    except ValueError:
+        raise ShapeError(f"shapes {', '.join(str(a.shape) for a in arrs)} cannot be broadcast together") from None
     dtype = next(v.dtype for v in inputs if isinstance(v, SymInts))
     try:
         if op_type in _SYM_ARITH:
