@@ -481,7 +481,10 @@ def fuzz_atheris(seeds, args) -> int:
     """The same check and mutations under atheris (libFuzzer, coverage guided):
     the corpus grows with inputs that reach new code; the first finding stops
     the run and libFuzzer saves it (crash-*)."""
-    import atheris
+    try:
+        import atheris
+    except ImportError:
+        sys.exit("fuzz_onnx: --engine atheris needs atheris: pip install atheris")
     atheris.instrument_all()
     out = Path(args.out)
     corpus = out / "atheris_corpus"
