@@ -51,3 +51,18 @@ def build_cnn(w):
             out = bb.emit_output(op.add(op.matmul(g, w["fc"]), w["fcb"]))
         bb.ret(out)
     return bb.get()
+
+
+def save_tiny_onnx(path) -> None:
+    """A two-node ONNX model over a symbolic batch: MatMul by an 8x4 weight, then Relu."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    w = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])], "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["n", 4])],
+        [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))

@@ -29,12 +29,12 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
-import numpy as np
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 import relax_edge
+from tests.models import save_tiny_onnx
 
 ROOT = Path(__file__).resolve().parent.parent
 SDK_FILES = ("runtime_c/include/relax_edge/abi.h", "runtime_c/src/module.c", "runtime_c/tools/runner.c",
@@ -165,20 +165,6 @@ def _clean_env(tmp: Path) -> dict:
     return env
 
 
-def _tiny_onnx(path: Path) -> None:
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-    w = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])], "tiny",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
-        [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["n", 4])],
-        [numpy_helper.from_array(w, "w")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    onnx.checker.check_model(model)
-    onnx.save(model, str(path))
-
-
 def test_wheel_imports_its_own_files(wheel_venv, tmp_path):
     probe = ("import sys, relax_edge, relax_edge.resources as r; from importlib import metadata; "
              "print(relax_edge.__file__); print(r.sdk_root()); print(metadata.version('relax-edge')); "
@@ -196,7 +182,7 @@ def test_wheel_imports_its_own_files(wheel_venv, tmp_path):
 @pytest.mark.parametrize("board", ["host", "qemu-aarch64"])
 def test_wheel_compiles_and_runs(wheel_venv, tmp_path, board):
     model = tmp_path / "tiny.onnx"
-    _tiny_onnx(model)
+    save_tiny_onnx(model)
     env = _clean_env(tmp_path)
     cli = wheel_venv / "relax-edge"
     _run([cli, "compile", model, "--board", board, "--dim", "n=1..16", "-o", "out"], cwd=tmp_path, env=env)
