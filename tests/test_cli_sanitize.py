@@ -1,6 +1,8 @@
 """`relax-edge compile --sanitize`: a host artifact whose runner and server
 carry ASan + UBSan, run and checked through the sanitized server."""
 
+import pytest
+
 from relax_edge.cli import main
 from tests.models import save_tiny_onnx
 
@@ -17,6 +19,7 @@ def test_compile_sanitize_then_run_check(tmp_path, capsys):
     assert "PASS" in capsys.readouterr().out
 
 
+@pytest.mark.emu
 def test_sanitize_on_a_static_board_is_one_error_line(tmp_path, capsys):
     model = tmp_path / "tiny.onnx"
     save_tiny_onnx(model)

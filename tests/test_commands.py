@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from tests.onnx_models import get_model
 
@@ -16,6 +17,7 @@ def cli(*args, **kw):
                           capture_output=True, text=True, timeout=600, **kw)
 
 
+@pytest.mark.emu
 def test_main_job_compiles_runs_and_checks_a_real_model():
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "demo.py")],
                           capture_output=True, text=True, timeout=600)

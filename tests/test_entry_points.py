@@ -205,6 +205,7 @@ def test_command_line_names_inputs_by_name(host_art, tmp_path, capsys):
     assert capsys.readouterr().err.strip() == "relax-edge: error: RXE_ERR_ARGUMENT_COUNT: takes 2 inputs (x, y), got 1"
 
 
+@pytest.mark.emu
 @pytest.mark.parametrize("case", CASES)
 def test_qemu_board_over_rpc(qemu_device, qemu_art, case):
     inputs, expected = CASES[case]
@@ -213,6 +214,7 @@ def test_qemu_board_over_rpc(qemu_device, qemu_art, case):
     assert_outcome(outcome(lambda: m.run(*inputs)), expected)
 
 
+@pytest.mark.emu
 @pytest.mark.parametrize("case", CASES)
 def test_qemu_board_with_the_runner(qemu_art, case):
     inputs, expected = CASES[case]
@@ -222,6 +224,7 @@ def test_qemu_board_with_the_runner(qemu_art, case):
         assert_outcome(outcome(lambda: dev.load(qemu_art).run(*inputs)), expected)
 
 
+@pytest.mark.emu
 @pytest.mark.parametrize("case", CASES)
 def test_runner_executable_under_qemu(qemu_device, qemu_art, case):
     inputs, expected = CASES[case]
@@ -238,6 +241,7 @@ def test_adb_board(adb_module, case):
     assert_outcome(outcome(lambda: adb_module.run(*inputs)), expected)
 
 
+@pytest.mark.emu
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
 def test_ssh_board(ssh_board, case):

@@ -152,6 +152,7 @@ def test_cli_lists_every_board():
         assert "INVALID" not in line
 
 
+@pytest.mark.emu
 def test_cli_check_finds_every_toolchain():
     """scripts/setup.sh installs every board's toolchain and emulator."""
     proc = run_cli("boards", "--check")
@@ -312,6 +313,7 @@ def test_unknown_board_name_lists_the_known_boards(loader):
 
 # ---------------------------------------------------------------- 3. absent toolchains
 
+@pytest.mark.emu
 def test_absent_compiler(tmp_path):
     data = base_board()
     data["name"] = "no-compiler"
@@ -335,6 +337,7 @@ def test_absent_compiler(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.emu
 def test_absent_compiler_hint_lists_every_package(tmp_path):
     data = base_board()
     data["target"]["compiler"] = "nonexistent-gcc"
@@ -343,6 +346,7 @@ def test_absent_compiler_hint_lists_every_package(tmp_path):
     assert problems == ["compiler nonexistent-gcc not found (apt-get install gcc-foo libc6-dev-foo-cross)"]
 
 
+@pytest.mark.emu
 @pytest.mark.parametrize("command,system,package", [
     (["nonexistent-qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"], False, "qemu-user"),
     (["nonexistent-qemu-system-arm", "-M", "mps2-an386"], True, "qemu-system-arm"),
@@ -376,6 +380,7 @@ def test_absent_compiler_and_emulator_are_both_reported(tmp_path):
     assert "; " in message  # one line, problems separated
 
 
+@pytest.mark.emu
 def test_cli_boards_check_reports_missing_and_invalid_boards(tmp_path, monkeypatch, capsys):
     good = base_board()
     missing = base_board()
@@ -413,6 +418,7 @@ def custom_board(directory: Path) -> Path:
     return write_board(directory, data, "my-arm64")
 
 
+@pytest.mark.emu
 def test_custom_board_yaml_builds_and_runs(tmp_path):
     path = custom_board(tmp_path)
     board = load_board(str(path))
@@ -441,6 +447,7 @@ def _weights():
     return np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
 
 
+@pytest.mark.emu
 def test_relative_board_path_is_recorded_absolute(tmp_path, monkeypatch):
     """An artifact built with `board="my-arm64.yaml"` (relative) must still find
     its board file when run from another directory."""
@@ -466,6 +473,7 @@ def _tiny_onnx(path: Path) -> Path:
     return path
 
 
+@pytest.mark.emu
 def test_cli_compile_and_run_with_a_board_yaml_path(tmp_path):
     path = custom_board(tmp_path)
     model = _tiny_onnx(tmp_path / "tiny.onnx")

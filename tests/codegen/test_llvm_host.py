@@ -106,6 +106,7 @@ def test_mlp_on_32_bit_arm_and_riscv64(board, tmp_path):
             loaded.run(mlp_input(MAX_BATCH + 1))
 
 
+@pytest.mark.emu
 def test_cnn_on_cortex_m4_runner(tmp_path):
     """No OS: the runner (semihosting) reads the 32-bit entry table."""
     mod = cnn_module()

@@ -108,6 +108,7 @@ def test_every_emitted_module_passes_the_verifier():
             prepare_module(emit_kernels(programs, target.freestanding), target)   # raises when invalid
 
 
+@pytest.mark.emu
 @pytest.mark.skipif(shutil.which("aarch64-linux-gnu-objdump") is None, reason="needs binutils-aarch64-linux-gnu")
 @pytest.mark.parametrize("name, pattern", [("add_broadcast", r"\bfadd\s+v\d+\.4s"),
                                            ("matmul_2d", r"\b(fmla|fmul|fadd)\s+v\d+\.(4s|2d)")])

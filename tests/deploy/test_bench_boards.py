@@ -18,6 +18,7 @@ from tests.models import build_mlp, mlp_weights
 from tests.onnx_models import get_model
 
 
+@pytest.mark.emu
 @pytest.mark.slow
 def test_bench_mobilenet_on_three_boards(tmp_path):
     path, _ = get_model("mobilenet_v2")

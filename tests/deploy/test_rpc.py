@@ -32,6 +32,7 @@ def boards(sshd, tmp):
     return ["host", "qemu-aarch64", str(sshd.board_file(tmp / "ssh-qemu-aarch64.yaml", user=getpass.getuser()))]
 
 
+@pytest.mark.emu
 def test_run_benchmark_profile_everywhere(cnn, sshd, tmp_path):
     x = np.random.default_rng(0).standard_normal((2, 1, 16, 16)).astype(np.float32)
     ref = rxe.interpret(cnn, x)

@@ -53,6 +53,7 @@ def test_soak_sanitized_host_server(tmp_path):
     assert "Sanitizer" not in server.stderr and "runtime error" not in server.stderr, server.stderr[-3000:]
 
 
+@pytest.mark.emu
 @pytest.mark.slow
 def test_soak_over_ssh(tmp_path):
     sshd = Sshd(tmp_path / "sshd").start()

@@ -27,6 +27,7 @@ def mlp(sshd, tmp_path_factory):
     return board, mod, art
 
 
+@pytest.mark.emu
 def test_run_over_ssh_matches_the_reference_and_uploads_once(mlp):
     board, mod, art = mlp
     x = np.random.default_rng(0).standard_normal((3, 784)).astype(np.float32)
@@ -43,6 +44,7 @@ def test_run_over_ssh_matches_the_reference_and_uploads_once(mlp):
             m.run(np.zeros((1, 5), np.float32))
 
 
+@pytest.mark.emu
 def test_wrong_key_is_refused_with_advice(sshd, mlp, tmp_path):
     other = keygen(tmp_path / "other_key")
     board = sshd.board_file(tmp_path / "b.yaml", key=other, user=getpass.getuser())
@@ -69,6 +71,7 @@ def test_unreachable_board(sshd, tmp_path):
         rxe.connect(str(board))
 
 
+@pytest.mark.emu
 def test_sshd_killed_mid_session(tmp_path):
     server = Sshd(tmp_path / "sshd").start()
     try:

@@ -182,6 +182,7 @@ int main(void) {
 """
 
 
+@pytest.mark.emu
 def test_neon_path_under_qemu_aarch64(tmp_path):
     """Every case, on one and two threads, in one process under qemu-aarch64."""
     for tool in ("aarch64-linux-gnu-gcc", "qemu-aarch64"):

@@ -120,6 +120,7 @@ def test_sanitized_runner_reports_allocation_failures(bert, tmp_path):
     assert sanitizer_free(proc.stderr)
 
 
+@pytest.mark.emu
 def test_sanitize_is_refused_for_static_and_bare_metal_boards(tmp_path):
     from tests.models import build_mlp, mlp_weights
     mod = build_mlp(mlp_weights())

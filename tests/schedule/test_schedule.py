@@ -110,6 +110,7 @@ def test_host_objects_hold_packed_float_instructions(backend, tmp_path):
     assert any(op in asm for op in ("maxps", "vmaxps")) and any(op in asm for op in ("addps", "vaddps"))
 
 
+@pytest.mark.emu
 def test_aarch64_objects_hold_neon_vector_instructions(tmp_path):
     _, out = scheduled(CASES[2], "qemu-aarch64", threads=False)
     art = rxe.build(out, board="qemu-aarch64", backend="c", out_dir=tmp_path, name="op")

@@ -177,6 +177,7 @@ def test_emulated_functions_within_bounds(arch, tmp_path):
     check_outputs(x, run_driver([*qemu, driver_binary(tmp_path, compiler, flags)], x))
 
 
+@pytest.mark.emu
 def test_freestanding_cortex_m4_compiles(tmp_path):
     """The scalar functions and a vector instance compile for a Cortex-M4 without libm."""
     src = tmp_path / "m4.c"

@@ -1,0 +1,47 @@
+"""The `emu` marker (pyproject.toml [tool.pytest.ini_options] markers).
+
+A test is `emu` when it needs QEMU (qemu-user, qemu-system-arm) or a cross
+toolchain (aarch64/armv7/riscv64 gcc, arm-none-eabi, clang --target=...).
+It is assigned here, in one place, by two rules:
+
+1. every test under tests/emu/;
+2. every test parametrized with `board`, `board_name`, `arch` or `target`
+   set to a shipped board other than host (boards/*.yaml: the qemu-* boards
+   and the cross-compiled android/ssh boards) or to a cross architecture
+   (aarch64, armv7, riscv64, cortex_m4..., android_...).
+
+Tests that need an emulator or a cross toolchain without such a parameter
+carry `@pytest.mark.emu` themselves. Rule 2 errs towards `emu`: a test that
+only optimizes for a QEMU board (tests/transform/test_pipeline.py) lands there
+too, and still runs in the full suite.
+
+`-m "not emu and not slow"` is the host-only loop; `scripts/test.sh` with no
+`-m` still runs everything.
+"""
+
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+EMU_DIR = TESTS / "emu"
+BOARD_ARGS = ("board", "board_name", "arch", "target")
+CROSS_BOARDS = frozenset(p.stem for p in (TESTS.parent / "boards").glob("*.yaml")) - {"host"}
+CROSS_ARCHS = ("aarch64", "armv7", "riscv64", "cortex_m4", "android_")
+
+
+def _names_a_cross_target(value) -> bool:
+    return isinstance(value, str) and (value in CROSS_BOARDS or value.startswith(CROSS_ARCHS))
+
+
+def _needs_emulation(item) -> bool:
+    if EMU_DIR in Path(str(item.path)).resolve().parents:
+        return True
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return any(_names_a_cross_target(params.get(arg)) for arg in BOARD_ARGS)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if _needs_emulation(item) and item.get_closest_marker("emu") is None:
+            item.add_marker(pytest.mark.emu)
