@@ -27,6 +27,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -40,10 +41,26 @@ from .resources import runtime_dir
 from .target import DEFAULT_BOARD, Board, load_board, require_toolchain
 
 RUNTIME_DIR = runtime_dir()   # the checkout's runtime_c/, or the wheel's copy
-RUNTIME_SOURCES = ("status.c", "check.c", "module.c", "math.c")  # runtime_c/src, the core
+
+
+def read_source_lists(path: Path) -> dict:
+    """The set(NAME path...) blocks of runtime_c/sources.cmake, the list
+    CMakeLists.txt also builds from: {NAME: (runtime_c/path, ...)}."""
+    text = "\n".join(line.split("#", 1)[0] for line in path.read_text().splitlines())
+    lists = {name: tuple(path.parent / f for f in files.split())
+             for name, files in re.findall(r"set\(\s*(RXE_\w+)\s+([^)]*)\)", text)}
+    missing = {"RXE_CORE_SOURCES", "RXE_THREAD_SOURCES", "RXE_KERNEL_SOURCES", "RXE_RPC_SOURCES"} - set(lists)
+    if missing:
+        raise RelaxEdgeError(f"{path} sets no {', '.join(sorted(missing))}")
+    return lists
+
+
+SOURCE_LISTS = read_source_lists(RUNTIME_DIR / "sources.cmake")
+RUNTIME_SOURCES = SOURCE_LISTS["RXE_CORE_SOURCES"]      # the core
+THREAD_SOURCES = SOURCE_LISTS["RXE_THREAD_SOURCES"]     # the thread pool (serial under RXE_NO_THREADS)
+KERNEL_SOURCES = SOURCE_LISTS["RXE_KERNEL_SOURCES"]     # the library micro-kernels
+RPC_SOURCES = SOURCE_LISTS["RXE_RPC_SOURCES"]
 RUNNER_SOURCE = RUNTIME_DIR / "tools" / "runner.c"
-THREADS_SOURCE = RUNTIME_DIR / "src" / "threads.c"   # the thread pool (serial under RXE_NO_THREADS)
-RPC_SOURCES = (RUNTIME_DIR / "rpc" / "protocol.c", RUNTIME_DIR / "rpc" / "server_posix.c")
 
 
 class BuildError(RelaxEdgeError):
@@ -201,12 +218,12 @@ def cached_objects(cc: str, cflags, sources) -> list:
 
 def runtime_objects_for(cc: str, cflags) -> list:
     """The runtime core's objects for this compiler and flags (cached)."""
-    return cached_objects(cc, cflags, [RUNTIME_DIR / "src" / s for s in RUNTIME_SOURCES])
+    return cached_objects(cc, cflags, RUNTIME_SOURCES)
 
 
 def library_sources() -> list:
     """The thread pool and the library micro-kernels (runtime_c/kernels)."""
-    return [THREADS_SOURCE, *sorted((RUNTIME_DIR / "kernels").glob("*.c"))]
+    return [*THREAD_SOURCES, *KERNEL_SOURCES]
 
 
 def library_objects_for(cc: str, cflags) -> list:
@@ -304,7 +321,7 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
     digest.update(sources.weights)
     digest.update(repr((board.name, tc)).encode())
     for path in [*sorted((RUNTIME_DIR / "src").glob("*.c")), *sorted((RUNTIME_DIR / "include").rglob("*.h")),
-                 *library_sources(), RUNNER_SOURCE, *RPC_SOURCES]:
+                 *library_sources(), RUNNER_SOURCE, *RPC_SOURCES, RUNTIME_DIR / "sources.cmake"]:
         digest.update(path.read_bytes())
     key = digest.hexdigest()[:16]
 
@@ -429,7 +446,7 @@ def build_runner(artifact: Artifact, out_path, cc: str | None = None, extra_cfla
     else:
         model = [d / f"{artifact.prefix}.c"]
     sources = [*model, d / f"{artifact.prefix}_weights.S", RUNNER_SOURCE]
-    sources += [RUNTIME_DIR / "src" / s for s in RUNTIME_SOURCES] + library_sources()
+    sources += [*RUNTIME_SOURCES, *library_sources()]
     cmd = [cc, "-std=c99", "-O1", "-g", f"-I{RUNTIME_DIR / 'include'}", f"-Wa,-I{d}",
            f"-DRXE_MODULE={artifact.prefix}_module", *extra_cflags, *map(str, sources), "-o", str(out_path),
            *extra_ldflags, "-lm", "-lpthread"]

@@ -89,7 +89,7 @@ def test_no_allocation_on_the_run_path(tmp_path):
     art = rxe.build(build_cnn(cnn_weights()), board="host", out_dir=tmp_path, name="cnn")
     cc = host_compiler()
     objects = []
-    for src in [art.out_dir / "cnn.c", *[RUNTIME_DIR / "src" / s for s in RUNTIME_SOURCES], *library_sources()]:
+    for src in [art.out_dir / "cnn.c", *RUNTIME_SOURCES, *library_sources()]:
         obj = tmp_path / (src.stem + ".o")
         subprocess.run([cc, "-std=c99", "-O2", f"-I{RUNTIME_DIR / 'include'}", "-c", str(src), "-o", str(obj)],
                        check=True)

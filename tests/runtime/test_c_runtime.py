@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import relax_edge as rxe
-from relax_edge.build import RUNTIME_DIR, RUNTIME_SOURCES, build_runner
+from relax_edge.build import KERNEL_SOURCES, RUNTIME_DIR, RUNTIME_SOURCES, SOURCE_LISTS, THREAD_SOURCES, build_runner
 from relax_edge.deploy import tensorfile
 from tests.models import build_cnn, cnn_weights
 
@@ -34,6 +34,9 @@ def test_runtime_unit_tests_under_ctest(sanitize, tmp_path):
     assert "RXE_TESTS_PASSED" in out
     members = archive_symbols(tmp_path / "librxe_runtime.a")
     assert {"module.c.o", "threads.c.o", "gemm.c.o", "conv.c.o", "depthwise.c.o"} <= set(members)
+    # CMake and relax_edge/build.py build the same files: runtime_c/sources.cmake
+    built_from = set(run(["ar", "t", str(tmp_path / "librxe_runtime.a")]).stdout.split())
+    assert built_from == {src.name + ".o" for src in (*RUNTIME_SOURCES, *THREAD_SOURCES, *KERNEL_SOURCES)}
     instrumented = {m for m, symbols in members.items() if any(s.startswith("__asan_") for s in symbols)}
     if sanitize == "ON":
         assert instrumented == set(members), f"not instrumented: {sorted(set(members) - instrumented)}"
@@ -44,6 +47,16 @@ def test_runtime_unit_tests_under_ctest(sanitize, tmp_path):
         assert "READ of size" in probe.stderr
     else:
         assert not instrumented
+
+
+def test_source_lists_name_every_runtime_file():
+    """runtime_c/sources.cmake lists each .c file of src/, kernels/ and rpc/
+    once, and every file it lists exists."""
+    listed = [src for files in SOURCE_LISTS.values() for src in files]
+    assert len(listed) == len(set(listed))
+    assert all(src.is_file() for src in listed), [str(s) for s in listed if not s.is_file()]
+    on_disk = {src for folder in ("src", "kernels", "rpc") for src in (RUNTIME_DIR / folder).glob("*.c")}
+    assert set(listed) == on_disk
 
 
 def archive_symbols(archive):
@@ -106,9 +119,9 @@ def test_runtime_core_compiles_freestanding(target, tmp_path):
     cmd = FREESTANDING[target]
     assert shutil.which(cmd[0]), f"{cmd[0]} is missing: scripts/setup.sh installs it"
     for src in RUNTIME_SOURCES:
-        obj = tmp_path / (src + ".o")
+        obj = tmp_path / (src.name + ".o")
         proc = run([*cmd, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-DRXE_NO_LIBM",
-                    f"-I{RUNTIME_DIR / 'include'}", "-c", str(RUNTIME_DIR / "src" / src), "-o", str(obj)])
+                    f"-I{RUNTIME_DIR / 'include'}", "-c", str(src), "-o", str(obj)])
         assert proc.returncode == 0, proc.stderr
         assert obj.stat().st_size > 0
 
