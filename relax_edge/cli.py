@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
+from .codegen.abi import MAX_THREADS
 from .errors import RelaxEdgeError
 from .target import DEFAULT_BOARD, load_board
 
@@ -104,7 +105,6 @@ def _int_arg(low: int, high: int | None = None):
 
 MAX_DIM = 2**31 - 1   # the largest --dim: sizes, products and byte counts stay far inside int64
 MAX_REPEAT = 100000  # the RPC server's limit on timed and warm-up runs
-MAX_THREADS = 16     # RXE_MAX_THREADS in runtime_c/include/relax_edge/threads.h
 
 
 # files ----------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Python mirror of runtime_c/include/relax_edge/abi.h (change both together)."""
+"""Python mirror of runtime_c/include/relax_edge/abi.h, and of RXE_MAX_THREADS
+in threads.h (change both together)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ ABI_VERSION = 1
 MAX_NDIM = 8
 ERROR_MESSAGE_BYTES = 256
 WORKSPACE_ALIGNMENT = 64
+MAX_THREADS = 16   # RXE_MAX_THREADS (threads.h), the default: the runtime's pool runs at most this many threads
 
 STATUS_NAMES = {
     0: "RXE_OK", 1: "RXE_ERR_ARGUMENT_COUNT", 2: "RXE_ERR_DTYPE", 3: "RXE_ERR_RANK", 4: "RXE_ERR_SHAPE",

@@ -94,11 +94,13 @@ def _status_names():
 
 
 def thread_args(threads) -> list:
-    """The RPC server's command-line option for a thread count."""
+    """The RPC server's command-line option for a thread count (1..MAX_THREADS,
+    the runtime's RXE_MAX_THREADS)."""
+    from ..codegen.abi import MAX_THREADS
     if threads is None:
         return []
-    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
-        raise RelaxEdgeError(f"threads must be a positive integer, got {threads!r}")
+    if not isinstance(threads, int) or isinstance(threads, bool) or not 1 <= threads <= MAX_THREADS:
+        raise RelaxEdgeError(f"threads must be an integer in [1, {MAX_THREADS}], got {threads!r}")
     return ["--threads", str(threads)]
 
 

@@ -31,8 +31,9 @@ void rxe_threads_shutdown(void) {}
 #define SPIN_ROUNDS 300
 
 /* The generation word: a counter in the high bits, the job's chunk count in
- * the low CHUNK_BITS, so that a worker without a chunk never reads the job. */
-#define CHUNK_BITS 5
+ * the low CHUNK_BITS, so that a worker without a chunk never reads the job
+ * (threads.h bounds RXE_MAX_THREADS by CHUNK_MASK). */
+#define CHUNK_BITS RXE_THREADS_CHUNK_BITS
 #define CHUNK_MASK ((1u << CHUNK_BITS) - 1u)
 
 #if defined(__GNUC__)

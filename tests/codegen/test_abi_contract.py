@@ -1,9 +1,10 @@
 """The C headers are the contract and the Python modules mirror them: this
-reads runtime_c/include/relax_edge/abi.h, rpc.h and kernels.h (and the few
-limits kept in runtime_c/src/status.c and rpc/protocol.c) as text and checks
-every mirrored name and value: status codes, limits, dtype codes, the RPC
-message types and limits, the GEMM tiling and activation codes, the library
-kernels' parameters, and the field names, in order, of each ABI struct."""
+reads runtime_c/include/relax_edge/abi.h, rpc.h, kernels.h and threads.h (and
+the few limits kept in runtime_c/src/status.c and rpc/protocol.c) as text and
+checks every mirrored name and value: status codes, limits, the thread pool's
+limit, dtype codes, the RPC message types and limits, the GEMM tiling and
+activation codes, the library kernels' parameters, and the field names, in
+order, of each ABI struct."""
 
 import re
 
@@ -115,6 +116,12 @@ def test_headers_match_python_mirrors():
     for cls, c_name in STRUCTS.items():
         check(f"abi.h {c_name} fields", structs.get(c_name), [name for name, *_ in cls._fields_])
     check("abi.Error message bytes", defines["RXE_ERROR_MESSAGE_BYTES"], abi.Error.message.size)
+
+    # threads.h: the pool's thread limit, within the chunk count's bits
+    threads = _defines(_source(INCLUDE / "threads.h"))
+    check("threads.h RXE_MAX_THREADS", threads.get("RXE_MAX_THREADS"), abi.MAX_THREADS)
+    check("threads.h RXE_MAX_THREADS <= 2**RXE_THREADS_CHUNK_BITS - 1",
+          abi.MAX_THREADS <= 2 ** threads.get("RXE_THREADS_CHUNK_BITS", 0) - 1, True)
 
     # rpc.h and rpc/protocol.c: version, message types, limits
     defines = _defines(rpc_h)

@@ -1,6 +1,7 @@
 """The runtime's thread pool (runtime_c/src/threads.c): its C unit tests
 (runtime_c/tests/test_threads.c) built with the host cc, with threads, with
-RXE_NO_THREADS and under ThreadSanitizer where this machine supports it,
+RXE_NO_THREADS, with RXE_MAX_THREADS configured (and refused beyond the
+pool's chunk limit) and under ThreadSanitizer where this machine supports it,
 and for aarch64 and riscv64 under qemu-user;
 warning-free builds for every cross compiler; and the thread count as a run
 option of the runner and the RPC server (--threads N, RXE_NUM_THREADS)."""
@@ -35,6 +36,23 @@ def build_unit_tests(out, *flags):
 def test_unit_tests_with_threads(tmp_path):
     proc = run([build_unit_tests(tmp_path / "test_threads", "-pthread")])
     assert proc.returncode == 0 and "RXE_TESTS_PASSED" in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("max_threads", [4, 31])
+def test_unit_tests_with_configured_max_threads(max_threads, tmp_path):
+    """RXE_MAX_THREADS is compile-time configuration, up to the pool's
+    31-chunk limit."""
+    out = build_unit_tests(tmp_path / "test_threads", "-pthread", f"-DRXE_MAX_THREADS={max_threads}")
+    proc = run([out])
+    assert proc.returncode == 0 and "RXE_TESTS_PASSED" in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("max_threads", [0, 32])
+def test_max_threads_beyond_the_chunk_limit_does_not_compile(max_threads, tmp_path):
+    proc = run(["cc", *WARNINGS, f"-DRXE_MAX_THREADS={max_threads}", INCLUDE, "-c", THREADS_C,
+                "-o", tmp_path / "threads.o"])
+    assert proc.returncode != 0 and "RXE_MAX_THREADS must be in [1, RXE_THREADS_CHUNK_LIMIT]" in proc.stderr, \
+        proc.stderr
 
 
 def test_unit_tests_without_threads_refer_to_no_pthread(tmp_path):

@@ -27,7 +27,24 @@
 extern "C" {
 #endif
 
+/* RXE_MAX_THREADS: the most threads the pool runs; compile-time
+ * configuration (-DRXE_MAX_THREADS=N, default 16), the same N for the
+ * runtime and for everything that includes this header. It sizes the
+ * pool's static worker table; rxe_set_num_threads clamps to it and the
+ * runner's and RPC server's --threads refuse more. relax_edge.codegen.abi
+ * MAX_THREADS mirrors the default (the CLI's --threads limit).
+ *
+ * 1 <= N <= RXE_THREADS_CHUNK_LIMIT (31): the pool packs a job's chunk
+ * count into the low RXE_THREADS_CHUNK_BITS of its generation word
+ * (src/threads.c); any other N is a compile error here. */
+#ifndef RXE_MAX_THREADS
 #define RXE_MAX_THREADS 16
+#endif
+#define RXE_THREADS_CHUNK_BITS 5
+#define RXE_THREADS_CHUNK_LIMIT ((1 << RXE_THREADS_CHUNK_BITS) - 1)
+#if RXE_MAX_THREADS < 1 || RXE_MAX_THREADS > RXE_THREADS_CHUNK_LIMIT
+#error "RXE_MAX_THREADS must be in [1, RXE_THREADS_CHUNK_LIMIT] (31): the pool's chunk count has 5 bits"
+#endif
 
 #if !defined(RXE_NO_THREADS) && (!__STDC_HOSTED__ || !(defined(__unix__) || defined(__APPLE__)))
 #define RXE_NO_THREADS
