@@ -3,6 +3,7 @@ AddressSanitizer + UndefinedBehaviorSanitizer, with the library itself shown
 to be instrumented), a freestanding build for an Android and a Cortex-M
 target, and a whole model run under the sanitizers."""
 
+import json
 import shutil
 import subprocess
 
@@ -23,8 +24,11 @@ def run(cmd, **kw):
 
 @pytest.mark.parametrize("sanitize", ["OFF", "ON"], ids=["plain", "asan_ubsan"])
 def test_runtime_unit_tests_under_ctest(sanitize, tmp_path):
-    cfg = run(["cmake", "-S", str(ROOT), "-B", str(tmp_path), f"-DRXE_SANITIZE={sanitize}"])
+    cfg = run(["cmake", "-S", str(ROOT), "-B", str(tmp_path), f"-DRXE_SANITIZE={sanitize}",
+               "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"])
     assert cfg.returncode == 0, cfg.stderr
+    commands = json.loads((tmp_path / "compile_commands.json").read_text())
+    assert commands and all("-std=c99" in c["command"].split() for c in commands), "not ISO C99 (gnu99?)"
     built = run(["cmake", "--build", str(tmp_path), "-j", "2"])
     assert built.returncode == 0, built.stdout + built.stderr
     tested = run(["ctest", "--test-dir", str(tmp_path), "--output-on-failure"])
