@@ -11,6 +11,17 @@
  *
  * The architecture path is chosen at compile time: aarch64 NEON
  * (__aarch64__), x86-64 AVX2+FMA (__AVX2__ && __FMA__), else generic C.
+ *
+ * Stack use: each "stack: at most N bytes" below bounds the largest sum of
+ * -fstack-usage frames along any call path from the entry point through the
+ * kernel sources (the .c files of runtime_c/kernels/; the frames of the
+ * runtime's rxe_error_set and rxe_parallel_for, at most 80 bytes, are left
+ * to the margin), measured with
+ * GCC 12 -O2 on x86-64 (generic C and AVX2+FMA), aarch64 (NEON) and
+ * Cortex-M4F (generic C, boards/qemu-cortex-m4.yaml flags, RXE_NO_THREADS);
+ * tests/library/test_stack_usage.py checks it. No kernel uses a VLA or
+ * alloca. With threads, each worker of the pool runs the same tile loop on
+ * its own stack, so every worker stack needs the bound too.
  */
 #ifndef RELAX_EDGE_KERNELS_H_
 #define RELAX_EDGE_KERNELS_H_
@@ -52,6 +63,9 @@ extern "C" {
  * w_packed: W in column panels of NR, panel j holding W[:, j*NR : j*NR+NR]
  * as k rows of NR floats (zero-padded past n): ceil(n/NR)*NR*k floats,
  * made at compile time by relax_edge.library.kernels.pack_dense_weights. */
+/* stack: at most 8000 bytes, nearly all of it compute_panels (gemm.c) at most
+ * 7296: the MR x KC A micro-panel (6 KB) and a MR x NR partial tile (384 B)
+ * on the stack. Measured 7104 (aarch64) to 7552 (Cortex-M4). */
 rxe_status_t rxe_lib_dense_f32(const float* a, const float* w_packed, const float* bias, float* c,
                                int64_t m, int64_t n, int64_t k, int64_t act, rxe_error_t* err);
 
@@ -59,6 +73,9 @@ rxe_status_t rxe_lib_dense_f32(const float* a, const float* w_packed, const floa
  * a + t*a_batch_stride, b[t] at b + t*b_batch_stride (0: broadcast), c
  * contiguous. scratch: RXE_LIB_MATMUL_SCRATCH_BYTES(m, n, k) bytes. */
 #define RXE_LIB_MATMUL_SCRATCH_BYTES(m, n, k) RXE_GEMM_SCRATCH_BYTES_((k), (n))
+/* stack: at most 8000 bytes, nearly all of it compute_panels (gemm.c) at most
+ * 7296 (the 6 KB A micro-panel, as for dense). Measured 7200 (aarch64) to
+ * 7600 (x86-64 AVX2). */
 rxe_status_t rxe_lib_matmul_f32(const float* a, const float* b, float* c, float* scratch, int64_t batch,
                                 int64_t m, int64_t n, int64_t k, int64_t a_batch_stride,
                                 int64_t b_batch_stride, rxe_error_t* err);
@@ -73,6 +90,10 @@ rxe_status_t rxe_lib_matmul_f32(const float* a, const float* b, float* c, float*
  * RXE_LIB_CONV2D_SCRATCH_BYTES(c, kh, kw, oh, ow, groups) bytes. */
 #define RXE_LIB_CONV2D_SCRATCH_BYTES(c, kh, kw, oh, ow, groups) \
   RXE_GEMM_SCRATCH_BYTES_((c) / (groups) * (kh) * (kw), (oh) * (ow))
+/* stack: at most 8192 bytes, nearly all of it compute_panels (gemm.c) at most
+ * 7296 (the 6 KB A micro-panel); the im2col packer pack_im2col (conv.c) at
+ * most 2560 (a 2 KB row of NC floats) is on a shallower path. Measured
+ * 7360 (aarch64) to 7824 (Cortex-M4). */
 rxe_status_t rxe_lib_conv2d_f32(const float* x, const float* w_packed, const float* bias, float* y,
                                 float* scratch, int64_t n, int64_t c, int64_t h, int64_t w, int64_t o,
                                 int64_t kh, int64_t kw, int64_t oh, int64_t ow, int64_t stride_h,
@@ -86,6 +107,11 @@ rxe_status_t rxe_lib_conv2d_f32(const float* x, const float* w_packed, const flo
  * likewise); reads outside the input are zeros. Interior columns are
  * vectorized for strides 1 and 2; rows are split over the thread pool and
  * results do not depend on the thread count. */
+/* stack: at most 9216 bytes on the vector paths, nearly all of it dw_row
+ * (depthwise.c) at most 8448: the 8 KB zero-padded copy of the input rows
+ * (ROW_BUFFER_FLOATS) for rows with border columns. Measured 8672 (aarch64)
+ * and 8864 (x86-64 AVX2); the generic C path (Cortex-M4) has no row buffer:
+ * 736 (x86-64) and 768 (Cortex-M4). */
 rxe_status_t rxe_lib_depthwise_conv2d_f32(const float* x, const float* w, const float* bias, float* y, int64_t n,
                                           int64_t c, int64_t h, int64_t w_, int64_t kh, int64_t kw, int64_t oh,
                                           int64_t ow, int64_t stride_h, int64_t stride_w, int64_t pad_top,
