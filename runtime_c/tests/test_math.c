@@ -1,7 +1,9 @@
 /* The runtime's portable math (built with RXE_NO_LIBM) against libm. Prints
- * "RXE_TESTS_PASSED <n> checks" when all agree. */
+ * "RXE_TESTS_PASSED <n> checks" when all agree (see micro_test.h). */
 #include <math.h>
 #include <stdio.h>
+
+#include "micro_test.h"
 
 double rxe_exp(double x);
 double rxe_log(double x);
@@ -13,15 +15,10 @@ double rxe_floor(double x);
 double rxe_ceil(double x);
 double rxe_round(double x);
 
-static int checks = 0, failures = 0;
-
 static void close_to(const char* what, double x, double got, double want) {
   double tol = 1e-12 * (fabs(want) > 1.0 ? fabs(want) : 1.0);
-  ++checks;
-  if (isnan(want) ? !isnan(got) : (isinf(want) ? got != want : fabs(got - want) > tol)) {
-    ++failures;
-    printf("FAIL %s(%.17g) = %.17g, libm %.17g\n", what, x, got, want);
-  }
+  CHECK_MSG(!(isnan(want) ? !isnan(got) : (isinf(want) ? got != want : fabs(got - want) > tol)),
+            "%s(%.17g) = %.17g, libm %.17g", what, x, got, want);
 }
 
 int main(void) {
@@ -47,10 +44,5 @@ int main(void) {
   close_to("pow", -2, rxe_pow(-2, 3), pow(-2, 3));
   close_to("erf", 4.5, rxe_erf(4.5), erf(4.5));
   close_to("erf", -3.2, rxe_erf(-3.2), erf(-3.2));
-  if (failures) {
-    printf("RXE_TESTS_FAILED %d of %d checks\n", failures, checks);
-    return 1;
-  }
-  printf("RXE_TESTS_PASSED %d checks\n", checks);
-  return 0;
+  return MICRO_TEST_END();
 }

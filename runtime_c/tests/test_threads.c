@@ -2,12 +2,13 @@
  * calls run serially, the thread count is clamped, the pool shuts down and
  * restarts, a forked child gets a pool of its own, concurrent callers are
  * served. With RXE_NO_THREADS the same checks hold with one thread. Prints
- * "RXE_TESTS_PASSED <n> checks". */
+ * "RXE_TESTS_PASSED <n> checks" (see micro_test.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <string.h>
 
 #include "relax_edge/threads.h"
+#include "micro_test.h"
 
 #ifndef RXE_NO_THREADS
 #include <pthread.h>
@@ -15,17 +16,6 @@
 #include <time.h>
 #include <unistd.h>
 #endif
-
-static int checks = 0, failures = 0;
-
-#define CHECK(cond)                                          \
-  do {                                                       \
-    ++checks;                                                \
-    if (!(cond)) {                                           \
-      ++failures;                                            \
-      printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                        \
-  } while (0)
 
 #define MAX_N 4099
 
@@ -236,6 +226,5 @@ int main(void) {
   test_concurrent_callers();
 #endif
   rxe_threads_shutdown();
-  if (failures == 0) printf("RXE_TESTS_PASSED %d checks\n", checks);
-  return failures != 0;
+  return MICRO_TEST_END();
 }
