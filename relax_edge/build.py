@@ -23,6 +23,7 @@ recorded on the artifact.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -117,12 +118,30 @@ def _progress(msg: str, quiet: bool) -> None:
         print(f"[relax-edge] {msg}", file=sys.stderr, flush=True)
 
 
-def write_atomic(path: Path, data) -> None:
+def write_atomic(path: Path, data, durable: bool = False) -> None:
+    """Write `data` (str or bytes) to a temporary file beside `path`, then
+    rename it over `path`: a failure (a full disk) leaves `path` as it was
+    and no temporary file. `durable` syncs the file to disk before the
+    rename, so a full disk is reported here. A device or a pipe
+    (/dev/stdout) is written directly."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    mode = "wb" if isinstance(data, bytes) else "w"
+    if path.exists() and not path.is_file() and not path.is_dir():
+        with open(path, mode) as f:
+            f.write(data)
+        return
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, mode) as f:
+            f.write(data)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _needs_legalize(mod: IRModule) -> bool:
@@ -248,6 +267,7 @@ def object_sizes(size_tool: str, objects) -> dict:
 
 BACKENDS = ("c", "llvm")
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all", "-g")
+SANITIZE_LDFLAGS = ("-fsanitize=address,undefined",)
 
 
 def sanitized(tc: Toolchain, board: Board) -> Toolchain:
@@ -258,7 +278,7 @@ def sanitized(tc: Toolchain, board: Board) -> Toolchain:
     if board.target.freestanding or "-static" in tc.ldflags:
         raise BuildError(f"sanitize=True needs a Linux board that links dynamically; {board.name} "
                          f"{'has no C library' if board.target.freestanding else 'links with -static'}")
-    return dataclasses.replace(tc, cflags=tc.cflags + SANITIZE_FLAGS, ldflags=tc.ldflags + SANITIZE_FLAGS[:1],
+    return dataclasses.replace(tc, cflags=tc.cflags + SANITIZE_FLAGS, ldflags=tc.ldflags + SANITIZE_LDFLAGS,
                                shared=False)
 
 
@@ -320,8 +340,9 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
         digest.update(sources.files[fname].encode())
     digest.update(sources.weights)
     digest.update(repr((board.name, tc)).encode())
-    for path in [*sorted((RUNTIME_DIR / "src").glob("*.c")), *sorted((RUNTIME_DIR / "include").rglob("*.h")),
-                 *library_sources(), RUNNER_SOURCE, *RPC_SOURCES, RUNTIME_DIR / "sources.cmake"]:
+    # every runtime file once: the source lists (runtime_c/sources.cmake name every .c) and the headers
+    for path in [*RUNTIME_SOURCES, *sorted((RUNTIME_DIR / "include").rglob("*.h")), *library_sources(),
+                 RUNNER_SOURCE, *RPC_SOURCES]:
         digest.update(path.read_bytes())
     key = digest.hexdigest()[:16]
 

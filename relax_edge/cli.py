@@ -25,7 +25,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import time
 import traceback
 import zipfile
@@ -36,6 +35,7 @@ import numpy as np
 
 from . import __version__
 from .codegen.abi import MAX_THREADS
+from .deploy.rpc import MAX_REPEAT
 from .errors import RelaxEdgeError
 from .target import DEFAULT_BOARD, load_board
 
@@ -104,7 +104,6 @@ def _int_arg(low: int, high: int | None = None):
 
 
 MAX_DIM = 2**31 - 1   # the largest --dim: sizes, products and byte counts stay far inside int64
-MAX_REPEAT = 100000  # the RPC server's limit on timed and warm-up runs
 
 
 # files ----------------------------------------------------------------------
@@ -143,29 +142,13 @@ def _check_output_dir(path, flag: str) -> None:
 
 
 def _write_atomic(path, data: bytes) -> None:
-    """Write to a temporary file beside `path`, then rename it over `path`;
-    a failure (a full disk) leaves `path` as it was and no temporary file.
-    A device or a pipe (/dev/stdout) is written directly."""
-    path = Path(path)
-    tmp = None
+    """A result file, written atomically and synced (build.write_atomic);
+    a failure is one error line naming the file."""
+    from .build import write_atomic
     try:
-        if path.exists() and not path.is_file() and not path.is_dir():
-            with open(path, "wb") as f:
-                f.write(data)
-            return
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as err:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        if isinstance(err, OSError):
-            raise RelaxEdgeError(f"cannot write {path}: {_os_message(err, with_path=False)}") from None
-        raise
+        write_atomic(path, data, durable=True)
+    except OSError as err:
+        raise RelaxEdgeError(f"cannot write {path}: {_os_message(err, with_path=False)}") from None
 
 
 def _check_model(path: str) -> None:

@@ -52,10 +52,12 @@ sys.path.insert(0, str(ROOT))
 
 import relax_edge as rxe  # noqa: E402
 from relax_edge import op  # noqa: E402
+from relax_edge.codegen.abi import MAX_NDIM  # noqa: E402
 from relax_edge.deploy.host import RuntimeCheckError  # noqa: E402
 from relax_edge.deploy.rpc import (  # noqa: E402
     GET_OUTPUT,
     HELLO,
+    PROTOCOL_VERSION,
     RUN,
     SELECT,
     SET_INPUT,
@@ -69,7 +71,6 @@ from relax_edge.ir import Builder, SizeVar, TensorType, Var  # noqa: E402
 
 FEATURES, HIDDEN, CLASSES = 64, 96, 10
 BATCHES = (1, 2, 3, 5, 8, 13, 16, 31, 64, 100, 256)
-MAX_NDIM = 8          # runtime_c/include/relax_edge/abi.h RXE_MAX_NDIM
 MAX_TENSORS = 16      # runtime_c/include/relax_edge/rpc.h RXE_RPC_MAX_TENSORS
 MALFORMED_CASES = 15  # kinds of malformed frame (Soak.malformed_frame)
 
@@ -407,7 +408,7 @@ def soak(server, mod, requests: int, seconds: float | None, seed: int = 0, sampl
     """Drive `server` (LocalServer or SshServer) with `requests` requests, or
     for `seconds` if that comes first; shut it down and check it is gone."""
     client = RpcClient(server.stream, timeout_s)
-    hello = client.request(HELLO, struct.pack("<I", client_protocol()))
+    hello = client.request(HELLO, struct.pack("<I", PROTOCOL_VERSION))
     soak_run = Soak(client, mod, seed, struct.unpack_from("<I", hello)[0])
     report = soak_run.report
     report.requests = 2
@@ -433,11 +434,6 @@ def soak(server, mod, requests: int, seconds: float | None, seed: int = 0, sampl
     finally:
         server.close()
     return report
-
-
-def client_protocol() -> int:
-    from relax_edge.deploy.rpc import PROTOCOL_VERSION
-    return PROTOCOL_VERSION
 
 
 # a sanitized server: errors end it, leaks fail its exit, and freed memory is

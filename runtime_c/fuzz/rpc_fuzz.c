@@ -24,8 +24,9 @@
  *               header, index = inputs)
  *   3 RUN
  *   4 GET_OUTPUT u8 index (255: index 0xFFFFFFFF)
- *   5 TIME      u8 t: warmup t % 3, repeat (t >> 2) % 4, min_repeat_ms 10^9
- *               when t & 0x80
+ *   5 TIME      u8 t: warmup t % 3, repeat (t >> 2) % 4; when t & 0x80,
+ *               min_repeat_ms 1 (the timed loop runs on the fake clock) or,
+ *               when also t & 0x40, 10^9 (beyond the server's limit)
  *   6 PROFILE
  *   7 WORKSPACE u8 c, then per value an i8: (sizes + c % 3 - 1) values
  *   8 SELECT    u8 how, u8 which: how % 4: function which % functions, an
@@ -42,6 +43,7 @@
  * bytes) exactly as it was; every tensor's shape fits the memory behind it.
  * A broken invariant aborts with a message.
  */
+#define _POSIX_C_SOURCE 200809L /* posix_memalign, opendir */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,12 +84,13 @@ static void die(const char* what, const char* detail) {
 static void* fuzz_alloc(void* ctx, uint64_t bytes, uint64_t alignment) {
   int i;
   (void)ctx;
-  (void)alignment;
   if (g.fail_in > 0 && --g.fail_in == 0) return NULL;
   if (bytes > (64u << 20)) return NULL;
+  if (alignment < sizeof(void*)) alignment = sizeof(void*);
   for (i = 0; i < MAX_LIVE; ++i) {
     if (g.ptr[i] == NULL) {
-      g.ptr[i] = malloc((size_t)bytes);
+      /* aligned as the server's allocator is: models refuse a misaligned workspace */
+      if (posix_memalign(&g.ptr[i], (size_t)alignment, (size_t)(bytes > 0 ? bytes : 1)) != 0) g.ptr[i] = NULL;
       g.bytes[i] = bytes;
       return g.ptr[i];
     }
@@ -434,7 +437,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         uint8_t t = next(&in);
         put(&frame, t % 3, 4);
         put(&frame, (t >> 2) % 4, 4);
-        put(&frame, t & 0x80 ? 1000000000u : 0u, 4);
+        put(&frame, t & 0x80 ? (t & 0x40 ? 1000000000u : 1u) : 0u, 4);
         request(&server, &reply, RXE_RPC_TIME, frame.bytes, 12, op_names[op]);
         break;
       }

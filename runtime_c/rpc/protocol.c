@@ -495,6 +495,7 @@ static rxe_status_t handle_time(rxe_rpc_server_t* s, reader_t* r, rxe_rpc_buffer
     done = s->platform.clock_ns(s->platform.ctx);
     if (st != RXE_OK) return st;
     put_uint(b, done - t0, 8);
+    if (b->overflow) break; /* the reply cannot grow: no use running on */
     if (++n >= RXE_RPC_MAX_REPEAT) break;
   }
   if (!b->overflow) {

@@ -156,3 +156,18 @@ def test_seeded_fuzz_run_finds_only_clean_refusals():
     assert report.imported + report.refused == 300, report.describe()
     assert not report.findings, report.describe()
     assert report.refused > 0 and report.imported > 0
+
+
+def test_external_data_of_undefined_type_is_named_before_it_is_read(tmp_path):
+    (tmp_path / "w.bin").write_bytes(b"\0" * 64)
+    weight = onnx.TensorProto(name="w", data_type=onnx.TensorProto.UNDEFINED, dims=[4],
+                              data_location=onnx.TensorProto.EXTERNAL)
+    weight.external_data.add(key="location", value="w.bin")
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Add", ["x", "w"], ["y"])], "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4])], [weight])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    (tmp_path / "m.onnx").write_bytes(model.SerializeToString())
+    with pytest.raises(OnnxImportError, match=r"initializer w: the element type is undefined \(data_type 0\)"):
+        rxe.from_onnx(str(tmp_path / "m.onnx"))

@@ -138,7 +138,7 @@ def test_requests_after_a_good_run_fail_cleanly(replay, tmp_path):
         bytes([SELECT, 3, 0]): "RXE_ERR_PROTOCOL: malformed SELECT: the payload is truncated",
         bytes([SELECT, 1, 0]): "RXE_ERR_NOT_FOUND: SELECT: module fuzz has no function nope",
         bytes([TIME, 0]): "RXE_ERR_PROTOCOL: malformed TIME: warmup 0, repeat 0",
-        bytes([TIME, 0x84]): "RXE_ERR_PROTOCOL: malformed TIME: warmup 0, repeat 1, min_repeat_ms 1000000000",
+        bytes([TIME, 0xC6]): "RXE_ERR_PROTOCOL: malformed TIME: warmup 0, repeat 1, min_repeat_ms 1000000000",
         bytes([GET_OUTPUT, 1]): "RXE_ERR_PROTOCOL: GET_OUTPUT: no output 1 (function main has 1)",
         bytes([GET_OUTPUT, 255]): "RXE_ERR_PROTOCOL: GET_OUTPUT: no output 4294967295",
         bytes([WORKSPACE, 2, 1, 2]): "RXE_ERR_PROTOCOL: malformed WORKSPACE: 16 bytes",

@@ -172,7 +172,7 @@ def model_tensors(graph):
 def load_external_data(model, base_dir: str | None) -> None:
     for tensor, what in model_tensors(model.graph):
         if tensor.data_location == TensorProto.EXTERNAL:
-            element_count(tensor, what)
+            check_tensor(tensor, what)   # element type and dims, before the bytes are sized and read
             read_external_data(tensor, what, base_dir)
 
 
