@@ -240,14 +240,14 @@ def main():
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         lib = build(Path(tmp))
-        lib.rxe_set_num_threads(args.threads)
+        lib.rxe_threads_set_count(args.threads)
         if args.depthwise or args.conv:
             libs = {"rxe": lib}
             if args.baseline:
                 replace = ({"kernels/depthwise.c": args.baseline} if args.depthwise else
                            {f"kernels/{f}": args.baseline / f for f in ("conv.c", "gemm.c")})
                 libs["baseline"] = build(Path(tmp), replace, "librxe_baseline.so")
-                libs["baseline"].rxe_set_num_threads(args.threads)
+                libs["baseline"].rxe_threads_set_count(args.threads)
             (main_depthwise if args.depthwise else main_conv)(libs, args.repeat, args.threads)
             for one in libs.values():
                 one.rxe_threads_shutdown()

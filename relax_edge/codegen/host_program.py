@@ -88,7 +88,7 @@ class Address:
 
 @dataclass
 class CheckTensor:
-    """The dtype and rank of a tensor (rxe_check_tensor)."""
+    """The dtype and rank of a tensor (rxe_tensor_check)."""
     tensor: str
     index: int
     what: str
@@ -99,7 +99,7 @@ class CheckTensor:
 
 @dataclass
 class BindSize:
-    """Bind a size variable from a value, within its bounds (rxe_bind_dim)."""
+    """Bind a size variable from a value, within its bounds (rxe_dim_bind)."""
     value: Dim | SizeValue
     var: SizeVar
     what: str
@@ -107,7 +107,7 @@ class BindSize:
 
 @dataclass
 class CheckDim:
-    """A dimension equals its expected value (rxe_check_dim); `expr` is how
+    """A dimension equals its expected value (rxe_dim_check); `expr` is how
     the signature writes it (None for constants)."""
     value: Dim
     expected: IntExpr
@@ -117,7 +117,7 @@ class CheckDim:
 
 @dataclass
 class CheckBroadcast:
-    """Two dims broadcast at run time: equal, or `a` is 1 (rxe_check_broadcast)."""
+    """Two dims broadcast at run time: equal, or `a` is 1 (rxe_dim_check_broadcast)."""
     a: IntExpr
     b: IntExpr
     what: str
@@ -179,7 +179,7 @@ class CallKernel:
 
 @dataclass
 class Copy:
-    """rxe_copy_bytes(dst, src, bytes)."""
+    """rxe_mem_copy(dst, src, bytes)."""
     dst: Address
     src: Address
     bytes: IntExpr

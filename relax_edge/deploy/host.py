@@ -97,7 +97,7 @@ class LoadedModule:
                                  "rebuild it for the host board")
         self.lib = ctypes.CDLL(str(artifact.shared_library))
         if threads is not None:   # the runtime's pool, shared by the modules of this process
-            self.lib.rxe_set_num_threads(ctypes.c_int(threads))
+            self.lib.rxe_threads_set_count(ctypes.c_int(threads))
         module = abi.Module.in_dll(self.lib, f"{artifact.prefix}_module")
         if module.abi_version != abi.ABI_VERSION:
             raise RelaxEdgeError(f"{artifact.shared_library}: built for ABI {module.abi_version}, "

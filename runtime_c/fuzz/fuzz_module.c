@@ -6,7 +6,7 @@
 uint64_t rxe_fuzz_count_runs = 0;
 
 static rxe_status_t plan_vector(const rxe_tensor_t* in, int64_t lo, int64_t hi, int64_t* out_shapes, rxe_error_t* err) {
-  rxe_status_t st = rxe_check_tensor(&in[0], "input x", RXE_DTYPE_FLOAT, 32, 1, err);
+  rxe_status_t st = rxe_tensor_check(&in[0], "input x", RXE_DTYPE_FLOAT, 32, 1, err);
   if (st != RXE_OK) return st;
   if (in[0].shape[0] < lo || in[0].shape[0] > hi) {
     return rxe_error_set(err, RXE_ERR_BOUND, "input x dimension 0: n = %d is outside [%d, %d]", in[0].shape[0], lo, hi);
@@ -33,7 +33,7 @@ static rxe_status_t copy_run(const rxe_tensor_t* in, rxe_tensor_t* out, void* ws
   y = (float*)RXE_DATA(out[0]);
   y[0] = x[0];
   if (x[0] == -1.0f) return rxe_error_set(err, RXE_ERR_INDEX, "copy: x[0] = -1 is not a valid index");
-  rxe_copy_bytes(y, x, (uint64_t)shape[0] * 4u);
+  rxe_mem_copy(y, x, (uint64_t)shape[0] * 4u);
   return RXE_OK;
 }
 

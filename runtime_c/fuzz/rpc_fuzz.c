@@ -74,7 +74,7 @@ static struct {
   int trace;
 } g;
 
-uint64_t rxe_profile_clock_ns(void) { return g.clock += 1000; }
+uint64_t rxe_profile_now_ns(void) { return g.clock += 1000; }
 
 static void die(const char* what, const char* detail) {
   fprintf(stderr, "rpc_fuzz: invariant broken: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");

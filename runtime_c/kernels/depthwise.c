@@ -390,6 +390,6 @@ rxe_status_t rxe_lib_depthwise_conv2d_f32(const float* x, const float* w, const 
   if (rows * ow * kh * kw < PARALLEL_MIN_MACS)
     dw_rows(&a, 0, rows, 0);
   else
-    rxe_parallel_for(rows, dw_rows, &a);
+    rxe_threads_parallel_for(rows, dw_rows, &a);
   return RXE_OK;
 }

@@ -325,7 +325,7 @@ static void pack_task(void* ctx, int64_t begin, int64_t end, int thread) {
 
 static void run_tasks(int parallel, int64_t n, rxe_task_fn fn, void* ctx) {
   if (parallel) {
-    rxe_parallel_for(n, fn, ctx);
+    rxe_threads_parallel_for(n, fn, ctx);
   } else if (n > 0) {
     fn(ctx, 0, n, 0);
   }
@@ -345,7 +345,7 @@ static void fill_empty_sums(const rxe_gemm_t* g) {
 }
 
 void rxe_gemm_run(const rxe_gemm_t* g) {
-  int parallel = g->m * g->n * g->k > PARALLEL_WORK && rxe_get_num_threads() > 1;
+  int parallel = g->m * g->n * g->k > PARALLEL_WORK && rxe_threads_get_count() > 1;
   block_t blk;
   if (g->k == 0) {
     fill_empty_sums(g);

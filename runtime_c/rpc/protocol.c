@@ -317,7 +317,7 @@ static rxe_status_t handle_set_input(rxe_rpc_server_t* s, reader_t* r, rxe_rpc_b
   copy = s->platform.alloc(s->platform.ctx, bytes > 0 ? bytes : 1, 64);
   if (copy == 0) return rxe_error_set(err, RXE_ERR_NO_MEMORY, "SET_INPUT: out of memory for %d bytes of input %d",
                                       (int64_t)bytes, (int64_t)index);
-  rxe_copy_bytes(copy, data, bytes);
+  rxe_mem_copy(copy, data, bytes);
   begin(b, RXE_RPC_OK);
   st = finish(b, RXE_RPC_SET_INPUT, err);
   if (st != RXE_OK) {

@@ -39,7 +39,7 @@
 #endif
 extern const rxe_module_t RXE_MODULE;
 
-uint64_t rxe_profile_clock_ns(void) {
+uint64_t rxe_profile_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
@@ -59,7 +59,7 @@ static void platform_release(void* ctx, void* p) {
 
 static uint64_t platform_clock(void* ctx) {
   (void)ctx;
-  return rxe_profile_clock_ns();
+  return rxe_profile_now_ns();
 }
 
 static int read_full(int fd, uint8_t* dst, uint64_t n) {
@@ -197,8 +197,8 @@ static int set_threads(const char* text, const char* what) {
     fprintf(stderr, "relax_edge rpc: %s must be an integer in [1, %d], got '%s'\n", what, RXE_MAX_THREADS, text);
     return 0;
   }
-  rxe_set_num_threads((int)n);
-  if (rxe_get_num_threads() < n)
+  rxe_threads_set_count((int)n);
+  if (rxe_threads_get_count() < n)
     fprintf(stderr, "relax_edge rpc: note: %s %ld ignored: the runtime is built without threads\n", what, n);
   return 1;
 }

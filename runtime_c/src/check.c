@@ -9,7 +9,7 @@ static const char* dtype_name(uint8_t code, uint8_t bits) {
   return "unknown";
 }
 
-rxe_status_t rxe_check_tensor(const rxe_tensor_t* t, const char* what, uint8_t code, uint8_t bits,
+rxe_status_t rxe_tensor_check(const rxe_tensor_t* t, const char* what, uint8_t code, uint8_t bits,
                               int32_t ndim, rxe_error_t* err) {
   if (t == NULL || t->data == NULL) return rxe_error_set(err, RXE_ERR_NULL, "%s: no data", what);
   if (t->dtype.code != code || t->dtype.bits != bits || t->dtype.lanes != 1) {
@@ -34,7 +34,7 @@ rxe_status_t rxe_check_tensor(const rxe_tensor_t* t, const char* what, uint8_t c
   return RXE_OK;
 }
 
-rxe_status_t rxe_bind_dim(int64_t value, const char* what, const char* var, int64_t lower,
+rxe_status_t rxe_dim_bind(int64_t value, const char* what, const char* var, int64_t lower,
                           int64_t upper, int64_t* out_var, rxe_error_t* err) {
   if (value < lower) {
     return rxe_error_set(err, RXE_ERR_BOUND, "%s: %s = %d is below its lower bound %d", what, var,
@@ -48,7 +48,7 @@ rxe_status_t rxe_bind_dim(int64_t value, const char* what, const char* var, int6
   return RXE_OK;
 }
 
-rxe_status_t rxe_check_dim(int64_t value, int64_t expected, const char* what, const char* expr,
+rxe_status_t rxe_dim_check(int64_t value, int64_t expected, const char* what, const char* expr,
                            rxe_error_t* err) {
   if (value == expected) return RXE_OK;
   if (expr == NULL) {
@@ -58,7 +58,7 @@ rxe_status_t rxe_check_dim(int64_t value, int64_t expected, const char* what, co
                        expected);
 }
 
-rxe_status_t rxe_check_broadcast(int64_t a, int64_t b, const char* what, rxe_error_t* err) {
+rxe_status_t rxe_dim_check_broadcast(int64_t a, int64_t b, const char* what, rxe_error_t* err) {
   if (a == b || a == 1 || b == 1) return RXE_OK;
   return rxe_error_set(err, RXE_ERR_SHAPE, "%s: cannot broadcast %d with %d", what, a, b);
 }

@@ -52,7 +52,7 @@ rxe_status_t rxe_arena_alloc(rxe_arena_t* arena, uint64_t bytes, void** out_ptr,
 
 void rxe_arena_reset(rxe_arena_t* arena) { arena->used = 0; }
 
-void rxe_copy_bytes(void* dst, const void* src, uint64_t bytes) {
+void rxe_mem_copy(void* dst, const void* src, uint64_t bytes) {
   uint8_t* d = (uint8_t*)dst;
   const uint8_t* s = (const uint8_t*)src;
   uint64_t i;

@@ -5,16 +5,16 @@
 
 #ifdef RXE_NO_THREADS
 
-void rxe_parallel_for(int64_t n, rxe_task_fn fn, void* ctx) {
+void rxe_threads_parallel_for(int64_t n, rxe_task_fn fn, void* ctx) {
   if (n > 0) fn(ctx, 0, n, 0);
 }
 
-int rxe_set_num_threads(int n) {
+int rxe_threads_set_count(int n) {
   (void)n;
   return 1;
 }
 
-int rxe_get_num_threads(void) { return 1; }
+int rxe_threads_get_count(void) { return 1; }
 
 void rxe_threads_shutdown(void) {}
 
@@ -175,7 +175,7 @@ static void start_workers(int count) {
   }
 }
 
-void rxe_parallel_for(int64_t n, rxe_task_fn fn, void* ctx) {
+void rxe_threads_parallel_for(int64_t n, rxe_task_fn fn, void* ctx) {
   int threads = (int)load_word(&num_threads), i;
   if (n <= 0) return;
   if (threads < 2 || n < 2 || pthread_mutex_trylock(&call_lock) != 0) {
@@ -200,13 +200,13 @@ void rxe_parallel_for(int64_t n, rxe_task_fn fn, void* ctx) {
   pthread_mutex_unlock(&call_lock);
 }
 
-int rxe_set_num_threads(int n) {
+int rxe_threads_set_count(int n) {
   int previous = (int)load_word(&num_threads);
   store_word(&num_threads, (unsigned)(n < 1 ? 1 : n > RXE_MAX_THREADS ? RXE_MAX_THREADS : n));
   return previous;
 }
 
-int rxe_get_num_threads(void) { return (int)load_word(&num_threads); }
+int rxe_threads_get_count(void) { return (int)load_word(&num_threads); }
 
 void rxe_threads_shutdown(void) {
   int i;

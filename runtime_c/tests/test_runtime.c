@@ -38,24 +38,24 @@ static void test_checks(void) {
   t.dtype.code = RXE_DTYPE_FLOAT;
   t.dtype.bits = 32;
   t.dtype.lanes = 1;
-  CHECK(rxe_check_tensor(&t, "input x", RXE_DTYPE_FLOAT, 32, 2, &err) == RXE_OK);
-  CHECK(rxe_check_tensor(&t, "input x", RXE_DTYPE_INT, 64, 2, &err) == RXE_ERR_DTYPE);
+  CHECK(rxe_tensor_check(&t, "input x", RXE_DTYPE_FLOAT, 32, 2, &err) == RXE_OK);
+  CHECK(rxe_tensor_check(&t, "input x", RXE_DTYPE_INT, 64, 2, &err) == RXE_ERR_DTYPE);
   CHECK(strcmp(err.message, "input x: dtype float32, expected int64") == 0);
-  CHECK(rxe_check_tensor(&t, "input x", RXE_DTYPE_FLOAT, 32, 3, &err) == RXE_ERR_RANK);
+  CHECK(rxe_tensor_check(&t, "input x", RXE_DTYPE_FLOAT, 32, 3, &err) == RXE_ERR_RANK);
   CHECK(strcmp(err.message, "input x: rank 2, expected 3") == 0);
-  CHECK(rxe_bind_dim(7, "input x dimension 0", "n", 1, 8, &n, &err) == RXE_OK && n == 7);
-  CHECK(rxe_bind_dim(9, "input x dimension 0", "n", 1, 8, &n, &err) == RXE_ERR_BOUND);
+  CHECK(rxe_dim_bind(7, "input x dimension 0", "n", 1, 8, &n, &err) == RXE_OK && n == 7);
+  CHECK(rxe_dim_bind(9, "input x dimension 0", "n", 1, 8, &n, &err) == RXE_ERR_BOUND);
   CHECK(strcmp(err.message, "input x dimension 0: n = 9 exceeds its upper bound 8") == 0);
-  CHECK(rxe_bind_dim(0, "d", "n", 1, -1, &n, &err) == RXE_ERR_BOUND);
-  CHECK(rxe_bind_dim(1000000, "d", "n", 1, -1, &n, &err) == RXE_OK);
-  CHECK(rxe_check_dim(4, 3, "input y dimension 0", "n", &err) == RXE_ERR_SHAPE);
+  CHECK(rxe_dim_bind(0, "d", "n", 1, -1, &n, &err) == RXE_ERR_BOUND);
+  CHECK(rxe_dim_bind(1000000, "d", "n", 1, -1, &n, &err) == RXE_OK);
+  CHECK(rxe_dim_check(4, 3, "input y dimension 0", "n", &err) == RXE_ERR_SHAPE);
   CHECK(strcmp(err.message, "input y dimension 0 is 4, but it must equal n = 3") == 0);
-  CHECK(rxe_check_dim(5, 4, "input y dimension 1", NULL, &err) == RXE_ERR_SHAPE);
+  CHECK(rxe_dim_check(5, 4, "input y dimension 1", NULL, &err) == RXE_ERR_SHAPE);
   CHECK(strcmp(err.message, "input y dimension 1 is 5, but it must be 4") == 0);
-  CHECK(rxe_check_broadcast(3, 1, "add", &err) == RXE_OK);
-  CHECK(rxe_check_broadcast(3, 2, "add", &err) == RXE_ERR_SHAPE);
+  CHECK(rxe_dim_check_broadcast(3, 1, "add", &err) == RXE_OK);
+  CHECK(rxe_dim_check_broadcast(3, 2, "add", &err) == RXE_ERR_SHAPE);
   t.data = NULL;
-  CHECK(rxe_check_tensor(&t, "input x", RXE_DTYPE_FLOAT, 32, 2, &err) == RXE_ERR_NULL);
+  CHECK(rxe_tensor_check(&t, "input x", RXE_DTYPE_FLOAT, 32, 2, &err) == RXE_ERR_NULL);
 }
 
 static void test_arena(void) {
@@ -96,7 +96,7 @@ static void test_module(void) {
   CHECK(rxe_module_check(&m, &err) == RXE_OK);
   m.abi_version = 99;
   CHECK(rxe_module_check(&m, &err) == RXE_ERR_ABI);
-  rxe_copy_bytes(dst, src, 5);
+  rxe_mem_copy(dst, src, 5);
   CHECK(memcmp(dst, src, 5) == 0);
 }
 

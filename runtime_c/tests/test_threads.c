@@ -52,11 +52,11 @@ static void test_coverage(void) {
   size_t s, t;
   int k, chunks;
   for (t = 0; t < sizeof(thread_counts) / sizeof(thread_counts[0]); ++t) {
-    rxe_set_num_threads(thread_counts[t]);
+    rxe_threads_set_count(thread_counts[t]);
     for (s = 0; s < sizeof(sizes) / sizeof(sizes[0]); ++s) {
       memset(&cov, 0, sizeof(cov));
-      cov.threads = rxe_get_num_threads();
-      rxe_parallel_for(sizes[s], cover, &cov);
+      cov.threads = rxe_threads_get_count();
+      rxe_threads_parallel_for(sizes[s], cover, &cov);
       CHECK(covered_once(sizes[s]));
       CHECK(!cov.bad_thread);
       for (k = 0, chunks = 0; k < RXE_MAX_THREADS; ++k) {
@@ -85,14 +85,14 @@ static int64_t parallel_sum(int64_t n) {
   int64_t total = 0;
   int k;
   memset(&s, 0, sizeof(s));
-  rxe_parallel_for(n, sum_range, &s);
+  rxe_threads_parallel_for(n, sum_range, &s);
   for (k = 0; k < RXE_MAX_THREADS; ++k) total += s.partial[k];
   return total;
 }
 
 static void test_back_to_back(void) {
   int round, ok = 1;
-  rxe_set_num_threads(4);
+  rxe_threads_set_count(4);
   for (round = 0; round < 1000; ++round) {
     int64_t n = 1 + round % 97;
     ok &= parallel_sum(n) == n * (n - 1) / 2;
@@ -116,46 +116,46 @@ static void outer_probe(void* ctx, int64_t begin, int64_t end, int thread) {
   serial_probe_t* probes = (serial_probe_t*)ctx;
   (void)begin;
   (void)end;
-  rxe_parallel_for(10, probe, &probes[thread]);
+  rxe_threads_parallel_for(10, probe, &probes[thread]);
 }
 
 static void test_nested(void) {
   serial_probe_t probes[RXE_MAX_THREADS];
   int k, chunks = 0;
-  rxe_set_num_threads(4);
+  rxe_threads_set_count(4);
   memset(probes, 0, sizeof(probes));
-  rxe_parallel_for(8, outer_probe, probes);
+  rxe_threads_parallel_for(8, outer_probe, probes);
   for (k = 0; k < RXE_MAX_THREADS; ++k) {
     if (probes[k].calls == 0) continue;
     ++chunks;
     CHECK(probes[k].calls == 1 && probes[k].whole); /* one serial call over [0, 10) */
   }
-  CHECK(chunks == rxe_get_num_threads());
+  CHECK(chunks == rxe_threads_get_count());
 }
 
 static void test_clamp(void) {
 #ifdef RXE_NO_THREADS
-  CHECK(rxe_set_num_threads(8) == 1);
-  CHECK(rxe_get_num_threads() == 1);
+  CHECK(rxe_threads_set_count(8) == 1);
+  CHECK(rxe_threads_get_count() == 1);
 #else
-  rxe_set_num_threads(3);
-  CHECK(rxe_set_num_threads(0) == 3);
-  CHECK(rxe_get_num_threads() == 1);
-  CHECK(rxe_set_num_threads(-5) == 1);
-  CHECK(rxe_get_num_threads() == 1);
-  CHECK(rxe_set_num_threads(1000) == 1);
-  CHECK(rxe_get_num_threads() == RXE_MAX_THREADS);
-  CHECK(rxe_set_num_threads(2) == RXE_MAX_THREADS);
+  rxe_threads_set_count(3);
+  CHECK(rxe_threads_set_count(0) == 3);
+  CHECK(rxe_threads_get_count() == 1);
+  CHECK(rxe_threads_set_count(-5) == 1);
+  CHECK(rxe_threads_get_count() == 1);
+  CHECK(rxe_threads_set_count(1000) == 1);
+  CHECK(rxe_threads_get_count() == RXE_MAX_THREADS);
+  CHECK(rxe_threads_set_count(2) == RXE_MAX_THREADS);
 #endif
 }
 
 static void test_shutdown_restart(void) {
   rxe_threads_shutdown(); /* also fine with no pool */
-  rxe_set_num_threads(3);
+  rxe_threads_set_count(3);
   CHECK(parallel_sum(1000) == 499500);
   rxe_threads_shutdown();
   rxe_threads_shutdown();
-  rxe_set_num_threads(5);
+  rxe_threads_set_count(5);
   CHECK(parallel_sum(1001) == 500500);
   rxe_threads_shutdown();
 }
@@ -164,7 +164,7 @@ static void test_shutdown_restart(void) {
 /* Workers that slept (idle longer than they spin) wake for the next call. */
 static void test_after_idle(void) {
   struct timespec pause = {0, 50 * 1000 * 1000};
-  rxe_set_num_threads(3);
+  rxe_threads_set_count(3);
   CHECK(parallel_sum(300) == 44850);
   nanosleep(&pause, NULL);
   CHECK(parallel_sum(301) == 45150);
@@ -187,7 +187,7 @@ static void test_fork(void) {
 #ifndef RXE_TEST_SKIP_FORK
   int status = -1;
   pid_t child;
-  rxe_set_num_threads(3);
+  rxe_threads_set_count(3);
   CHECK(parallel_sum(500) == 124750);
   fflush(stdout);
   child = fork();
@@ -205,7 +205,7 @@ static void test_fork(void) {
 static void test_concurrent_callers(void) {
   pthread_t a, b;
   int ok_a = 0, ok_b = 0;
-  rxe_set_num_threads(3);
+  rxe_threads_set_count(3);
   CHECK(pthread_create(&a, NULL, caller_thread, &ok_a) == 0);
   CHECK(pthread_create(&b, NULL, caller_thread, &ok_b) == 0);
   pthread_join(a, NULL);

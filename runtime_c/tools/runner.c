@@ -175,8 +175,8 @@ static int set_threads(const char* text, const char* what) {
     fprintf(stderr, "%s must be an integer in [1, %d], got '%s'\n", what, RXE_MAX_THREADS, text);
     return 0;
   }
-  rxe_set_num_threads((int)n);
-  if (rxe_get_num_threads() < n)
+  rxe_threads_set_count((int)n);
+  if (rxe_threads_get_count() < n)
     fprintf(stderr, "note: %s %ld ignored: the runtime is built without threads (RXE_NO_THREADS)\n", what, n);
   return 1;
 }

@@ -56,7 +56,7 @@ CASES = {
     "row_sum": ([("m", "n")], ["float32"], lambda x: op.sum(x, axis=(1,)),
                 ("sum_acc_lanes", "(n / 4)", "(n % 4)"), ({"m": 2, "n": 3}, {"m": 300, "n": 129})),
     "scale_shift": ([("m", "n"), ("n",), ("n",)], ["float32"] * 3, lambda x, s, b: op.add(op.multiply(x, s), b),
-                    ("k_fused_multiply_add", "(n / 4)", "(n % 4)", "rxe_parallel_for"),
+                    ("k_fused_multiply_add", "(n / 4)", "(n % 4)", "rxe_threads_parallel_for"),
                     ({"m": 1, "n": 7}, {"m": 300, "n": 129})),
 }
 

@@ -43,7 +43,7 @@ class HostKernels:
             fn.restype = ctypes.c_int
 
     def set_threads(self, n: int) -> int:
-        return self.lib.rxe_set_num_threads(n)
+        return self.lib.rxe_threads_set_count(n)
 
     def call(self, symbol, arrays, sizes):
         """Call `symbol` on arrays (float32, C-contiguous, or None) and int

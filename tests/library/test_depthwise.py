@@ -86,10 +86,10 @@ class HostDepthwise:
         compile_c(["cc", *flags, *WARNINGS, "-shared", "-fPIC", "-pthread", f"-I{RUNTIME / 'include'}", *SOURCES,
                    "-o", path])
         self.lib = ctypes.CDLL(str(path))
-        self.lib.rxe_set_num_threads.argtypes = [ctypes.c_int]
+        self.lib.rxe_threads_set_count.argtypes = [ctypes.c_int]
 
     def __call__(self, x, w, bias, sizes, out_shape, threads=1):
-        self.lib.rxe_set_num_threads(threads)
+        self.lib.rxe_threads_set_count(threads)
         y = np.full(out_shape, np.nan, np.float32)
         ptrs = [None if a is None else a.ctypes.data_as(ctypes.c_void_p) for a in (x, w, bias, y)]
         err = Error()
@@ -167,7 +167,7 @@ int main(void) {
     float *bias = s[16] ? read_floats(c) : NULL, *y = (float*)malloc((size_t)out * sizeof(float) + 1);
     rxe_error_t err;
     int64_t status;
-    rxe_set_num_threads((int)s[15]);
+    rxe_threads_set_count((int)s[15]);
     status = rxe_lib_depthwise_conv2d_f32(x, w, bias, y, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8],
                                           s[9], s[10], s[11], s[12], s[13], s[14], &err);
     fwrite(&status, sizeof status, 1, stdout);

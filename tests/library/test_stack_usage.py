@@ -7,7 +7,7 @@ path that -march=native picks on x86-64), aarch64 (NEON) and Cortex-M4
 all sources are merged (rxe_lib_conv2d_f32 calls rxe_gemm_run in gemm.c) and
 the figure of an entry point is the largest sum of frames along a call path
 from it. Functions outside runtime_c/kernels/ (rxe_error_set,
-rxe_parallel_for, memset) count 0; the one indirect call, g->pack_b in
+rxe_threads_parallel_for, memset) count 0; the one indirect call, g->pack_b in
 gemm.c, is resolved by PACK_B below. Every stated bound must hold on every
 compiler, and no frame may be dynamic and unbounded (a VLA or alloca):
 "dynamic,bounded" (x86-64 pushes of outgoing arguments) is accepted.

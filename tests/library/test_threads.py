@@ -106,7 +106,7 @@ def test_pool_compiles_warning_free(target, tmp_path):
     proc = run([*cc, "-O2", *WARNINGS, INCLUDE, "-c", THREADS_C, "-o", obj])
     assert proc.returncode == 0, proc.stderr
     symbols = run([cc[0].replace("-gcc", "-nm"), obj]).stdout
-    assert "rxe_parallel_for" in symbols
+    assert "rxe_threads_parallel_for" in symbols
     assert ("pthread" in symbols) == ("-DRXE_NO_THREADS" not in cc), symbols
 
 

@@ -131,13 +131,13 @@ def test_parallel_kernels_bitwise_equal_at_one_and_two_threads(case, backend, tm
     lib, loaded = _parallel_module(tmp_path, backend, case)
     sizes = {"m": 40, "n": 1001} if case[0] != "conv3x3" else {"m": 130, "n": 129}
     arrays = random_arrays(case[1], case[2], sizes, 0)
-    previous = lib.rxe_set_num_threads(1)
+    previous = lib.rxe_threads_set_count(1)
     try:
         (one,) = loaded.run(*arrays)
-        lib.rxe_set_num_threads(2)
+        lib.rxe_threads_set_count(2)
         (two,) = loaded.run(*arrays)
     finally:
-        lib.rxe_set_num_threads(previous)
+        lib.rxe_threads_set_count(previous)
     assert np.array_equal(one, two)
     expected = rxe.interpret(one_op_module(*case[1:]), *arrays) if case[0] != "conv3x3" else None
     if expected is not None:
@@ -150,11 +150,11 @@ def test_failed_check_in_a_parallel_task_is_the_kernel_status(backend, tmp_path)
     lib, loaded = _parallel_module(tmp_path, backend, case)
     x = np.random.default_rng(0).standard_normal((300, 4)).astype(np.float32)
     idx = np.tile(np.array([3, -1, 0, 2], np.int64), 50)
-    lib.rxe_set_num_threads(2)
+    lib.rxe_threads_set_count(2)
     try:
         np.testing.assert_array_equal(loaded.run(x, idx)[0], x[:, idx])
         idx[150] = 1000
         with pytest.raises(rxe.RuntimeCheckError, match=r"RXE_ERR_INDEX: take: index 1000 out of range"):
             loaded.run(x, idx)
     finally:
-        lib.rxe_set_num_threads(1)
+        lib.rxe_threads_set_count(1)

@@ -144,24 +144,24 @@ class CHostRenderer:
 
     # operations -------------------------------------------------------------
     def check_tensor(self, op: CheckTensor) -> list:
-        return [f"  st = rxe_check_tensor(&{op.tensor}[{op.index}], {c_string(op.what)}, {op.code}, {op.bits}, "
+        return [f"  st = rxe_tensor_check(&{op.tensor}[{op.index}], {c_string(op.what)}, {op.code}, {op.bits}, "
                 f"{op.ndim}, err);"]
 
     def bind_size(self, op: BindSize) -> list:
         var = op.var
         lower = "INT64_MIN" if var.lower is None else str(var.lower)
         upper = "-1" if var.upper is None else str(var.upper)
-        return [f"  st = rxe_bind_dim({self.value(op.value)}, {c_string(op.what)}, {c_string(var.name)}, {lower}, "
+        return [f"  st = rxe_dim_bind({self.value(op.value)}, {c_string(op.what)}, {c_string(var.name)}, {lower}, "
                 f"{upper}, &s->{self.r.fields[var]}, err);"]
 
     def check_dim(self, op: CheckDim) -> list:
         expr = "NULL" if op.expr is None else c_string(op.expr)
-        return [f"  st = rxe_check_dim({self.value(op.value)}, {self.r.int_expr(op.expected)}, {c_string(op.what)}, "
+        return [f"  st = rxe_dim_check({self.value(op.value)}, {self.r.int_expr(op.expected)}, {c_string(op.what)}, "
                 f"{expr}, err);"]
 
     def check_broadcast(self, op: CheckBroadcast) -> list:
-        return [f"  st = rxe_check_broadcast({self.r.int_expr(op.a)}, {self.r.int_expr(op.b)}, {c_string(op.what)}, "
-                "err);"]
+        a, b = self.r.int_expr(op.a), self.r.int_expr(op.b)
+        return [f"  st = rxe_dim_check_broadcast({a}, {b}, {c_string(op.what)}, err);"]
 
     def bind(self, op: Bind) -> list:
         return [f"  st = {self.p}_bind(inputs, s, err);"]
@@ -184,11 +184,11 @@ class CHostRenderer:
         return [f"  /* {op.name}: a view of {op.of}, no kernel */"]
 
     def profile_begin(self, op: ProfileBegin) -> list:
-        return ["#ifdef RXE_PROFILE", "  t0 = rxe_profile_clock_ns();", "#endif"]
+        return ["#ifdef RXE_PROFILE", "  t0 = rxe_profile_now_ns();", "#endif"]
 
     def profile_end(self, op: ProfileEnd) -> list:
         row = f"{self.p}_profile[{op.row}]"
-        return ["#ifdef RXE_PROFILE", f"  {row}.total_ns += rxe_profile_clock_ns() - t0;", f"  {row}.calls += 1;",
+        return ["#ifdef RXE_PROFILE", f"  {row}.total_ns += rxe_profile_now_ns() - t0;", f"  {row}.calls += 1;",
                 "#endif"]
 
     def call_kernel(self, op: CallKernel) -> list:
@@ -197,7 +197,7 @@ class CHostRenderer:
         return [f"  st = {op.symbol}({', '.join(args)});{note}"]
 
     def copy(self, op: Copy) -> list:
-        return [f"  rxe_copy_bytes({self.address(op.dst)}, {self.address(op.src)}, "
+        return [f"  rxe_mem_copy({self.address(op.dst)}, {self.address(op.src)}, "
                 f"(uint64_t)({self.r.int_expr(op.bytes)}));"]
 
     # the profile table -----------------------------------------------------------

@@ -204,7 +204,7 @@ def render_kernel(program: TensorProgram, symbol: str) -> str:
     statements (CVectorRenderer), an unrolled one gets `#pragma GCC unroll`,
     and a parallel one is outlined into `SYMBOL_parK(ctx, begin, end,
     thread)` over a context struct of everything it uses, run by
-    rxe_parallel_for; the first failed Assert in any task is the kernel's
+    rxe_threads_parallel_for; the first failed Assert in any task is the kernel's
     status."""
     r = CRenderer()
     before, types = [], {}
@@ -246,7 +246,7 @@ def render_kernel(program: TensorProgram, symbol: str) -> str:
         pad = "  " * depth
         out.append(f"{pad}{{")
         out.append(f"{pad}  {name}_ctx ctx = {{{', '.join(n for _, n in fields)}, RXE_OK, 0}};")
-        out.append(f"{pad}  rxe_parallel_for({r.int_expr(s.extent)}, {name}, &ctx);")
+        out.append(f"{pad}  rxe_threads_parallel_for({r.int_expr(s.extent)}, {name}, &ctx);")
         out.append(f"{pad}  if (ctx.failed) return ctx.status;")
         out.append(f"{pad}}}")
 

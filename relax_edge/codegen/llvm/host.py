@@ -19,7 +19,7 @@
    on armv7 and Cortex-M. `PREFIX_module` is the exported entry table.
 5. `profile=True` is the C build's RXE_PROFILE: a mutable table of
    rxe_profile_entry_t that the entry table points at, and
-   rxe_profile_clock_ns() read around each kernel call. Without it the
+   rxe_profile_now_ns() read around each kernel call. Without it the
    profile operations emit nothing and the table is (0, NULL).
 """
 
@@ -64,13 +64,13 @@ INT64_MIN = -2 ** 63
 # the C ABI widens the argument
 U8, S32 = (I8, "zeroext"), (I32, "signext")
 RUNTIME = {
-    "rxe_check_tensor": (S32, [PTR, PTR, U8, U8, S32, PTR], False),
-    "rxe_bind_dim": (S32, [I64, PTR, PTR, I64, I64, PTR, PTR], False),
-    "rxe_check_dim": (S32, [I64, I64, PTR, PTR, PTR], False),
-    "rxe_check_broadcast": (S32, [I64, I64, PTR, PTR], False),
+    "rxe_tensor_check": (S32, [PTR, PTR, U8, U8, S32, PTR], False),
+    "rxe_dim_bind": (S32, [I64, PTR, PTR, I64, I64, PTR, PTR], False),
+    "rxe_dim_check": (S32, [I64, I64, PTR, PTR, PTR], False),
+    "rxe_dim_check_broadcast": (S32, [I64, I64, PTR, PTR], False),
     "rxe_error_set": (S32, [PTR, S32, PTR], True),
-    "rxe_copy_bytes": (VOID, [PTR, PTR, I64], False),
-    "rxe_profile_clock_ns": (I64, [], False),
+    "rxe_mem_copy": (VOID, [PTR, PTR, I64], False),
+    "rxe_profile_now_ns": (I64, [], False),
 }
 # entry parameter -> LLVM type
 PARAMS = {"inputs": PTR, "outputs": PTR, "s": PTR, "err": PTR, "size_values": PTR, "out_bytes": PTR,
@@ -245,22 +245,22 @@ class HostEmitter(IndexArithmetic):
     # operations -------------------------------------------------------------
     def check_tensor(self, op: CheckTensor) -> ir.Value:
         t = self.element(self.params[op.tensor], op.index, abi.TENSOR)
-        return self.call("rxe_check_tensor", [t, self.text(op.what), ir.Constant(I8, op.code),
+        return self.call("rxe_tensor_check", [t, self.text(op.what), ir.Constant(I8, op.code),
                                               ir.Constant(I8, op.bits), i32(op.ndim), self.params["err"]])
 
     def bind_size(self, op: BindSize) -> ir.Value:
         var = op.var
         lower = INT64_MIN if var.lower is None else var.lower
         upper = -1 if var.upper is None else var.upper
-        return self.call("rxe_bind_dim", [self.value(op.value), self.text(op.what), self.text(var.name), i64(lower),
+        return self.call("rxe_dim_bind", [self.value(op.value), self.text(op.what), self.text(var.name), i64(lower),
                                           i64(upper), self.element(self.s, self.slots[var]), self.params["err"]])
 
     def check_dim(self, op: CheckDim) -> ir.Value:
-        return self.call("rxe_check_dim", [self.value(op.value), self.int_expr(op.expected), self.text(op.what),
+        return self.call("rxe_dim_check", [self.value(op.value), self.int_expr(op.expected), self.text(op.what),
                                            self.text(op.expr), self.params["err"]])
 
     def check_broadcast(self, op: CheckBroadcast) -> ir.Value:
-        return self.call("rxe_check_broadcast", [self.int_expr(op.a), self.int_expr(op.b), self.text(op.what),
+        return self.call("rxe_dim_check_broadcast", [self.int_expr(op.a), self.int_expr(op.b), self.text(op.what),
                                                  self.params["err"]])
 
     def bind(self, op: Bind) -> ir.Value:
@@ -294,13 +294,13 @@ class HostEmitter(IndexArithmetic):
 
     def profile_begin(self, op: ProfileBegin) -> None:
         if self.profile is not None:
-            self.t0 = self.call("rxe_profile_clock_ns", [])
+            self.t0 = self.call("rxe_profile_now_ns", [])
 
     def profile_end(self, op: ProfileEnd) -> None:
         if self.profile is None:
             return
         b = self.b
-        elapsed = b.sub(self.call("rxe_profile_clock_ns", []), self.t0)
+        elapsed = b.sub(self.call("rxe_profile_now_ns", []), self.t0)
         for name, amount in (("total_ns", elapsed), ("calls", i64(1))):
             where = b.gep(opaque(self.profile), [i32(0), i32(op.row), i32(abi.field(mirror.ProfileEntry, name))],
                           inbounds=True, source_etype=self.profile.value_type)
@@ -315,7 +315,7 @@ class HostEmitter(IndexArithmetic):
         return self.b.call(kernel, args)
 
     def copy(self, op: Copy) -> None:
-        self.call("rxe_copy_bytes", [self.address(op.dst), self.address(op.src), self.int_expr(op.bytes)])
+        self.call("rxe_mem_copy", [self.address(op.dst), self.address(op.src), self.int_expr(op.bytes)])
 
     # the entry table ----------------------------------------------------------
     def profile_table(self) -> ir.GlobalVariable:

@@ -19,7 +19,7 @@
    min/max and float compares/selects lane-wise, anything else built lane
    by lane; an unrolled loop is emitted once per iteration; a parallel loop
    is outlined into `SYMBOL.parK(ctx, begin, end, thread)` over a context
-   of every value it uses and run by rxe_parallel_for, the first failed
+   of every value it uses and run by rxe_threads_parallel_for, the first failed
    Assert of any task recording the kernel's status.
 6. Floats follow IEEE like the C build (no fast-math flags): min/max are
    `a < b ? a : b` / `a > b ? a : b` (RXE_MIN/RXE_MAX), math goes to LLVM
@@ -265,7 +265,7 @@ class KernelEmitter(IndexArithmetic):
         return address
 
     def parallel(self, s: For) -> None:
-        """Outline `s` into a task function; run it with rxe_parallel_for and
+        """Outline `s` into a task function; run it with rxe_threads_parallel_for and
         return the recorded status when a task failed."""
         p = self.program
         captured = [*p.params, *p.size_params, *self.scope]
@@ -295,7 +295,7 @@ class KernelEmitter(IndexArithmetic):
             b.store(v, self.field(ctx, slots, k))
         b.store(ir.Constant(I32, RXE_OK), self.field(ctx, slots, -2))
         b.store(ir.Constant(I8, 0), self.field(ctx, slots, -1))
-        run = self.runtime_function("rxe_parallel_for", ir.VoidType(), [I64, PTR, PTR])
+        run = self.runtime_function("rxe_threads_parallel_for", ir.VoidType(), [I64, PTR, PTR])
         b.call(run, [self.int_expr(s.extent), task_fn, ctx])
         failed = b.icmp_unsigned("!=", b.load(self.field(ctx, slots, -1), typ=I8), ir.Constant(I8, 0))
         with b.if_then(failed, likely=False):

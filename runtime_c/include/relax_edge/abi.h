@@ -28,7 +28,9 @@
 extern "C" {
 #endif
 
-#define RXE_ABI_VERSION 1u
+/* 2: the runtime's exported functions are named rxe_<module>_<verb>
+ * (rxe_tensor_check, rxe_threads_parallel_for, ...). */
+#define RXE_ABI_VERSION 2u
 
 /* Limits (compile-time configuration). */
 #ifndef RXE_MAX_NDIM

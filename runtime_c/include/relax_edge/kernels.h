@@ -15,7 +15,7 @@
  * Stack use: each "stack: at most N bytes" below bounds the largest sum of
  * -fstack-usage frames along any call path from the entry point through the
  * kernel sources (the .c files of runtime_c/kernels/; the frames of the
- * runtime's rxe_error_set and rxe_parallel_for, at most 80 bytes, are left
+ * runtime's rxe_error_set and rxe_threads_parallel_for, at most 80 bytes, are left
  * to the margin), measured with
  * GCC 12 -O2 on x86-64 (generic C and AVX2+FMA), aarch64 (NEON) and
  * Cortex-M4F (generic C, boards/qemu-cortex-m4.yaml flags, RXE_NO_THREADS);

@@ -24,10 +24,10 @@ extern "C" {
 
 /* The monotonic clock that models built with RXE_PROFILE read around each
  * kernel; the platform layer provides it (rpc/server_posix.c on POSIX). */
-uint64_t rxe_profile_clock_ns(void);
+uint64_t rxe_profile_now_ns(void);
 
 /* Copy bytes (no libc). */
-void rxe_copy_bytes(void* dst, const void* src, uint64_t bytes);
+void rxe_mem_copy(void* dst, const void* src, uint64_t bytes);
 
 /* A short name for a status ("RXE_ERR_SHAPE"). */
 const char* rxe_status_name(rxe_status_t status);
@@ -37,21 +37,21 @@ const char* rxe_status_name(rxe_status_t status);
 rxe_status_t rxe_error_set(rxe_error_t* err, rxe_status_t status, const char* fmt, ...);
 
 /* Check a tensor's dtype and rank; `what` names it ("input x"). */
-rxe_status_t rxe_check_tensor(const rxe_tensor_t* t, const char* what, uint8_t code, uint8_t bits,
+rxe_status_t rxe_tensor_check(const rxe_tensor_t* t, const char* what, uint8_t code, uint8_t bits,
                               int32_t ndim, rxe_error_t* err);
 
 /* Bind a size variable from a dimension, checking its bounds (upper < 0:
  * unbounded). `what` names the dimension ("input x dimension 0"). */
-rxe_status_t rxe_bind_dim(int64_t value, const char* what, const char* var, int64_t lower,
+rxe_status_t rxe_dim_bind(int64_t value, const char* what, const char* var, int64_t lower,
                           int64_t upper, int64_t* out_var, rxe_error_t* err);
 
 /* Check that a dimension equals its expected value; `expr` is how the
  * signature writes it ("n" or "n * 4"). */
-rxe_status_t rxe_check_dim(int64_t value, int64_t expected, const char* what, const char* expr,
+rxe_status_t rxe_dim_check(int64_t value, int64_t expected, const char* what, const char* expr,
                            rxe_error_t* err);
 
 /* Check a run-time broadcast: a and b must be equal or one of them 1. */
-rxe_status_t rxe_check_broadcast(int64_t a, int64_t b, const char* what, rxe_error_t* err);
+rxe_status_t rxe_dim_check_broadcast(int64_t a, int64_t b, const char* what, rxe_error_t* err);
 
 /* Find a function by name; NULL if absent. */
 const rxe_function_t* rxe_module_find(const rxe_module_t* module, const char* name);

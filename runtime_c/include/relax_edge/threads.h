@@ -7,7 +7,7 @@
  * Apple (bare metal, Cortex-M).
  *
  * The pool starts lazily on the first parallel call with more than one
- * thread; the thread count is a run option (rxe_set_num_threads, the
+ * thread; the thread count is a run option (rxe_threads_set_count, the
  * runner's and RPC server's --threads, or RXE_NUM_THREADS in the
  * environment of those tools). The default is 1: no thread is created.
  *
@@ -30,7 +30,7 @@ extern "C" {
 /* RXE_MAX_THREADS: the most threads the pool runs; compile-time
  * configuration (-DRXE_MAX_THREADS=N, default 16), the same N for the
  * runtime and for everything that includes this header. It sizes the
- * pool's static worker table; rxe_set_num_threads clamps to it and the
+ * pool's static worker table; rxe_threads_set_count clamps to it and the
  * runner's and RPC server's --threads refuse more. relax_edge.codegen.abi
  * MAX_THREADS mirrors the default (the CLI's --threads limit).
  *
@@ -51,21 +51,21 @@ extern "C" {
 #endif
 
 /* fn(ctx, begin, end, thread): run iterations [begin, end) as thread
- * number `thread` (0 <= thread < rxe_get_num_threads()). */
+ * number `thread` (0 <= thread < rxe_threads_get_count()). */
 typedef void (*rxe_task_fn)(void* ctx, int64_t begin, int64_t end, int thread);
 
-/* Split [0, n) into at most rxe_get_num_threads() contiguous chunks, run
+/* Split [0, n) into at most rxe_threads_get_count() contiguous chunks, run
  * them on the pool (the caller runs chunk 0) and return when all are done.
  * Chunk k is [n * k / T, n * (k + 1) / T) for T chunks, run as thread k.
  * n <= 0 returns at once; one thread (or RXE_NO_THREADS) calls
  * fn(ctx, 0, n, 0). Calls from inside a task run serially (no nesting). */
-void rxe_parallel_for(int64_t n, rxe_task_fn fn, void* ctx);
+void rxe_threads_parallel_for(int64_t n, rxe_task_fn fn, void* ctx);
 
 /* Set the thread count (clamped to [1, RXE_MAX_THREADS]); returns the
  * previous one. Not to be called while a parallel_for is running. With
  * RXE_NO_THREADS the count stays 1 (set returns 1 and changes nothing). */
-int rxe_set_num_threads(int n);
-int rxe_get_num_threads(void);
+int rxe_threads_set_count(int n);
+int rxe_threads_get_count(void);
 
 /* Join the pool's threads (optional; the next parallel call restarts it).
  * Not from inside a task. A child process made by fork starts with an empty

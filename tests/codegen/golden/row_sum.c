@@ -58,7 +58,7 @@ static rxe_status_t k_sum(const float* restrict x0, float* restrict sum, int64_t
   if (((2 * m + m * n) > 32768)) {
     {
       k_sum_par0_ctx ctx = {x0, sum, m, n, err, RXE_OK, 0};
-      rxe_parallel_for(m, k_sum_par0, &ctx);
+      rxe_threads_parallel_for(m, k_sum_par0, &ctx);
       if (ctx.failed) return ctx.status;
     }
   } else {

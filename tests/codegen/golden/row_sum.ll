@@ -26,7 +26,7 @@ start.if:
   store i32 0, ptr %".22"
   %".24" = getelementptr inbounds {ptr, ptr, i64, i64, ptr, i32, i8}, {ptr, ptr, i64, i64, ptr, i32, i8}* %"task", i32 0, i32 6
   store i8 0, ptr %".24"
-  call void @"rxe_parallel_for"(i64 %"m", void (ptr, i64, i64, i32)* @"row_sum_k_sum.par1", {ptr, ptr, i64, i64, ptr, i32, i8}* %"task")
+  call void @"rxe_threads_parallel_for"(i64 %"m", void (ptr, i64, i64, i32)* @"row_sum_k_sum.par1", {ptr, ptr, i64, i64, ptr, i32, i8}* %"task")
   %".27" = getelementptr inbounds {ptr, ptr, i64, i64, ptr, i32, i8}, {ptr, ptr, i64, i64, ptr, i32, i8}* %"task", i32 0, i32 6
   %".28" = load i8, ptr %".27"
   %".29" = icmp ne i8 %".28", 0
@@ -241,6 +241,6 @@ r1_r.done:
   br label %"i0.head"
 }
 
-declare void @"rxe_parallel_for"(i64 %".1", ptr %".2", ptr %".3")
+declare void @"rxe_threads_parallel_for"(i64 %".1", ptr %".2", ptr %".3")
 
 !0 = !{ !"branch_weights", i32 1, i32 99 }

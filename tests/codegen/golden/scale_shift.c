@@ -47,7 +47,7 @@ static rxe_status_t k_fused_multiply_add(const float* restrict x0, const float* 
   if ((m * n > 32768)) {
     {
       k_fused_multiply_add_par0_ctx ctx = {x0, x1, x2, add, m, n, err, RXE_OK, 0};
-      rxe_parallel_for(m, k_fused_multiply_add_par0, &ctx);
+      rxe_threads_parallel_for(m, k_fused_multiply_add_par0, &ctx);
       if (ctx.failed) return ctx.status;
     }
   } else {

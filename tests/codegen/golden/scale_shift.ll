@@ -26,7 +26,7 @@ start.if:
   store i32 0, ptr %".26"
   %".28" = getelementptr inbounds {ptr, ptr, ptr, ptr, i64, i64, ptr, i32, i8}, {ptr, ptr, ptr, ptr, i64, i64, ptr, i32, i8}* %"task", i32 0, i32 8
   store i8 0, ptr %".28"
-  call void @"rxe_parallel_for"(i64 %"m", void (ptr, i64, i64, i32)* @"scale_shift_k_fused_multiply_add.par1", {ptr, ptr, ptr, ptr, i64, i64, ptr, i32, i8}* %"task")
+  call void @"rxe_threads_parallel_for"(i64 %"m", void (ptr, i64, i64, i32)* @"scale_shift_k_fused_multiply_add.par1", {ptr, ptr, ptr, ptr, i64, i64, ptr, i32, i8}* %"task")
   %".31" = getelementptr inbounds {ptr, ptr, ptr, ptr, i64, i64, ptr, i32, i8}, {ptr, ptr, ptr, ptr, i64, i64, ptr, i32, i8}* %"task", i32 0, i32 8
   %".32" = load i8, ptr %".31"
   %".33" = icmp ne i8 %".32", 0
@@ -211,6 +211,6 @@ i1_r.done:
   br label %"i0.head"
 }
 
-declare void @"rxe_parallel_for"(i64 %".1", ptr %".2", ptr %".3")
+declare void @"rxe_threads_parallel_for"(i64 %".1", ptr %".2", ptr %".3")
 
 !0 = !{ !"branch_weights", i32 1, i32 99 }
