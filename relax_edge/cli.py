@@ -270,7 +270,7 @@ def _load_inputs(path: str, signature: dict) -> list:
     """The model's inputs from a tensor file: arrays named after the inputs,
     or arr_0, arr_1, ... in order (an .npy is arr_0). A file with too few or
     too many arrays fails as a run with that many inputs would."""
-    from .deploy.host import RuntimeCheckError, count_message
+    from .deploy.session import RuntimeCheckError, count_message
     data = _read_tensor_file(path)
     names = [i["name"] for i in signature["inputs"]]
     files = list(data)
@@ -320,10 +320,9 @@ def cmd_run(args) -> int:
     else:
         inputs = _random_inputs(art.signature["main"], sizes, args.seed)
         _say("random inputs with " + (", ".join(f"{k}={v}" for k, v in sizes.items()) or "static shapes"))
-    with connect(args.board or art.board_file or board) as dev:
-        loaded = dev.load(art, threads=args.threads)
+    with connect(args.board or art.board_file or board) as dev, dev.load(art, threads=args.threads) as model:
         start = time.perf_counter()
-        outputs = loaded.run(*inputs)
+        outputs = model.run(*inputs)
         ms = (time.perf_counter() - start) * 1e3
     print(f"ran {art.prefix} on {board} in {ms:.2f} ms (wall clock, including the transfer)")
     for k, out in enumerate(outputs):
@@ -390,16 +389,10 @@ def cmd_bench(args) -> int:
     inputs = _load_inputs(args.inputs, art.signature["main"]) if args.inputs else \
         _random_inputs(art.signature["main"], sizes, args.seed)
     _say(f"deploying {art.prefix} to {board}")
-    with connect(args.board or art.board_file or board) as dev:
-        m = dev.load(art, threads=args.threads)
-        if not hasattr(m, "benchmark"):
-            raise RelaxEdgeError(f"board {board}: benchmarking needs the RPC server, which this board's "
-                                 "artifacts do not have")
+    with connect(args.board or art.board_file or board) as dev, dev.load(art, threads=args.threads) as model:
         _say(f"running {args.warmup} warm-up and {args.repeat} timed repeats")
-        stats = m.benchmark(*inputs, warmup=args.warmup, repeat=args.repeat)
-        prof = m.profile(*inputs) if args.profile else None
-        if hasattr(m, "close"):
-            m.close()
+        stats = model.benchmark(*inputs, warmup=args.warmup, repeat=args.repeat)
+        prof = model.profile(*inputs) if args.profile else None
     shape = ", ".join(f"{k}={v}" for k, v in sizes.items()) or "static shapes"
     print(f"{art.prefix} on {board} ({shape}), {stats['repeat']} repeats after {stats['warmup']} warm-up, "
           "timed on the device")

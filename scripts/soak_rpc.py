@@ -53,7 +53,6 @@ sys.path.insert(0, str(ROOT))
 import relax_edge as rxe  # noqa: E402
 from relax_edge import op  # noqa: E402
 from relax_edge.codegen.abi import MAX_NDIM  # noqa: E402
-from relax_edge.deploy.host import RuntimeCheckError  # noqa: E402
 from relax_edge.deploy.rpc import (  # noqa: E402
     GET_OUTPUT,
     HELLO,
@@ -67,6 +66,7 @@ from relax_edge.deploy.rpc import (  # noqa: E402
     ProcessStream,
     RpcClient,
 )
+from relax_edge.deploy.session import RuntimeCheckError  # noqa: E402
 from relax_edge.ir import Builder, SizeVar, TensorType, Var  # noqa: E402
 
 FEATURES, HIDDEN, CLASSES = 64, 96, 10

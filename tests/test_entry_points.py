@@ -120,23 +120,14 @@ def ssh_board(tmp_path_factory):
 def adb_module(tmp_path_factory):
     """The model on the stand-in adb of tests/deploy (a host-target board)."""
     import os
-    import shutil
 
-    import yaml
-
-    from relax_edge.target import BOARDS_DIR
-    from tests.deploy.test_adb import FAKE
+    from tests.deploy.adb_board import write_adb_board
     root = tmp_path_factory.mktemp("adb")
-    (root / "bin").mkdir()
-    shutil.copy(FAKE, root / "bin" / "adb")
-    (root / "bin" / "adb").chmod(0o755)
-    data = yaml.safe_load((BOARDS_DIR / "host.yaml").read_text())
-    data.update(name="adb-stand-in", transport="adb", adb={"workdir": str(root / "phone")})
-    (root / "adb.yaml").write_text(yaml.safe_dump(data))
+    board, bin_dir = write_adb_board(root)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PATH", f"{root / 'bin'}{os.pathsep}{os.environ['PATH']}")
-        art = rxe.build(build_pair(), board=str(root / "adb.yaml"), out_dir=root / "pair", name="pair")
-        with rxe.connect(str(root / "adb.yaml")) as dev:
+        patch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+        art = rxe.build(build_pair(), board=board, out_dir=root / "pair", name="pair")
+        with rxe.connect(board) as dev:
             yield dev.load(art)
 
 

@@ -1,29 +1,31 @@
-"""Deploying and running artifacts: `connect(board)` gives a device session
-for a board name or a board YAML path (default: qemu-aarch64)."""
+"""Deploying and running artifacts: `connect(board)` gives the `Device` of a
+board name or a board YAML path (default: qemu-aarch64), whose `load` gives a
+`LoadedModel` (relax_edge/deploy/session.py, the interface of every transport)."""
 
 from __future__ import annotations
 
 from ..errors import RelaxEdgeError
 from ..target import DEFAULT_BOARD, load_board
-from .emulator import DeviceError, QemuDevice, RunnerModule
-from .host import HostDevice, LoadedModule, RuntimeCheckError
+from .adb import AdbDevice
+from .emulator import QemuDevice
+from .host import HostDevice, LoadedModule
+from .remote import RunnerModule
+from .rpc import RpcModule
+from .session import Device, DeviceError, LoadedModel, RuntimeCheckError
+from .ssh import SshDevice
 
-__all__ = ["connect", "HostDevice", "LoadedModule", "QemuDevice", "RunnerModule", "RuntimeCheckError",
-           "DeviceError"]
+__all__ = ["connect", "Device", "LoadedModel", "HostDevice", "LoadedModule", "QemuDevice", "RunnerModule",
+           "RpcModule", "SshDevice", "AdbDevice", "RuntimeCheckError", "DeviceError"]
+
+_SESSIONS = {"qemu": QemuDevice, "ssh": SshDevice, "adb": AdbDevice}
 
 
-def connect(board=DEFAULT_BOARD):
+def connect(board=DEFAULT_BOARD) -> Device:
     """A session on `board` (use as a context manager)."""
     b = load_board(board)
     if b.transport == "local":
         return HostDevice()
-    if b.transport == "qemu":
-        return QemuDevice(b)
-    if b.transport == "ssh":
-        from .ssh import SshDevice
-        return SshDevice(b)
-    if b.transport == "adb":
-        from .adb import AdbDevice
-        return AdbDevice(b)
+    if b.transport in _SESSIONS:
+        return _SESSIONS[b.transport](b)
     raise RelaxEdgeError(f"board {b.name}: the {b.transport} transport is not available yet; "
                          "use an ssh, qemu or host board")

@@ -19,11 +19,15 @@ import tempfile
 from pathlib import Path
 
 from ..target import Board, require_toolchain
-from .emulator import DeviceSession
-from .rpc import DeviceError, ProcessStream
+from .remote import DeviceSession
+from .rpc import ProcessStream
+from .session import DeviceError
 
 
 class AdbDevice(DeviceSession):
+    """An Android phone over adb: the model's server over `adb shell -T`, or
+    its runner on tensor files in the push folder."""
+
     def __init__(self, board: Board):
         require_toolchain(board)
         self.board = board
@@ -36,12 +40,8 @@ class AdbDevice(DeviceSession):
             raise DeviceError(f"board {board.name}: no device over adb ({(state.stderr or state.stdout).strip()}); "
                               "plug the phone in, enable USB debugging, or set adb.serial in " + board.path)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close_modules()
-        return False
+    def close(self) -> None:
+        self.close_models()
 
     def _adb(self, args, check=True, timeout=None) -> subprocess.CompletedProcess:
         cmd = ["adb", *(["-s", self.serial] if self.serial else []), *args]

@@ -9,12 +9,10 @@ allocates them (the only allocation, on the Python side), and calls run.
 A status other than RXE_OK becomes a RuntimeCheckError with the runtime's
 message (naming the input and dimension).
 
-Every entry point (this one, RPC, the runner on tensor files) prepares its
-inputs with `prepare_inputs`: non-contiguous or byte-swapped arrays are
-copied into compact native order, and the two checks that cannot wait for
-the device (the input count, a dtype the ABI has no code for) fail with the
-status and message the C side uses. Dtype, rank, bounds and shapes are
-checked by the generated plan function, the one source of those messages.
+Its inputs are prepared by `session.prepare_inputs`, as on every other
+transport. Benchmarks and profiles go to the model's server, started as a
+local process; a sanitized artifact (no shared library: ASan cannot be
+loaded into Python) goes there for everything.
 """
 
 from __future__ import annotations
@@ -25,52 +23,8 @@ import numpy as np
 
 from ..codegen import abi
 from ..errors import RelaxEdgeError
-
-
-class RuntimeCheckError(RelaxEdgeError):
-    """The compiled model rejected its inputs (or failed) with a status."""
-
-    def __init__(self, status: int, message: str):
-        self.status = abi.STATUS_NAMES.get(status, str(status))
-        super().__init__(f"{self.status}: {message}")
-
-
-def _dtype_name(dtype: np.dtype) -> str:
-    return "bool" if dtype == np.bool_ else dtype.name
-
-
-def count_message(signature: dict, given: int) -> str:
-    """The input-count error, worded as the runner and the RPC client word it."""
-    names = [i["name"] for i in signature["inputs"]]
-    return f"takes {len(names)} inputs ({', '.join(names)}), got {given}"
-
-
-def prepare_inputs(signature: dict, inputs) -> list:
-    """The inputs as compact, native-order numpy arrays, or a
-    RuntimeCheckError: the input count (RXE_ERR_ARGUMENT_COUNT), a value that
-    is not an array or whose dtype the ABI cannot describe (RXE_ERR_DTYPE),
-    a rank beyond RXE_MAX_NDIM (RXE_ERR_RANK), in the words of the runtime's
-    own checks."""
-    infos = signature["inputs"]
-    if len(inputs) != len(infos):
-        raise RuntimeCheckError(1, count_message(signature, len(inputs)))
-    arrays = []
-    for info, x in zip(infos, inputs):
-        what = f"input {info['name']}"
-        try:
-            arr = np.asarray(x)
-        except (ValueError, TypeError) as err:
-            raise RuntimeCheckError(2, f"{what}: not an array of {info['dtype']} ({err})") from None
-        name = _dtype_name(arr.dtype)
-        if name not in abi.DTYPES:
-            raise RuntimeCheckError(2, f"{what}: dtype {name}, expected {info['dtype']}")
-        if arr.ndim > abi.MAX_NDIM:
-            rank = len([d for d in info["shape"].strip("()").split(",") if d.strip()])
-            raise RuntimeCheckError(3, f"{what}: rank {arr.ndim}, expected {rank}")
-        if not arr.dtype.isnative:
-            arr = arr.astype(arr.dtype.newbyteorder("="))
-        arrays.append(np.ascontiguousarray(arr))
-    return arrays
+from .rpc import ProcessStream, RpcModule
+from .session import Device, LoadedModel, RuntimeCheckError, prepare_inputs, thread_args
 
 
 def _tensor(arr: np.ndarray, keep: list) -> abi.Tensor:
@@ -87,11 +41,15 @@ def _tensor(arr: np.ndarray, keep: list) -> abi.Tensor:
     return t
 
 
-class LoadedModule:
+class LoadedModule(LoadedModel):
+    """An artifact's function in this process, through its shared library."""
+
     def __init__(self, artifact, function: str = "main", threads: int | None = None):
-        from .emulator import thread_args
         self.artifact = artifact
-        self.server_args = thread_args(threads)
+        self.function = function
+        self.threads = threads
+        thread_args(threads)   # checked before the library is loaded
+        self._rpc_module = None
         if artifact.shared_library is None or not artifact.shared_library.exists():
             raise RelaxEdgeError(f"{artifact.out_dir}: no shared library to load in process; "
                                  "rebuild it for the host board")
@@ -145,15 +103,10 @@ class LoadedModule:
             raise RuntimeCheckError(status, err.message.decode(errors="replace"))
         return outputs
 
-    def _rpc(self):
+    def _rpc(self) -> RpcModule:
         """The same model as a local server process, for on-device timing."""
-        if getattr(self, "_rpc_module", None) is None:
-            from .rpc import ProcessStream, RpcModule
-            server = self.artifact.server
-            if server is None or not server.exists():
-                raise RelaxEdgeError(f"{self.artifact.out_dir}: no RPC server was built; rebuild the artifact")
-            cmd = [str(server), *self.server_args]
-            self._rpc_module = RpcModule(lambda: ProcessStream(cmd, what="host"), self.artifact, 600.0)
+        if self._rpc_module is None:
+            self._rpc_module = server_module(self.artifact, self.function, self.threads, "host")
         return self._rpc_module
 
     def benchmark(self, *inputs, warmup: int = 3, repeat: int = 20, min_repeat_ms: int = 0) -> dict:
@@ -165,7 +118,8 @@ class LoadedModule:
         return self._rpc().profile(*inputs)
 
     def close(self) -> None:
-        if getattr(self, "_rpc_module", None) is not None:
+        """Stop the benchmark server, if one was started."""
+        if self._rpc_module is not None:
             self._rpc_module.close()
             self._rpc_module = None
 
@@ -188,39 +142,31 @@ class LoadedModule:
         return out.value
 
 
-def _sanitized_server(artifact, function: str, threads: int | None):
-    """A sanitized artifact has no shared library (ASan cannot be loaded into
-    Python): its run, benchmark and profile go to its sanitized RPC server."""
-    from .emulator import thread_args
-    from .rpc import ProcessStream, RpcModule
+def server_module(artifact, function: str, threads: int | None, what: str) -> RpcModule:
+    """The artifact's function in its RPC server, started as a local process
+    (`what` names it in errors)."""
     server = artifact.server
     if server is None or not server.exists():
         raise RelaxEdgeError(f"{artifact.out_dir}: no RPC server was built; rebuild the artifact")
     cmd = [str(server), *thread_args(threads)]
-    return RpcModule(lambda: ProcessStream(cmd, what="host (sanitized)"), artifact, 600.0, function)
+    return RpcModule(lambda: ProcessStream(cmd, what=what), artifact, 600.0, function)
 
 
-class HostDevice:
+class HostDevice(Device):
     """The machine relax_edge runs on."""
 
     name = "host"
 
-    def __enter__(self):
-        return self
+    def close(self) -> None:
+        self.close_models()
 
-    def __exit__(self, *exc):
-        for module in self.__dict__.pop("_modules", []):
-            module.close()
-        return False
-
-    def load(self, artifact, function: str = "main", threads: int | None = None) -> LoadedModule:
+    def load(self, artifact, function: str = "main", threads: int | None = None) -> LoadedModel:
         """The artifact's function in this process; `threads` sets the runtime's
         thread pool (default 1) for in-process runs and the benchmark server."""
         if artifact.board != "host":
             raise RelaxEdgeError(f"artifact built for board {artifact.board}, not host")
-        if getattr(artifact, "sanitize", False):
-            module = _sanitized_server(artifact, function, threads)
+        if getattr(artifact, "sanitize", False):   # no shared library: ASan cannot be loaded into Python
+            module = server_module(artifact, function, threads, "host (sanitized)")
         else:
             module = LoadedModule(artifact, function, threads)
-        self.__dict__.setdefault("_modules", []).append(module)
-        return module
+        return self.track(module)

@@ -28,7 +28,7 @@ import numpy as np
 from ..codegen import abi
 from ..errors import RelaxEdgeError
 from . import tensorfile
-from .host import RuntimeCheckError, prepare_inputs
+from .session import DeviceError, LoadedModel, RuntimeCheckError, prepare_inputs, size_values, tail
 
 PROTOCOL_VERSION = 2   # runtime_c/include/relax_edge/rpc.h RXE_RPC_VERSION
 HELLO, LIST, SELECT, SET_INPUT, RUN, GET_OUTPUT, TIME, PROFILE, WORKSPACE, SHUTDOWN = range(1, 11)
@@ -46,14 +46,6 @@ def check_timing(warmup, repeat, min_repeat_ms) -> None:
         high = MAX_REPEAT if name != "min_repeat_ms" else MAX_REPEAT_MS
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise RelaxEdgeError(f"benchmark: {name} must be an integer in [{low}, {high}], got {value!r}")
-
-
-class DeviceError(RelaxEdgeError):
-    """The device or its server failed: a crash, a timeout, a lost connection."""
-
-
-def _tail(text: str, lines: int = 12) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
 
 
 class ProcessStream:
@@ -107,11 +99,13 @@ class ProcessStream:
                 name = signal.Signals(-code).name
             except ValueError:
                 name = f"signal {-code}"
-            return DeviceError(f"{self.what}: the model crashed with {name}:\n{_tail(text)}")
-        return DeviceError(f"{self.what}: the server stopped (exit {code}):\n{_tail(text)}")
+            return DeviceError(f"{self.what}: the model crashed with {name}:\n{tail(text)}")
+        return DeviceError(f"{self.what}: the server stopped (exit {code}):\n{tail(text)}")
 
     def close(self, kill: bool = False) -> None:
+        """Stop the server (at once with `kill`); its stderr is then complete."""
         self._close_process(kill)
+        self._drain.join(timeout=2)
         for pipe in (self.proc.stdin, self.proc.stdout):
             try:
                 pipe.close()
@@ -181,7 +175,7 @@ def _strings(body: bytes, pos: int, n: int):
     return out, pos
 
 
-class RpcModule:
+class RpcModule(LoadedModel):
     """A model on a device, driven over the RPC protocol."""
 
     def __init__(self, spawn, artifact, timeout_s: float, function: str = "main"):
@@ -259,10 +253,8 @@ class RpcModule:
         return {"run_ms": run_ns / 1e6, "kernels_ms": kernel_ms, "rows": rows}
 
     def workspace_bytes(self, **sizes) -> int:
-        names = self.signature.get("sizes", [])
-        if sorted(sizes) != sorted(names):
-            raise RelaxEdgeError(f"workspace_bytes takes the sizes {', '.join(names) or '(none)'}")
-        payload = struct.pack(f"<{len(names)}q", *[int(sizes[k]) for k in names])
+        values = size_values(self.signature, sizes)
+        payload = struct.pack(f"<{len(values)}q", *values)
         body = self._call(lambda c: c.request(WORKSPACE, payload))
         return struct.unpack("<Q", body)[0]
 

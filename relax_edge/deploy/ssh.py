@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 from ..target import Board
-from .emulator import DeviceSession
-from .rpc import DeviceError
+from .remote import DeviceSession
+from .session import DeviceError
 
 
 def _expand(path: str | None) -> str | None:
@@ -34,6 +34,9 @@ def _expand(path: str | None) -> str | None:
 
 
 class SshDevice(DeviceSession):
+    """A board reached over SSH: the model's server over an exec channel, or
+    its runner on tensor files in the upload folder."""
+
     def __init__(self, board: Board):
         import paramiko
         self.board = board
@@ -77,15 +80,8 @@ class SshDevice(DeviceSession):
         self.session_dir = None
         self.uploads = 0
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
     def close(self) -> None:
-        self.close_modules()
+        self.close_models()
         if getattr(self, "client", None) is not None:
             self.client.close()
             self.client = None

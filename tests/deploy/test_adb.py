@@ -3,31 +3,12 @@ content-hash reuse, the runner over files, RPC frames over `adb shell -T`.
 The board's target is the host so the stand-in can run the binaries."""
 
 import os
-import shutil
 
 import numpy as np
 import pytest
-import yaml
 
 import relax_edge as rxe
-from relax_edge.target import BOARDS_DIR
 from tests.models import build_mlp, mlp_weights
-
-FAKE = os.path.join(os.path.dirname(__file__), "fake_adb.py")
-
-
-@pytest.fixture
-def adb_board(tmp_path, monkeypatch):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    shutil.copy(FAKE, bin_dir / "adb")
-    (bin_dir / "adb").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    data = yaml.safe_load((BOARDS_DIR / "host.yaml").read_text())
-    data.update(name="adb-stand-in", transport="adb", adb={"workdir": str(tmp_path / "phone")})
-    path = tmp_path / "adb-stand-in.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return str(path)
 
 
 def test_run_and_benchmark_over_adb(adb_board, tmp_path):

@@ -1,0 +1,122 @@
+"""Sessions on another machine or an emulator (qemu, ssh, adb): a model is
+loaded over RPC when its artifact has a server and the session can start
+one, and otherwise runs through its runner executable on tensor files.
+
+The runner only runs a model and sizes its workspace
+(runtime_c/tools/runner.c: `runner IN OUT`, `runner -w SIZE...`); it has no
+timed or profiled mode, so a model loaded that way raises DeviceError for
+`benchmark` and `profile`. A model error comes back as RuntimeCheckError
+with the runtime's status and message, a crash as DeviceError with the tail
+of what the device printed.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+from ..errors import RelaxEdgeError
+from ..target import Board
+from . import tensorfile
+from .rpc import RpcModule
+from .session import (
+    Device,
+    DeviceError,
+    LoadedModel,
+    RuntimeCheckError,
+    prepare_inputs,
+    size_values,
+    status_code,
+    tail,
+    thread_args,
+)
+
+_ERROR = re.compile(r"RXE_ERROR (RXE_\w+): (.*)")
+
+
+class RunnerModule(LoadedModel):
+    """A model loaded on a device that runs its runner executable on tensor
+    files. The device provides: stage(local path) -> program, write(name,
+    bytes), read(name) -> bytes | None, remove(name), execute(program, args)
+    -> completed process, and `board`."""
+
+    def __init__(self, device: "DeviceSession", artifact, function: str = "main"):
+        self.device = device
+        self.artifact = artifact
+        self.function = function
+        self.signature = artifact.signature[function]
+        self.runner = device.stage(artifact.runner)
+
+    def _call(self, args: list) -> subprocess.CompletedProcess:
+        return self.device.execute(self.runner, ["-f", self.function, *args] if self.function != "main" else args)
+
+    def run(self, *inputs) -> list:
+        self.device.write("in.rxt", tensorfile.encode(prepare_inputs(self.signature, inputs)))
+        self.device.remove("out.rxt")
+        self._check(self._call(["in.rxt", "out.rxt"]))
+        data = self.device.read("out.rxt")
+        if data is None:
+            raise DeviceError(f"{self.device.board.name}: the runner wrote no outputs")
+        return tensorfile.decode(data)
+
+    def benchmark(self, *inputs, warmup: int = 3, repeat: int = 20, min_repeat_ms: int = 0) -> dict:
+        raise self._unsupported("benchmark", "timed mode")
+
+    def profile(self, *inputs) -> dict:
+        raise self._unsupported("profile", "profiler")
+
+    def workspace_bytes(self, **sizes) -> int:
+        proc = self._call(["-w", *map(str, size_values(self.signature, sizes))])
+        self._check(proc)
+        match = re.search(r"RXE_WORKSPACE (\d+)", proc.stdout + proc.stderr)
+        if not match:
+            raise DeviceError(f"{self.device.board.name}: no workspace size in the runner's answer")
+        return int(match.group(1))
+
+    def close(self) -> None:
+        """Nothing to release: the runner starts and ends with each call."""
+
+    def _unsupported(self, operation: str, feature: str) -> DeviceError:
+        return DeviceError(f"board {self.device.board.name}: {operation} needs the model's RPC server, which this "
+                           f"board's artifacts do not have (the runner on tensor files has no {feature})")
+
+    def _check(self, proc: subprocess.CompletedProcess) -> None:
+        text = proc.stdout + proc.stderr
+        if proc.returncode == 0:
+            return
+        match = _ERROR.search(text)
+        if proc.returncode == 3 and match:
+            raise RuntimeCheckError(status_code(match.group(1)), match.group(2).strip())
+        if proc.returncode < 0 or proc.returncode > 128:
+            signum = -proc.returncode if proc.returncode < 0 else proc.returncode - 128
+            try:
+                name = signal.Signals(signum).name
+            except ValueError:
+                name = f"signal {signum}"
+            raise DeviceError(f"{self.device.board.name}: the model crashed with {name}:\n{tail(text)}")
+        raise DeviceError(f"{self.device.board.name}: the runner failed (exit {proc.returncode}):\n{tail(text)}")
+
+
+class DeviceSession(Device):
+    """What every remote session shares: it closes the servers it started,
+    and it loads an artifact over RPC when the artifact has a server and the
+    session can start one (`spawn`), else through the runner on tensor files.
+    Subclasses provide `board`, `stage`, `spawn` and the runner's file calls."""
+
+    board: Board
+    rpc = True
+
+    def load(self, artifact, function: str = "main", threads: int | None = None) -> LoadedModel:
+        """The artifact's function on this board; `threads` sets the size of
+        the runtime's thread pool (default: the server's, 1)."""
+        if artifact.board != self.board.name:
+            raise RelaxEdgeError(f"artifact built for board {artifact.board}, not {self.board.name}")
+        args = thread_args(threads)
+        if self.rpc and artifact.server is not None and Path(artifact.server).exists():
+            server = self.stage(artifact.server)
+            return self.track(RpcModule(lambda: self.spawn(server, args), artifact, self.board.timeout_s, function))
+        if artifact.runner is None or not Path(artifact.runner).exists():
+            raise RelaxEdgeError(f"{artifact.out_dir}: the artifact has no runner executable; rebuild it")
+        return self.track(RunnerModule(self, artifact, function))
