@@ -5,8 +5,6 @@
     ref = rxe.interpret(mod, x)     # numpy reference of any module
 """
 
-__version__ = "0.1.0"
-
 from . import ir, op  # noqa: E402
 from .build import Artifact, build  # noqa: E402
 from .deploy import DeviceError, RuntimeCheckError, connect  # noqa: E402
@@ -14,6 +12,7 @@ from .errors import InterpretError, RelaxEdgeError, ShapeError, TypeInferenceErr
 from .interp import interpret  # noqa: E402
 from .ir import Builder, IRModule, SizeVar, TensorType, TupleType, Var, print_module, verify  # noqa: E402
 from .pipeline import optimize  # noqa: E402
+from .version import __version__  # noqa: E402
 
 __all__ = [
     "__version__", "ir", "op", "interpret", "optimize", "build", "connect", "Artifact", "RuntimeCheckError",

@@ -18,9 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import relax_edge as rxe  # noqa: E402
-from relax_edge.codegen.c.host import HostEmitter, WeightsBlob  # noqa: E402
 from relax_edge.ir.shape import evaluate  # noqa: E402
-from relax_edge.memory import dump_plan, lower_bound  # noqa: E402
+from relax_edge.memory import dump_plan, lower_bound, plan_function  # noqa: E402
 from relax_edge.memory.plan import align, size_vars  # noqa: E402
 from relax_edge.transform.legalize import legalize  # noqa: E402
 from tests.onnx_models import get_model  # noqa: E402
@@ -32,8 +31,7 @@ MODELS = [("mobilenet_v2", "mobilenet_v2", None), ("resnet18", "resnet18", None)
 def plan_of(model: str, bounds):
     path, _ = get_model(model)
     mod = legalize(rxe.from_onnx(str(path), dim_bounds=bounds))
-    emitter = HostEmitter(mod, mod.functions["main"], "m", {}, WeightsBlob("w"))
-    return emitter.plan
+    return plan_function(mod, mod.functions["main"]).plan
 
 
 def main(argv=None) -> int:

@@ -38,7 +38,7 @@ generate_model() {
 import sys
 from pathlib import Path
 import relax_edge as rxe
-from relax_edge.build import Toolchain
+from relax_edge.toolchain import Toolchain
 from relax_edge.target import load_board
 from tests.onnx_models import get_model
 name, out = sys.argv[1], Path(sys.argv[2])

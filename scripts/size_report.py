@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from relax_edge.build import Toolchain, object_sizes, runtime_objects_for  # noqa: E402
 from relax_edge.target import board_names, load_board, toolchain_problems  # noqa: E402
+from relax_edge.toolchain import Toolchain, object_sizes, runtime_objects_for  # noqa: E402
 
 CORTEX_M4_BOARD = "qemu-cortex-m4"
 GOAL_BYTES = 8 * 1024

@@ -49,12 +49,12 @@ def _run(cmd, **kw) -> subprocess.CompletedProcess:
 
 
 def test_version_is_written_once():
-    """pyproject.toml reads the version from relax_edge.__version__; the
+    """pyproject.toml reads the version from relax_edge/version.py; the
     runtime's CMake project carries the same number."""
     tomllib = pytest.importorskip("tomllib")
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
-    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "relax_edge.__version__"}
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "relax_edge.version.__version__"}
     cmake = re.search(r"project\(relax_edge_runtime VERSION ([0-9.]+)", (ROOT / "CMakeLists.txt").read_text())
     assert cmake and cmake.group(1) == relax_edge.__version__
 

@@ -1,9 +1,10 @@
 """The graph function's host code as data, decided once and rendered twice:
 as C (codegen/c/host.py) and as LLVM IR (codegen/llvm/host.py).
 
-1. `HostDescriber` runs liveness and the memory planner over a legalized
-   graph function (relax_edge/memory) and decides everything its host code
-   does: which input dimension binds each size variable (with its bounds),
+1. `HostLowering` takes a legalized graph function and its memory plan
+   (relax_edge/memory/graph.py: liveness and the planned arena) and decides
+   everything its host code does: which input dimension binds each size
+   variable (with its bounds),
    which dimensions are checked against which symbolic expression, where
    each value's bytes are (an input's or output's data, the weights blob,
    the workspace at a planned offset), the kernel calls with their pointer
@@ -39,8 +40,8 @@ from ..ir.expr import CallExtern, Constant, Function, IRModule, Var
 from ..ir.shape import IntExpr, SizeVar, as_expr, free_vars
 from ..ir.types import TensorType, shape_str
 from ..legalize.common import broadcast_checks
-from ..memory import Plan, plan_memory, verify_plan
-from ..memory.liveness import analyze, nbytes
+from ..memory import FunctionMemory, MemoryPlans, Plan
+from ..memory.liveness import nbytes
 from .abi import DTYPES, WORKSPACE_ALIGNMENT
 
 
@@ -256,6 +257,7 @@ class HostModule:
     functions: list               # HostFunction, "main" among them
     weights: WeightsBlob
     kernels: dict                 # symbol -> tensor program, every one called
+    inplace: frozenset            # symbols of the kernels whose output may alias an input
 
     @property
     def main(self) -> HostFunction:
@@ -264,10 +266,6 @@ class HostModule:
     @property
     def signature(self) -> dict:
         return {f.name: f.signature for f in self.functions}
-
-    @property
-    def plans(self) -> dict:
-        return {f.name: f.memory_plan for f in self.functions}
 
 
 def symbol_prefix(name: str) -> str:
@@ -279,9 +277,10 @@ def kernel_symbol(kernel_prefix: str, program_name: str) -> str:
     return kernel_prefix + re.sub(r"\W", "_", program_name)
 
 
-def describe_module(mod: IRModule, prefix: str, kernel_prefix: str = "k_") -> HostModule:
+def lower_host(mod: IRModule, plans: MemoryPlans, prefix: str, kernel_prefix: str = "k_") -> HostModule:
     """The host functions of a legalized module (every operator a tensor
-    program), its kernels named `kernel_prefix + program name`."""
+    program) over its memory plans, its kernels named `kernel_prefix +
+    program name`."""
     prefix = symbol_prefix(prefix)
     foreign = sorted(name for name, decl in mod.externs.items() if decl.library != "runtime")
     if foreign:
@@ -290,33 +289,32 @@ def describe_module(mod: IRModule, prefix: str, kernel_prefix: str = "k_") -> Ho
         raise CodegenError("the module has no function named main")
     symbols = {name: kernel_symbol(kernel_prefix, name) for name in mod.tensor_programs}
     weights = WeightsBlob(f"{prefix}_weights")
-    functions = [HostDescriber(mod, func, prefix, symbols, weights).describe() for func in mod.functions.values()]
+    functions = [HostLowering(mod, func, plans[name], prefix, symbols, weights).lower()
+                 for name, func in mod.functions.items()]
     called = set().union(*(f.kernels for f in functions))
     kernels = {symbols[name]: program for name, program in mod.tensor_programs.items() if symbols[name] in called}
-    return HostModule(prefix, functions, weights, kernels)
+    inplace = frozenset(symbols[name] for name in plans.inplace if symbols[name] in called)
+    return HostModule(prefix, functions, weights, kernels, inplace)
 
 
-class HostDescriber:
-    """The host operations of one graph function. Liveness and the memory
-    plan are computed on construction (which marks in-place kernels)."""
+class HostLowering:
+    """The host operations of one graph function over its memory plan."""
 
-    def __init__(self, mod: IRModule, func: Function, prefix: str, kernels: dict, weights: WeightsBlob):
+    def __init__(self, mod: IRModule, func: Function, memory: FunctionMemory, prefix: str, kernels: dict,
+                 weights: WeightsBlob):
         self.mod = mod
         self.func = func
         self.symbol = f"{prefix}_{func.name}"
         self.kernels = kernels      # program name -> kernel symbol
         self.weights = weights
-        try:
-            self.live = analyze(mod, func)
-        except RelaxEdgeError as err:
-            raise CodegenError(str(err)) from None
-        self.plan = verify_plan(plan_memory(self.live.buffers), samples=40)
+        self.live = memory.liveness
+        self.plan = memory.plan
         self.size_vars: list = []
         self.profile_rows: list = []
         self.called: dict = {}
         self.packed: dict = {}      # (constant id, packer) -> packed Constant
 
-    def describe(self) -> HostFunction:
+    def lower(self) -> HostFunction:
         bind = self.bind_entry()   # binds the size variables, which the others read
         entries = {"bind": bind, "workspace": self.workspace_entry(), "plan": self.plan_entry(),
                    "run": self.run_entry()}

@@ -11,7 +11,8 @@
 3. An elementwise or broadcast kernel (by its operator, or by the pattern
    the fusion pass read from a fused program) writes in place over an input of the
    same shape and dtype that dies at that call (an intermediate in the
-   workspace, not a view of an input, a constant or an output).
+   workspace, not a view of an input, a constant or an output). The step
+   records it (`inplace_over`); the IR is not changed.
 4. Values that are function outputs are computed straight into the caller's
    output tensors when their producer is a kernel; others are copied there
    at the end.
@@ -155,7 +156,6 @@ def analyze(mod: IRModule, func: Function, inplace: bool = True, views: bool = T
                         and storage.get(ra) is None:
                     s.inplace_over = root(a)
                     group[s.var] = ra
-                    program.attrs["inplace"] = True
                     break
 
     buffers: list[Buffer] = []

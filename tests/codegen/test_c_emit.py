@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import relax_edge as rxe
-from relax_edge.build import RUNTIME_DIR
 from relax_edge.codegen.c.module import generate_c
+from relax_edge.toolchain import RUNTIME_DIR
 from relax_edge.transform.legalize import LegalizeError, legalize
 from tests.models import build_cnn, cnn_weights
 from tests.onnx_models import get_model

@@ -19,7 +19,6 @@ import onnxruntime as ort
 import pytest
 
 import relax_edge as rxe
-from relax_edge.build import RUNTIME_DIR, Toolchain
 from relax_edge.cli import main as cli_main
 from relax_edge.codegen import abi
 from relax_edge.codegen.llvm import abi as llvm_abi
@@ -28,6 +27,7 @@ from relax_edge.codegen.llvm.target import machine_spec, target_machine
 from relax_edge.deploy.host import _tensor
 from relax_edge.ir import SizeVar
 from relax_edge.target import load_board
+from relax_edge.toolchain import RUNTIME_DIR, Toolchain
 from relax_edge.transform.legalize import legalize
 from tests import models
 from tests.onnx_models import get_model

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from relax_edge.build import RUNTIME_DIR
+from relax_edge.toolchain import RUNTIME_DIR
 
 ROOT = RUNTIME_DIR.parent
 TOOLCHAINS = ROOT / "cmake" / "toolchains"

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import relax_edge as rxe
-from relax_edge.build import RUNTIME_DIR
 from relax_edge.deploy import tensorfile
+from relax_edge.toolchain import RUNTIME_DIR
 from tests.models import build_cnn, cnn_weights
 
 THREADS_C = RUNTIME_DIR / "src" / "threads.c"

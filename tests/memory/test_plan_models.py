@@ -9,13 +9,11 @@ import onnxruntime as ort
 import pytest
 
 import relax_edge as rxe
-from relax_edge.build import RUNTIME_DIR, RUNTIME_SOURCES, build_runner, host_compiler, library_sources
-from relax_edge.codegen.c.host import HostEmitter, WeightsBlob
 from relax_edge.deploy import tensorfile
 from relax_edge.ir.shape import evaluate
-from relax_edge.memory import dump_plan, lower_bound
-from relax_edge.memory.liveness import analyze
+from relax_edge.memory import dump_plan, lower_bound, plan_function, plan_module
 from relax_edge.memory.plan import size_vars
+from relax_edge.toolchain import RUNTIME_DIR, RUNTIME_SOURCES, build_runner, host_compiler, library_sources
 from relax_edge.transform.legalize import legalize
 from tests.models import build_cnn, cnn_weights
 from tests.onnx_models import get_model
@@ -106,7 +104,8 @@ def test_views_and_in_place_kernels():
     over a dying input of the same shape."""
     path, _ = get_model("gpt2")
     mod = legalize(rxe.from_onnx(str(path), dim_bounds={"seq": 64}))
-    live = analyze(mod, mod.functions["main"])
+    plans = plan_module(mod)
+    live = plans["main"].liveness
     views = [s for s in live.steps if s.view_of is not None]
     inplace = [s for s in live.steps if s.inplace_over is not None]
     assert views and inplace
@@ -114,12 +113,12 @@ def test_views_and_in_place_kernels():
         assert live.storage[s.var] == live.storage[s.view_of]
     for s in inplace:
         assert live.storage[s.var] == live.storage[s.inplace_over]
-        assert mod.tensor_programs[s.call.program.name].attrs["inplace"]
+        assert s.call.program.name in plans.inplace
 
 
 def test_plan_dump_and_quality_on_a_cnn():
     mod = legalize(build_cnn(cnn_weights()))
-    plan = HostEmitter(mod, mod.functions["main"], "m", {}, WeightsBlob("w")).plan
+    plan = plan_function(mod, mod.functions["main"]).plan
     text = dump_plan(plan)
     assert text.startswith("memory plan: symbolic mode") and "timeline" in text
     for n in (1, 7):

@@ -11,8 +11,15 @@ import numpy as np
 import pytest
 
 import relax_edge as rxe
-from relax_edge.build import KERNEL_SOURCES, RUNTIME_DIR, RUNTIME_SOURCES, SOURCE_LISTS, THREAD_SOURCES, build_runner
 from relax_edge.deploy import tensorfile
+from relax_edge.toolchain import (
+    KERNEL_SOURCES,
+    RUNTIME_DIR,
+    RUNTIME_SOURCES,
+    SOURCE_LISTS,
+    THREAD_SOURCES,
+    build_runner,
+)
 from tests.models import build_cnn, cnn_weights
 
 ROOT = RUNTIME_DIR.parent
@@ -38,7 +45,7 @@ def test_runtime_unit_tests_under_ctest(sanitize, tmp_path):
     assert "RXE_TESTS_PASSED" in out
     members = archive_symbols(tmp_path / "librxe_runtime.a")
     assert {"module.c.o", "threads.c.o", "gemm.c.o", "conv.c.o", "depthwise.c.o"} <= set(members)
-    # CMake and relax_edge/build.py build the same files: runtime_c/sources.cmake
+    # CMake and relax_edge/toolchain.py build the same files: runtime_c/sources.cmake
     built_from = set(run(["ar", "t", str(tmp_path / "librxe_runtime.a")]).stdout.split())
     assert built_from == {src.name + ".o" for src in (*RUNTIME_SOURCES, *THREAD_SOURCES, *KERNEL_SOURCES)}
     instrumented = {m for m, symbols in members.items() if any(s.startswith("__asan_") for s in symbols)}

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from relax_edge.build import RUNTIME_DIR
 from relax_edge.deploy import tensorfile
+from relax_edge.toolchain import RUNTIME_DIR
 
 ROOT = RUNTIME_DIR.parent
 CORPUS = Path(__file__).parent / "rpc_corpus"

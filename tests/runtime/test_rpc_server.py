@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import relax_edge as rxe
-from relax_edge.build import RUNTIME_DIR
 from relax_edge.codegen import abi
 from relax_edge.deploy import rpc
 from relax_edge.deploy.rpc import ProcessStream, RpcClient
+from relax_edge.toolchain import RUNTIME_DIR
 
 SOURCES = [RUNTIME_DIR / "rpc" / "server_posix.c", RUNTIME_DIR / "rpc" / "protocol.c",
            RUNTIME_DIR / "fuzz" / "fuzz_module.c",

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import relax_edge as rxe
-from relax_edge.build import RUNTIME_DIR
 from relax_edge.codegen.llvm import kernel as llvm_kernel
 from relax_edge.op.registry import make_call
+from relax_edge.toolchain import RUNTIME_DIR
 from relax_edge.transform.legalize import legalize
 from relax_edge.transform.schedule import schedule
 from tests.legalize.harness import one_op_module

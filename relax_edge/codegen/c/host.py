@@ -31,7 +31,6 @@ from ..host_program import (
     CodegenError,
     Copy,
     Dim,
-    HostDescriber,
     HostFunction,
     Layout,
     ProfileBegin,
@@ -39,13 +38,10 @@ from ..host_program import (
     SizeValue,
     StoreShape,
     View,
-    WeightsBlob,
 )
 from .kernel import CRenderer, c_string, c_type
 
-__all__ = ["CodegenError", "HostEmitter", "WeightsBlob", "render_host_function"]
-
-HostEmitter = HostDescriber   # liveness and the memory plan of one function (scripts/bench_memory.py)
+__all__ = ["CodegenError", "render_host_function"]
 
 # parameter name -> its C declaration ({sizes}: the function's sizes struct)
 C_PARAMS = {
@@ -54,7 +50,7 @@ C_PARAMS = {
     "out_shapes": "int64_t* out_shapes", "out_workspace_bytes": "uint64_t* out_workspace_bytes",
     "workspace": "void* workspace", "workspace_bytes": "uint64_t workspace_bytes",
 }
-# operation kind -> method of CHostRenderer returning C lines
+# operation kind -> method of CHostEmitter returning C lines
 RENDER = {
     CheckTensor: "check_tensor", BindSize: "bind_size", CheckDim: "check_dim", CheckBroadcast: "check_broadcast",
     Bind: "bind", Layout: "layout", CheckWorkspace: "check_workspace", StoreShape: "store_shape", View: "view",
@@ -75,7 +71,7 @@ class SizesRenderer(CRenderer):
         return super().int_atom(atom)
 
 
-class CHostRenderer:
+class CHostEmitter:
     def __init__(self, fn: HostFunction, weights_symbol: str):
         self.fn = fn
         self.p = fn.symbol
@@ -211,7 +207,7 @@ class CHostRenderer:
 
 def render_host_function(fn: HostFunction, weights_symbol: str) -> str:
     """The C of one graph function's host code (see the module docstring)."""
-    return CHostRenderer(fn, weights_symbol).render()
+    return CHostEmitter(fn, weights_symbol).render()
 
 
 def c_arg_info(info) -> str:

@@ -3,23 +3,28 @@ module's entry table), PREFIX.h, and the constants as a binary blob with
 an assembler file that embeds it (`.incbin`), so weights never become float
 literals and large models compile fast. With `extern_kernels` the kernels
 are only declared, for another backend to define. The header and the
-weights' assembler file (`support_files`) are also the LLVM backend's."""
+weights' assembler file (`support_files`) are also the LLVM backend's.
+
+`emit_c` renders a host module (codegen/host_program.py's `lower_host`);
+`generate_c` runs the code generation stages from a legalized module."""
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 
 import jinja2
 
-from ... import __version__
 from ...errors import RelaxEdgeError
 from ...ir.expr import IRModule
+from ...memory import plan_module
+from ...version import __version__
 from ..abi import WORKSPACE_ALIGNMENT
-from ..host_program import CodegenError, HostModule, describe_module, symbol_prefix
+from ..host_program import CodegenError, HostModule, lower_host, symbol_prefix
 from .host import c_arg_info, render_host_function
 from .kernel import declare_kernel, render_kernel
 
-__all__ = ["CSources", "generate_c", "support_files", "symbol_prefix"]
+__all__ = ["CSources", "emit_c", "generate_c", "support_files", "symbol_prefix"]
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("relax_edge.codegen.c", "templates"),
                           keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=False,
@@ -32,7 +37,6 @@ class CSources:
     files: dict        # file name -> text
     weights: bytes     # written as PREFIX_weights.bin
     signature: dict    # function name -> {"inputs": [...], "outputs": [...], "sizes": [...], ...}
-    plans: dict        # function name -> memory.Plan
     extern_kernels: dict = field(default_factory=dict)   # symbol -> tensor program, defined elsewhere
 
 
@@ -63,20 +67,33 @@ def generate_c(mod: IRModule, prefix: str = "model", extern_kernels: bool = Fals
     With `extern_kernels` the kernels are only declared (as PREFIX_k_NAME),
     for another backend to define; they are listed in `extern_kernels`."""
     prefix = symbol_prefix(prefix)
-    host = describe_module(mod, prefix, f"{prefix}_k_" if extern_kernels else "k_")   # marks in-place kernels
+    host = lower_host(mod, plan_module(mod), prefix, f"{prefix}_k_" if extern_kernels else "k_")
+    return emit_c(host, extern_kernels)
+
+
+def emit_c(host: HostModule, extern_kernels: bool = False) -> CSources:
+    """PREFIX.c, PREFIX.h and PREFIX_weights.S of a host module; with
+    `extern_kernels` the kernels are only declared."""
     kernels, declared = [], {}
     for symbol, program in host.kernels.items():
+        inplace = symbol in host.inplace
         try:
             if extern_kernels:
                 declared[symbol] = program
-                kernels.append(declare_kernel(program, symbol))
+                kernels.append(declare_kernel(program, symbol, **inplace_keyword(declare_kernel, inplace)))
             else:
-                kernels.append(render_kernel(program, symbol))
+                kernels.append(render_kernel(program, symbol, **inplace_keyword(render_kernel, inplace)))
         except RelaxEdgeError as err:
             raise CodegenError(f"tensor program {program.name}: {err}") from None
     context = _context(host)
     for entry, fn in zip(context["functions"], host.functions):
         entry["body"] = render_host_function(fn, host.weights.symbol)
+    prefix = host.prefix
     files = {f"{prefix}.c": _ENV.get_template("model.c.j2").render(kernels=kernels, **context),
              **support_files(host)}
-    return CSources(prefix, files, host.weights.tobytes(), host.signature, host.plans, declared)
+    return CSources(prefix, files, host.weights.tobytes(), host.signature, declared)
+
+
+def inplace_keyword(emitter, inplace) -> dict:
+    """`inplace=` for a kernel emitter that takes it."""
+    return {"inplace": inplace} if "inplace" in inspect.signature(emitter).parameters else {}

@@ -9,8 +9,8 @@ from a board and compiles a module to an object.
 
 from .host import emit_host
 from .kernel import emit_kernels
-from .module import LLVMSources, generate_llvm
+from .module import LLVMSources, emit_llvm, generate_llvm
 from .target import CompiledKernels, LLVMCodegenError, compile_module, machine_spec, prepare_module
 
 __all__ = ["CompiledKernels", "LLVMCodegenError", "LLVMSources", "compile_module", "emit_host", "emit_kernels",
-           "generate_llvm", "machine_spec", "prepare_module"]
+           "emit_llvm", "generate_llvm", "machine_spec", "prepare_module"]

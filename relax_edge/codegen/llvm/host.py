@@ -75,7 +75,7 @@ RUNTIME = {
 # entry parameter -> LLVM type
 PARAMS = {"inputs": PTR, "outputs": PTR, "s": PTR, "err": PTR, "size_values": PTR, "out_bytes": PTR,
           "out_shapes": PTR, "out_workspace_bytes": PTR, "workspace": PTR, "workspace_bytes": I64}
-# operation kind -> method of HostEmitter (the C renderer's table, codegen/c/host.py)
+# operation kind -> method of LLVMHostEmitter (the C renderer's table, codegen/c/host.py)
 RENDER = {
     CheckTensor: "check_tensor", BindSize: "bind_size", CheckDim: "check_dim", CheckBroadcast: "check_broadcast",
     Bind: "bind", Layout: "layout", CheckWorkspace: "check_workspace", StoreShape: "store_shape", View: "view",
@@ -132,7 +132,7 @@ def i64(v: int) -> ir.Constant:
     return ir.Constant(I64, v)
 
 
-class HostEmitter(IndexArithmetic):
+class LLVMHostEmitter(IndexArithmetic):
     """One graph function's host entries as functions of `module`."""
 
     def __init__(self, module: ir.Module, fn: HostFunction, weights: ir.GlobalVariable, strings: Strings,
@@ -374,7 +374,7 @@ def emit_host(host: HostModule, profile: bool = False) -> ir.Module:
     weights.global_constant = True
     entries = []
     for fn in host.functions:
-        emitter = HostEmitter(module, fn, weights, strings, profile)
+        emitter = LLVMHostEmitter(module, fn, weights, strings, profile)
         emitter.emit()
         entries.append(emitter.table_entry())
     functions = constant_array(module, f"{prefix}_functions", abi.FUNCTION, entries)

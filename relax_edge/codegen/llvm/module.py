@@ -8,6 +8,9 @@
    PREFIX_weights.bin) are the C backend's files (codegen/c/module.py).
 3. Modules are returned unverified and target-free; target.py sets the triple
    and data layout, verifies, optimizes and emits objects.
+
+`emit_llvm` renders a host module (codegen/host_program.py's `lower_host`);
+`generate_llvm` runs the code generation stages from a legalized module.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ from dataclasses import dataclass
 
 from ...errors import RelaxEdgeError
 from ...ir.expr import IRModule
-from ..c.module import support_files
-from ..host_program import CodegenError, describe_module, symbol_prefix
+from ...memory import plan_module
+from ..c.module import inplace_keyword, support_files
+from ..host_program import CodegenError, HostModule, lower_host, symbol_prefix
 from .host import emit_host
 from .kernel import emit_kernels
 
@@ -28,7 +32,6 @@ class LLVMSources:
     files: dict        # file name -> text: PREFIX.h and PREFIX_weights.S
     weights: bytes     # written as PREFIX_weights.bin
     signature: dict    # function name -> {"inputs": [...], "outputs": [...], "sizes": [...], ...}
-    plans: dict        # function name -> memory.Plan
     modules: dict      # object stem ("kernels", "host", "host_profiled") -> llvmlite ir.Module
 
 
@@ -37,12 +40,20 @@ def generate_llvm(mod: IRModule, prefix: str = "model", freestanding: bool = Fal
     """LLVM modules for the kernels and the host functions of a legalized
     module, with `profiled` also the host functions with the profiler."""
     prefix = symbol_prefix(prefix)
-    host = describe_module(mod, prefix, f"{prefix}_k_")   # marks in-place kernels before they are emitted
+    return emit_llvm(lower_host(mod, plan_module(mod), prefix, f"{prefix}_k_"), freestanding, profiled)
+
+
+def emit_llvm(host: HostModule, freestanding: bool = False, profiled: bool = True) -> LLVMSources:
+    """The kernels' and the host functions' LLVM modules of a host module
+    (its kernels named PREFIX_k_NAME), with `profiled` also the host
+    functions with the profiler."""
+    prefix = host.prefix
     try:
-        modules = {"kernels": emit_kernels(host.kernels, freestanding, f"{prefix}_kernels"),
+        modules = {"kernels": emit_kernels(host.kernels, freestanding, f"{prefix}_kernels",
+                                           **inplace_keyword(emit_kernels, host.inplace)),
                    "host": emit_host(host, profile=False)}
         if profiled:
             modules["host_profiled"] = emit_host(host, profile=True)
     except RelaxEdgeError as err:
         raise CodegenError(str(err)) from None
-    return LLVMSources(prefix, support_files(host), host.weights.tobytes(), host.signature, host.plans, modules)
+    return LLVMSources(prefix, support_files(host), host.weights.tobytes(), host.signature, modules)

@@ -1,0 +1,348 @@
+"""The compile and link side of a build: the board's C toolchain over the
+generated sources and the C runtime.
+
+1. `Toolchain.for_board` is the board's compiler and flags (the host's `cc`
+   on the local board; -DRXE_NO_LIBM -DRXE_NO_THREADS when freestanding);
+   `sanitized` adds ASan + UBSan to every C object and to the link.
+2. The runtime core, the thread pool, the library kernels, the runner and
+   the RPC server's objects are model-independent (or depend only on flags
+   such as -DRXE_MODULE) and compiled once into the cache (`cached_objects`,
+   RXE_CACHE_DIR, default ~/.cache/relax_edge).
+3. `Packager.package` is the build's last stage: it writes the sources,
+   compiles the weights and the model (PREFIX.c, or the LLVM modules through
+   codegen/llvm/target.py), links libPREFIX.so (hosted targets,
+   unsanitized), archives libPREFIX.a, links PREFIX_runner (`.elf` with
+   semihosting on bare metal) and PREFIX_server (hosted targets), and
+   returns the objects' sizes. Products are built in a temporary folder and
+   renamed into place.
+4. `build_runner` builds a host runner of an artifact with extra flags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from .errors import RelaxEdgeError
+from .files import write_atomic
+from .resources import runtime_dir
+from .target import Board
+
+RUNTIME_DIR = runtime_dir()   # the checkout's runtime_c/, or the wheel's copy
+
+
+class BuildError(RelaxEdgeError):
+    """Compiling or linking the generated code failed."""
+
+
+def read_source_lists(path: Path) -> dict:
+    """The set(NAME path...) blocks of runtime_c/sources.cmake, the list
+    CMakeLists.txt also builds from: {NAME: (runtime_c/path, ...)}."""
+    text = "\n".join(line.split("#", 1)[0] for line in path.read_text().splitlines())
+    lists = {name: tuple(path.parent / f for f in files.split())
+             for name, files in re.findall(r"set\(\s*(RXE_\w+)\s+([^)]*)\)", text)}
+    missing = {"RXE_CORE_SOURCES", "RXE_THREAD_SOURCES", "RXE_KERNEL_SOURCES", "RXE_RPC_SOURCES"} - set(lists)
+    if missing:
+        raise RelaxEdgeError(f"{path} sets no {', '.join(sorted(missing))}")
+    return lists
+
+
+SOURCE_LISTS = read_source_lists(RUNTIME_DIR / "sources.cmake")
+RUNTIME_SOURCES = SOURCE_LISTS["RXE_CORE_SOURCES"]      # the core
+THREAD_SOURCES = SOURCE_LISTS["RXE_THREAD_SOURCES"]     # the thread pool (serial under RXE_NO_THREADS)
+KERNEL_SOURCES = SOURCE_LISTS["RXE_KERNEL_SOURCES"]     # the library micro-kernels
+RPC_SOURCES = SOURCE_LISTS["RXE_RPC_SOURCES"]
+RUNNER_SOURCE = RUNTIME_DIR / "tools" / "runner.c"
+SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all", "-g")
+SANITIZE_LDFLAGS = ("-fsanitize=address,undefined",)
+LLVM_OBJECTS = ("kernels", "host", "host_profiled")   # the LLVM build's PREFIX_STEM.o
+
+
+def host_compiler() -> str:
+    """The host's C compiler: $CC, cc, gcc or clang, the first found."""
+    for cc in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if cc and shutil.which(cc):
+            return cc
+    raise BuildError("no C compiler found for the host board (install gcc: apt-get install build-essential)")
+
+
+def run_tool(cmd, what: str) -> None:
+    """Run a compiler, archiver or linker; its last lines of output on failure."""
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-25:]
+        raise BuildError(f"{what} failed ({' '.join(str(c) for c in cmd[:3])} ...):\n" + "\n".join(tail))
+
+
+def archiver(cc: str) -> str:
+    """The `ar` of the compiler's binutils (aarch64-linux-gnu-gcc -> aarch64-linux-gnu-ar)."""
+    if cc.endswith("gcc") and shutil.which(cc[:-3] + "ar"):
+        return cc[:-3] + "ar"
+    return "ar"
+
+
+def cache_root() -> Path:
+    """Where compiled runtime objects are kept between builds."""
+    return Path(os.environ.get("RXE_CACHE_DIR", Path.home() / ".cache" / "relax_edge"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Toolchain:
+    """How to compile for one board."""
+    cc: str
+    cflags: tuple        # for the model and the runtime
+    ldflags: tuple
+    size_tool: str
+    shared: bool         # can build a shared library
+    local: bool          # runs in this process (host)
+
+    @classmethod
+    def for_board(cls, board: Board, opt_level: str | None = None) -> "Toolchain":
+        t = board.target
+        local = board.transport == "local"
+        cc = host_compiler() if t.compiler == "cc" and local else t.compiler
+        flags = [f for f in t.cflags if not (opt_level and f.startswith("-O"))]
+        if opt_level:
+            flags.insert(0, opt_level)
+        # -fno-math-errno: sqrt and friends inline as instructions (nothing reads errno)
+        base = ["-std=c99", "-Wall", "-Wextra", "-fno-math-errno", f"-I{RUNTIME_DIR / 'include'}"]
+        if t.freestanding:
+            base += ["-DRXE_NO_LIBM", "-DRXE_NO_THREADS", "-ffunction-sections", "-fdata-sections"]
+        else:
+            base.append("-fPIC")
+        size_tool = t.size_tool if shutil.which(t.size_tool) else "size"
+        return cls(cc, tuple(base + flags), tuple(t.ldflags), size_tool, not t.freestanding, local)
+
+    def sanitized(self, board: Board) -> "Toolchain":
+        """This toolchain with AddressSanitizer and UndefinedBehaviorSanitizer
+        on every C object (the model's C, the runtime, the library kernels,
+        the runner, the RPC server) and on the link. No shared library: a
+        sanitized one cannot be loaded into an uninstrumented process."""
+        if board.target.freestanding or "-static" in self.ldflags:
+            raise BuildError(f"sanitize=True needs a Linux board that links dynamically; {board.name} "
+                             f"{'has no C library' if board.target.freestanding else 'links with -static'}")
+        return dataclasses.replace(self, cflags=self.cflags + SANITIZE_FLAGS,
+                                   ldflags=self.ldflags + SANITIZE_LDFLAGS, shared=False)
+
+
+def cached_objects(cc: str, cflags, sources) -> list:
+    """Object files of runtime sources (model-independent, or depending only
+    on flags such as -DRXE_MODULE) compiled once into the cache, keyed by a
+    hash of the compiler, the flags and every runtime source and header."""
+    cflags = list(cflags)
+    digest = hashlib.sha256(" ".join([cc] + cflags).encode())
+    for path in [*sorted(RUNTIME_DIR.rglob("*.c")), *sorted((RUNTIME_DIR / "include").rglob("*.h"))]:
+        digest.update(path.read_bytes())
+    where = cache_root() / "runtime" / digest.hexdigest()[:16]
+    objects = [where / f"rxe_{Path(s).stem}.o" for s in sources]
+    if all(o.exists() for o in objects):
+        return objects
+    where.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=where, prefix=".tmp-") as tmp:
+        for src, obj in zip(sources, objects):
+            run_tool([cc, *cflags, "-c", str(src), "-o", str(Path(tmp) / obj.name)], f"compiling {Path(src).name}")
+        for obj in objects:
+            os.replace(Path(tmp) / obj.name, obj)
+    return objects
+
+
+def runtime_objects_for(cc: str, cflags) -> list:
+    """The runtime core's objects for this compiler and flags (cached)."""
+    return cached_objects(cc, cflags, RUNTIME_SOURCES)
+
+
+def library_sources() -> list:
+    """The thread pool and the library micro-kernels (runtime_c/kernels)."""
+    return [*THREAD_SOURCES, *KERNEL_SOURCES]
+
+
+def library_objects_for(cc: str, cflags) -> list:
+    """The thread pool's and the library kernels' objects (cached); a static
+    link keeps only the kernels a model calls."""
+    return cached_objects(cc, cflags, library_sources())
+
+
+def runtime_files() -> list:
+    """Every runtime file a build depends on, once: the source lists
+    (runtime_c/sources.cmake names every .c), the headers and the runner."""
+    return [*RUNTIME_SOURCES, *sorted((RUNTIME_DIR / "include").rglob("*.h")), *library_sources(), RUNNER_SOURCE,
+            *RPC_SOURCES]
+
+
+def object_sizes(size_tool: str, objects) -> dict:
+    """Summed .text, .data and .bss of object files (Berkeley `size`)."""
+    proc = subprocess.run([size_tool, *map(str, objects)], capture_output=True, text=True)
+    total = {"text": 0, "data": 0, "bss": 0}
+    if proc.returncode != 0:
+        return total
+    for line in proc.stdout.splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 3 and parts[0].isdigit():
+            for key, value in zip(("text", "data", "bss"), parts[:3]):
+                total[key] += int(value)
+    return total
+
+
+@dataclasses.dataclass(frozen=True)
+class Products:
+    """The libraries and executables a build leaves in its output folder."""
+    shared: Path | None      # libPREFIX.so (hosted, unsanitized)
+    static: Path             # libPREFIX.a
+    runner: Path             # PREFIX_runner (.elf on bare metal)
+    server: Path | None      # PREFIX_server (hosted)
+
+    @classmethod
+    def of(cls, out_dir: Path, prefix: str, tc: Toolchain, board: Board) -> "Products":
+        freestanding = board.target.freestanding
+        return cls(out_dir / f"lib{prefix}.so" if tc.shared else None, out_dir / f"lib{prefix}.a",
+                   out_dir / (f"{prefix}_runner" + (".elf" if freestanding else "")),
+                   None if freestanding else out_dir / f"{prefix}_server")
+
+    def exist(self) -> bool:
+        """Every product is there (the shared library is not required)."""
+        return self.static.exists() and self.runner.exists() and (self.server is None or self.server.exists())
+
+
+class Packager:
+    """The toolchain stage of one build: a backend's sources written into
+    `out_dir`, compiled, linked and archived into `products`."""
+
+    def __init__(self, tc: Toolchain, board: Board, out_dir: Path, products: Products,
+                 opt_level: str | None = None, emit_llvm: bool = False):
+        self.tc = tc
+        self.board = board
+        self.out_dir = out_dir
+        self.products = products
+        self.opt_level = opt_level
+        self.emit_llvm = emit_llvm
+
+    def package(self, sources, backend: str) -> dict:
+        """Build every product from `sources` (codegen's CSources or
+        LLVMSources); the object sizes of the model, the runtime core and
+        the library, before the linker drops any."""
+        tc = self.tc
+        self.write_sources(sources, backend)
+        core_objects = runtime_objects_for(tc.cc, tc.cflags)
+        library_objects = library_objects_for(tc.cc, tc.cflags)
+        with tempfile.TemporaryDirectory(dir=self.out_dir, prefix=".obj-") as objdir:
+            objdir = Path(objdir)
+            weights = self.weights_object(sources.prefix, objdir)
+            model, profiled = getattr(self, f"model_objects_{backend}")(sources, objdir, weights)
+            staged = self.link(sources.prefix, objdir, model, profiled, core_objects + library_objects)
+            sizes = {"model": object_sizes(tc.size_tool, model), "runtime": object_sizes(tc.size_tool, core_objects),
+                     "library": object_sizes(tc.size_tool, library_objects)}
+            for tmp, final in staged:
+                os.replace(tmp, final)
+        return sizes
+
+    def write_sources(self, sources, backend: str) -> None:
+        """The sources and the weights blob, without another backend's files."""
+        prefix = sources.prefix
+        stale = (f"{prefix}.c",) if backend == "llvm" else tuple(f"{prefix}_{stem}.{ext}" for stem in LLVM_OBJECTS
+                                                                   for ext in ("o", "ll"))
+        for fname in stale:
+            (self.out_dir / fname).unlink(missing_ok=True)
+        for fname, text in sources.files.items():
+            write_atomic(self.out_dir / fname, text)
+        write_atomic(self.out_dir / f"{prefix}_weights.bin", sources.weights)
+
+    def weights_object(self, prefix: str, objdir: Path) -> Path:
+        obj = objdir / f"{prefix}_weights_S.o"
+        run_tool([self.tc.cc, *self.tc.cflags, f"-Wa,-I{self.out_dir}", "-c", self.out_dir / f"{prefix}_weights.S",
+                  "-o", obj], f"compiling {prefix}_weights.S")
+        return obj
+
+    def model_objects_c(self, sources, objdir: Path, weights: Path) -> tuple:
+        """PREFIX.c compiled, and again with -DRXE_PROFILE for the server."""
+        tc, prefix = self.tc, sources.prefix
+        model_c = self.out_dir / f"{prefix}.c"
+        model = [objdir / f"{prefix}_c.o", weights]
+        run_tool([tc.cc, *tc.cflags, "-c", model_c, "-o", model[0]], f"compiling {model_c.name}")
+        profiled = [objdir / "model_profiled.o", weights]
+        if self.products.server is not None:
+            run_tool([tc.cc, *tc.cflags, "-DRXE_PROFILE", "-c", model_c, "-o", profiled[0]],
+                     "compiling the profiled model")
+        return model, profiled
+
+    def model_objects_llvm(self, sources, objdir: Path, weights: Path) -> tuple:
+        """The LLVM modules compiled into PREFIX_STEM.o."""
+        objects = {stem: self.compile_llvm(module, self.out_dir / f"{sources.prefix}_{stem}")
+                   for stem, module in sources.modules.items()}
+        return ([objects["host"], weights, objects["kernels"]],
+                [objects.get("host_profiled"), weights, objects["kernels"]])
+
+    def compile_llvm(self, module, stem: Path) -> Path:
+        """STEM.o (and, when asked, STEM.ll) from an LLVM module; only the
+        kernels are hidden (the host module exports the entry points)."""
+        from .codegen.llvm import compile_module
+        try:
+            compiled = compile_module(module, self.board.target, self.opt_level, hide=stem.name.endswith("_kernels"))
+        except RelaxEdgeError as err:
+            raise BuildError(f"compiling {stem.name} with LLVM: {err}") from None
+        obj = stem.with_suffix(".o")
+        write_atomic(obj, compiled.object_code)
+        if self.emit_llvm:
+            write_atomic(stem.with_suffix(".ll"), compiled.llvm_ir)
+        return obj
+
+    def link(self, prefix: str, objdir: Path, model: list, profiled: list, runtime: list) -> list:
+        """The products linked in `objdir`: (built file, its final path)."""
+        tc, products = self.tc, self.products
+        objects = model + list(runtime)
+        staged = []
+        if products.shared is not None:
+            run_tool([tc.cc, "-shared", "-o", objdir / products.shared.name, *objects, "-lm", "-lpthread"],
+                     "linking the shared library")
+            staged.append((objdir / products.shared.name, products.shared))
+        run_tool([archiver(tc.cc), "rcs", objdir / products.static.name, *objects], "archiving the static library")
+        staged.append((objdir / products.static.name, products.static))
+        self.link_runner(prefix, objdir / products.runner.name, objects)
+        staged.append((objdir / products.runner.name, products.runner))
+        if products.server is not None:
+            link_server(tc, objdir / products.server.name, profiled, runtime, prefix)
+            staged.append((objdir / products.server.name, products.server))
+        return staged
+
+    def link_runner(self, prefix: str, out: Path, objects: list) -> None:
+        """The runner over tensor files (semihosting on bare metal)."""
+        tc, freestanding = self.tc, self.board.target.freestanding
+        specs = [f for f in tc.ldflags if f.startswith("--specs")]  # the C library's headers (picolibc)
+        semihost = ["-DRXE_SEMIHOST"] if freestanding else []
+        (runner_obj,) = cached_objects(tc.cc, [*tc.cflags, *specs, *semihost, f"-DRXE_MODULE={prefix}_module"],
+                                       [RUNNER_SOURCE])
+        libm = [] if freestanding else ["-lm", "-lpthread"]
+        run_tool([tc.cc, *tc.cflags, *tc.ldflags, "-o", out, runner_obj, *objects, *libm], "linking the runner")
+
+
+def link_server(tc: Toolchain, out: Path, profiled_objects, runtime_objects, prefix: str) -> None:
+    """The RPC server: the model with the per-kernel profiler (the C build's
+    -DRXE_PROFILE, the LLVM build's PREFIX_host_profiled.o), the protocol
+    core and the POSIX I/O layer."""
+    rpc_objects = cached_objects(tc.cc, [*tc.cflags, f"-DRXE_MODULE={prefix}_module"], RPC_SOURCES)
+    run_tool([tc.cc, *tc.cflags, *tc.ldflags, "-o", out, *profiled_objects, *rpc_objects, *runtime_objects, "-lm",
+              "-lpthread"], "linking the RPC server")
+
+
+def build_runner(artifact, out_path, cc: str | None = None, extra_cflags=(), extra_ldflags=()) -> Path:
+    """A host runner executable for an Artifact's model, with extra flags
+    (e.g. sanitizers)."""
+    cc = cc or host_compiler()
+    out_path = Path(out_path)
+    d = artifact.out_dir
+    if artifact.backend == "llvm":
+        model = [d / f"{artifact.prefix}_host.o", d / f"{artifact.prefix}_kernels.o"]
+    else:
+        model = [d / f"{artifact.prefix}.c"]
+    sources = [*model, d / f"{artifact.prefix}_weights.S", RUNNER_SOURCE]
+    sources += [*RUNTIME_SOURCES, *library_sources()]
+    cmd = [cc, "-std=c99", "-O1", "-g", f"-I{RUNTIME_DIR / 'include'}", f"-Wa,-I{d}",
+           f"-DRXE_MODULE={artifact.prefix}_module", *extra_cflags, *map(str, sources), "-o", str(out_path),
+           *extra_ldflags, "-lm", "-lpthread"]
+    run_tool(cmd, "building the runner")
+    return out_path
