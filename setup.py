@@ -1,6 +1,6 @@
 """Packages the SDK's non-Python files into the wheel.
 
-runtime_c/, boards/, cmake/toolchains/ and CMakeLists.txt live at the
+runtime_c/, boards/, cmake/ and CMakeLists.txt live at the
 repository root (and at the root of the sdist, see MANIFEST.in). build_py
 copies them into relax_edge/_sdk/ of the built package, where
 relax_edge/resources.py finds them at run time. An editable install copies
@@ -14,7 +14,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-SDK_FILES = ("runtime_c", "boards", "cmake/toolchains", "CMakeLists.txt")   # relax_edge/resources.py CONTENTS
+SDK_FILES = ("runtime_c", "boards", "cmake", "CMakeLists.txt")   # relax_edge/resources.py CONTENTS
 SKIPPED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.o", "*.a", "*.so")
 
 

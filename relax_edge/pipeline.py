@@ -12,10 +12,12 @@ their access patterns allow); dce again; schedule (per-target loop
 transformations: vector width, unrolling, threads).
 
 `rxe.build` runs this pipeline on modules that still have operator calls
-(`optimize=False` legalizes only). With `verify=True` the IR verifier runs
-after every pass, naming the pass whose output is ill-formed. Each pass is
-one file under relax_edge/transform/ with a description of what it does and
-does not guarantee.
+(`optimize=False` legalizes only). With `verify=True` the graph-IR verifier
+(ir/verify.py) and the tensor-program verifier (tir/verify.py, on every
+tensor program of the module) run after every pass, naming the pass whose
+output is ill-formed (and the program). Each pass is one file under
+relax_edge/transform/ with a description of what it does and does not
+guarantee.
 """
 
 from __future__ import annotations
@@ -25,39 +27,46 @@ import time
 
 from .errors import RelaxEdgeError
 from .ir.expr import IRModule
+from .ir.verify import verify as verify_module
 from .target import DEFAULT_BOARD, load_board
+from .tir.verify import verify_program
+from .transform.cse import cse
+from .transform.dce import dce
+from .transform.dispatch import KERNEL_FAMILIES, dispatch
+from .transform.fold_batch_norm import fold_batch_norm
+from .transform.fold_constants import fold_constants
+from .transform.fuse import fuse
+from .transform.legalize import legalize
+from .transform.schedule import schedule
 
 __all__ = ["optimize", "default_passes", "PASSES"]
 
 
 def _dispatch(mod, board):
-    from .transform.dispatch import KERNEL_FAMILIES, dispatch
     # microcontrollers: only kernels without scratch (their arena stays at the lower bound)
-    families = ("dense", "depthwise") if board.target.freestanding else KERNEL_FAMILIES
-    return dispatch(mod, families)
+    return dispatch(mod, ("dense", "depthwise") if board.target.freestanding else KERNEL_FAMILIES)
 
 
 def _schedule(mod, board):
-    from .transform.schedule import schedule
     return schedule(mod, board.target)
 
 
-def _plain(module_name: str, fn_name: str):
+def _graph_pass(fn):
+    """A pass that needs only the module, as a fn(mod, board)."""
     def run(mod, board):
-        import importlib
-        return getattr(importlib.import_module(f"relax_edge.transform.{module_name}"), fn_name)(mod)
+        return fn(mod)
     return run
 
 
 # name -> fn(mod, board) -> mod
 PASSES = {
-    "fold_constants": _plain("fold_constants", "fold_constants"),
-    "fold_batch_norm": _plain("fold_batch_norm", "fold_batch_norm"),
-    "dce": _plain("dce", "dce"),
-    "cse": _plain("cse", "cse"),
+    "fold_constants": _graph_pass(fold_constants),
+    "fold_batch_norm": _graph_pass(fold_batch_norm),
+    "dce": _graph_pass(dce),
+    "cse": _graph_pass(cse),
     "dispatch": _dispatch,
-    "legalize": _plain("legalize", "legalize"),
-    "fuse": _plain("fuse", "fuse"),
+    "legalize": _graph_pass(legalize),
+    "fuse": _graph_pass(fuse),
     "schedule": _schedule,
 }
 
@@ -69,8 +78,8 @@ def default_passes(board=DEFAULT_BOARD) -> list:
 
 def optimize(mod: IRModule, board=DEFAULT_BOARD, passes=None, verify: bool = False,
              quiet: bool = True) -> IRModule:
-    """`mod` through the pipeline for `board` (a name, a YAML path or a Board)."""
-    from .ir.verify import verify as verify_module
+    """`mod` through the pipeline for `board` (a name, a YAML path or a Board);
+    verify=True checks the graph IR and every tensor program after each pass."""
     board = load_board(board)
     names = list(passes) if passes is not None else default_passes(board)
     unknown = [n for n in names if n not in PASSES]
@@ -80,10 +89,21 @@ def optimize(mod: IRModule, board=DEFAULT_BOARD, passes=None, verify: bool = Fal
         start = time.perf_counter()
         mod = PASSES[name](mod, board)
         if verify:
-            try:
-                verify_module(mod)
-            except RelaxEdgeError as err:
-                raise RelaxEdgeError(f"after pass {name}: {err}") from None
+            _verify_after(mod, name)
         if not quiet:
             print(f"[relax-edge] {name}: {time.perf_counter() - start:.2f}s", file=sys.stderr, flush=True)
     return mod
+
+
+def _verify_after(mod: IRModule, pass_name: str) -> None:
+    """Run the graph-IR verifier and the tensor-program verifier on `mod`, the
+    output of pass `pass_name`; a RelaxEdgeError names the pass (and the program)."""
+    try:
+        verify_module(mod)
+    except RelaxEdgeError as err:
+        raise RelaxEdgeError(f"after pass {pass_name}: {err}") from None
+    for program_name, program in mod.tensor_programs.items():
+        try:
+            verify_program(program)
+        except RelaxEdgeError as err:
+            raise RelaxEdgeError(f"after pass {pass_name}: tensor program {program_name}: {err}") from None

@@ -21,7 +21,7 @@ from pathlib import Path
 from .errors import RelaxEdgeError
 
 PACKAGED = "_sdk"   # relax_edge/_sdk in a wheel
-CONTENTS = ("runtime_c", "boards", "cmake/toolchains", "CMakeLists.txt")   # what setup.py packages
+CONTENTS = ("runtime_c", "boards", "cmake", "CMakeLists.txt")   # what setup.py packages
 _CHECKOUT = Path(__file__).resolve().parent.parent
 
 
