@@ -25,6 +25,7 @@ from .expr import (
                    wrap,
 )
 from .printer import print_program
-from .stmt import Allocate, Buffer, For, IfThenElse, Let, Seq, Store, TensorProgram, loop_var
+from .program import TensorProgram
+from .stmt import Allocate, Buffer, For, IfThenElse, Let, Seq, Store, loop_var
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from ..errors import RelaxEdgeError
 from ..ir.shape import IntExpr, SizeVar, as_expr, free_vars
 from .expr import Load, PrimExpr, binop, const, wrap
-from .stmt import Allocate, Assert, Buffer, For, Seq, Store, TensorProgram, loop_var
+from .program import TensorProgram
+from .stmt import Allocate, Assert, Buffer, For, Seq, Store, loop_var
 from .visit import map_expr
 
 __all__ = ["Tensor", "placeholder", "compute", "reduce_axis", "Reduce", "reduce_sum", "reduce_max",

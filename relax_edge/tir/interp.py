@@ -21,8 +21,9 @@ import numpy as np
 from ..errors import InterpretError
 from ..ir.shape import evaluate
 from .expr import is_float
-from .render import Renderer
-from .stmt import Allocate, Assert, For, IfThenElse, Let, Seq, Store, TensorProgram
+from .render import IndentedLines, Renderer
+from .stmt import Allocate, Assert, For, IfThenElse, Let, Seq, Store
+from .visit import StmtVisitor
 
 
 def _tdiv(a, b):
@@ -104,51 +105,60 @@ class PythonRenderer(Renderer):
         return f"_f32({text})" if dtype == "float32" else text
 
 
-def render_python(program: TensorProgram) -> str:
+class _PythonStatements(IndentedLines, StmtVisitor):
+    """Statements as indented Python lines over the expressions of `r`."""
+
+    def __init__(self, r: PythonRenderer, depth: int):
+        self.r, self.depth, self.lines = r, depth, []
+
+    def visit_Store(self, s: Store):
+        r = self.r
+        target = f"{r.name(s.buffer, s.buffer.name)}[{r.expr(s.buffer.flat_index(s.indices))}]"
+        value = r.expr(s.value)
+        self.line(f"{target} = {'_f32(' + value + ')' if s.buffer.dtype == 'float32' else value}")
+
+    def visit_For(self, s: For):
+        self.line(f"for {self.r.name(s.var, s.var.name)} in range({self.r.int_expr(s.extent)}):")
+        self.nested(s.body)
+
+    def visit_IfThenElse(self, s: IfThenElse):
+        self.line(f"if {self.r.expr(s.cond)}:")
+        self.nested(s.then_body)
+        if s.else_body is not None:
+            self.line("else:")
+            self.nested(s.else_body)
+
+    def visit_Let(self, s: Let):
+        self.line(f"{self.r.name(s.var, s.var.name)} = {self.r.expr(s.value)}")
+        self.visit(s.body)
+
+    def visit_Allocate(self, s: Allocate):
+        self.line(f"{self.r.name(s.buffer, s.buffer.name)} = [0] * {int(s.buffer.numel())}")
+        self.visit(s.body)
+
+    def visit_Seq(self, s: Seq):
+        super().visit_Seq(s)
+        if not s.stmts:
+            self.line("pass")
+
+    def visit_Assert(self, s: Assert):
+        values = ", ".join(self.r.expr(v) for v in s.values)
+        self.line(f"if not {self.r.expr(s.cond)}:")
+        self.line(f"    raise _Failed({s.message!r}.format({values}))")
+
+
+def render_python(program) -> tuple:
+    """A TensorProgram as the source of one Python function; (source, its name)."""
     r = PythonRenderer()
     params = [r.name(b, b.name) for b in program.params] + [r.name(v, v.name) for v in program.size_params]
-    lines = [f"def {r.name(program, 'kernel')}({', '.join(params)}):"]
-
-    def emit(s, depth):
-        pad = "    " * depth
-        if isinstance(s, Store):
-            target = f"{r.name(s.buffer, s.buffer.name)}[{r.expr(s.buffer.flat_index(s.indices))}]"
-            value = r.expr(s.value)
-            lines.append(f"{pad}{target} = {'_f32(' + value + ')' if s.buffer.dtype == 'float32' else value}")
-        elif isinstance(s, For):
-            lines.append(f"{pad}for {r.name(s.var, s.var.name)} in range({r.int_expr(s.extent)}):")
-            emit(s.body, depth + 1)
-        elif isinstance(s, IfThenElse):
-            lines.append(f"{pad}if {r.expr(s.cond)}:")
-            emit(s.then_body, depth + 1)
-            if s.else_body is not None:
-                lines.append(f"{pad}else:")
-                emit(s.else_body, depth + 1)
-        elif isinstance(s, Let):
-            lines.append(f"{pad}{r.name(s.var, s.var.name)} = {r.expr(s.value)}")
-            emit(s.body, depth)
-        elif isinstance(s, Allocate):
-            size = int(s.buffer.numel())
-            lines.append(f"{pad}{r.name(s.buffer, s.buffer.name)} = [0] * {size}")
-            emit(s.body, depth)
-        elif isinstance(s, Seq):
-            for x in s.stmts:
-                emit(x, depth)
-            if not s.stmts:
-                lines.append(f"{pad}pass")
-        elif isinstance(s, Assert):
-            values = ", ".join(r.expr(v) for v in s.values)
-            lines.append(f"{pad}if not {r.expr(s.cond)}:")
-            lines.append(f"{pad}    raise _Failed({s.message!r}.format({values}))")
-        else:
-            raise TypeError(f"cannot render {type(s).__name__}")
-
-    emit(program.body, 1)
-    lines.append("    pass")
-    return "\n".join(lines) + "\n", r.name(program, "kernel")
+    name = r.name(program, "kernel")
+    body = _PythonStatements(r, 1)
+    body.visit(program.body)
+    lines = [f"def {name}({', '.join(params)}):", *body.lines, "    pass"]
+    return "\n".join(lines) + "\n", name
 
 
-def _compiled(program: TensorProgram):
+def _compiled(program):
     cached = program.attrs.get("_python")
     if cached is None:
         source, name = render_python(program)
@@ -158,7 +168,7 @@ def _compiled(program: TensorProgram):
     return cached
 
 
-def run_program(program: TensorProgram, args, size_values):
+def run_program(program, args, size_values):
     """Run `program` on numpy `args` (its inputs) with its size parameters
     given in order; returns the outputs (one array or a tuple)."""
     if len(args) != len(program.inputs):

@@ -12,80 +12,115 @@
 from __future__ import annotations
 
 from ..ir.types import shape_str
-from .expr import BinOp, Cast, Compare, Const, Index, Intrinsic, Load, Logical, Not, ScalarVar, Select
-from .stmt import Allocate, Assert, For, IfThenElse, Let, Seq, Store, TensorProgram
+from .render import IndentedLines
+from .stmt import Allocate, Assert, For, IfThenElse, Let, Store
+from .visit import NodeFunctor, StmtVisitor
+
+__all__ = ["print_program", "expr_str"]
 
 _OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "floormod": "%"}
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
 
-def expr_str(e) -> str:
-    if isinstance(e, Index):
+class _ExprPrinter(NodeFunctor):
+    """An expression as text; a node class without a hook prints as <Name>."""
+
+    def generic_visit(self, e) -> str:
+        return f"<{type(e).__name__}>"
+
+    def visit_Index(self, e) -> str:
         return str(e.value)
-    if isinstance(e, Const):
+
+    def visit_Const(self, e) -> str:
         return repr(e.value)
-    if isinstance(e, ScalarVar):
+
+    def visit_ScalarVar(self, e) -> str:
         return e.name
-    if isinstance(e, Load):
-        return f"{e.buffer.name}[{', '.join(expr_str(i) for i in e.indices)}]"
-    if isinstance(e, BinOp):
+
+    def visit_Load(self, e) -> str:
+        return f"{e.buffer.name}[{self.join(e.indices)}]"
+
+    def visit_BinOp(self, e) -> str:
         if e.op in _OPS:
-            return f"({expr_str(e.a)} {_OPS[e.op]} {expr_str(e.b)})"
-        return f"{e.op}({expr_str(e.a)}, {expr_str(e.b)})"
-    if isinstance(e, Compare):
-        return f"({expr_str(e.a)} {_CMP[e.op]} {expr_str(e.b)})"
-    if isinstance(e, Logical):
-        return f"({expr_str(e.a)} {e.op} {expr_str(e.b)})"
-    if isinstance(e, Not):
-        return f"(not {expr_str(e.a)})"
-    if isinstance(e, Select):
-        return f"select({expr_str(e.cond)}, {expr_str(e.a)}, {expr_str(e.b)})"
-    if isinstance(e, Cast):
-        return f"{e.dtype}({expr_str(e.a)})"
-    if isinstance(e, Intrinsic):
-        return f"{e.name}({', '.join(expr_str(a) for a in e.args)})"
-    return f"<{type(e).__name__}>"
+            return f"({self.visit(e.a)} {_OPS[e.op]} {self.visit(e.b)})"
+        return f"{e.op}({self.visit(e.a)}, {self.visit(e.b)})"
+
+    def visit_Compare(self, e) -> str:
+        return f"({self.visit(e.a)} {_CMP[e.op]} {self.visit(e.b)})"
+
+    def visit_Logical(self, e) -> str:
+        return f"({self.visit(e.a)} {e.op} {self.visit(e.b)})"
+
+    def visit_Not(self, e) -> str:
+        return f"(not {self.visit(e.a)})"
+
+    def visit_Select(self, e) -> str:
+        return f"select({self.visit(e.cond)}, {self.visit(e.a)}, {self.visit(e.b)})"
+
+    def visit_Cast(self, e) -> str:
+        return f"{e.dtype}({self.visit(e.a)})"
+
+    def visit_Intrinsic(self, e) -> str:
+        return f"{e.name}({self.join(e.args)})"
+
+    def join(self, exprs) -> str:
+        return ", ".join(self.visit(x) for x in exprs)
+
+
+_EXPRS = _ExprPrinter()
+
+
+def expr_str(e) -> str:
+    """A tensor-program expression as text."""
+    return _EXPRS.visit(e)
 
 
 def _buf(b) -> str:
     return f"{b.name}: {b.dtype}{shape_str(b.shape)}"
 
 
-def print_program(p: TensorProgram) -> str:
-    lines = []
+class _StmtPrinter(IndentedLines, StmtVisitor):
+    """Statements as indented lines; a loop or branch body one level deeper."""
+
+    def __init__(self):
+        self.lines: list = []
+        self.depth = 0
+
+    def visit_Store(self, s: Store):
+        self.line(f"{s.buffer.name}[{_EXPRS.join(s.indices)}] = {expr_str(s.value)}")
+
+    def visit_For(self, s: For):
+        kind = "" if s.kind == "serial" else f"  # {s.kind}"
+        self.line(f"for {s.var.name} in range({s.extent}):{kind}")
+        self.nested(s.body)
+
+    def visit_IfThenElse(self, s: IfThenElse):
+        self.line(f"if {expr_str(s.cond)}:")
+        self.nested(s.then_body)
+        if s.else_body is not None:
+            self.line("else:")
+            self.nested(s.else_body)
+
+    def visit_Let(self, s: Let):
+        self.line(f"{s.var.name} = {expr_str(s.value)}")
+        self.visit(s.body)
+
+    def visit_Allocate(self, s: Allocate):
+        self.line(f"{s.buffer.name} = local {s.buffer.dtype}[{s.buffer.numel()}]")
+        self.visit(s.body)
+
+    def visit_Assert(self, s: Assert):
+        values = "".join(f", {expr_str(v)}" for v in s.values)
+        self.line(f"assert {expr_str(s.cond)}, {s.message!r}{values}")
+
+
+def print_program(p) -> str:
+    """A TensorProgram as text: a header line, then its body."""
     head = f"# program {p.name}({', '.join(_buf(b) for b in p.inputs)}) -> ({', '.join(_buf(b) for b in p.outputs)})"
     if p.scratch:
         head += f", scratch ({', '.join(_buf(b) for b in p.scratch)})"
     if p.size_params:
         head += ", sizes " + ", ".join(v.name for v in p.size_params)
-    lines.append(head)
-
-    def emit(s, depth):
-        pad = "    " * depth
-        if isinstance(s, Store):
-            lines.append(f"{pad}{s.buffer.name}[{', '.join(expr_str(i) for i in s.indices)}] = {expr_str(s.value)}")
-        elif isinstance(s, For):
-            kind = "" if s.kind == "serial" else f"  # {s.kind}"
-            lines.append(f"{pad}for {s.var.name} in range({s.extent}):{kind}")
-            emit(s.body, depth + 1)
-        elif isinstance(s, IfThenElse):
-            lines.append(f"{pad}if {expr_str(s.cond)}:")
-            emit(s.then_body, depth + 1)
-            if s.else_body is not None:
-                lines.append(f"{pad}else:")
-                emit(s.else_body, depth + 1)
-        elif isinstance(s, Let):
-            lines.append(f"{pad}{s.var.name} = {expr_str(s.value)}")
-            emit(s.body, depth)
-        elif isinstance(s, Allocate):
-            lines.append(f"{pad}{s.buffer.name} = local {s.buffer.dtype}[{s.buffer.numel()}]")
-            emit(s.body, depth)
-        elif isinstance(s, Seq):
-            for x in s.stmts:
-                emit(x, depth)
-        elif isinstance(s, Assert):
-            values = "".join(f", {expr_str(v)}" for v in s.values)
-            lines.append(f"{pad}assert {expr_str(s.cond)}, {s.message!r}{values}")
-
-    emit(p.body, 0)
-    return "\n".join(lines) + "\n"
+    printer = _StmtPrinter()
+    printer.visit(p.body)
+    return "\n".join([head, *printer.lines]) + "\n"

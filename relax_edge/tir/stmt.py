@@ -1,4 +1,4 @@
-"""Statements, buffers and tensor programs.
+"""Statements and buffers of tensor programs.
 
 1. A `Buffer` is a named, typed, row-major array with a symbolic shape
    (strides for views are optional and default to row-major).
@@ -6,16 +6,13 @@
    serial / parallel / vectorized / unrolled for the scheduler), `IfThenElse`,
    `Let` (a scalar), `Allocate` (local scratch with a constant size, for
    accumulators), `Assert` (fail with a message, e.g. an index read from a
-   tensor out of range), and `Seq`.
-3. A `TensorProgram` is destination-passing: parameters are input buffers,
-   then output buffers, then scratch buffers that the caller places in its
-   workspace; `size_params` are the symbolic sizes it is generic over (one
-   program serves every value of them).
+   tensor out of range), and `Seq`. A `TensorProgram` (tir/program.py)
+   is a function whose body is a statement.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import RelaxEdgeError
 from ..ir.shape import IntExpr, SizeVar, as_expr
@@ -23,7 +20,7 @@ from ..ir.types import shape_str
 from .expr import PrimExpr, ScalarVar, wrap
 
 __all__ = ["Buffer", "Stmt", "Store", "For", "IfThenElse", "Let", "Allocate", "Assert", "Seq",
-           "TensorProgram", "LOOP_KINDS", "loop_var"]
+           "LOOP_KINDS", "loop_var"]
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 
@@ -166,38 +163,3 @@ class Seq(Stmt):
         for s in stmts:
             flat.extend(s.stmts if isinstance(s, Seq) else [s])
         object.__setattr__(self, "stmts", tuple(flat))
-
-
-@dataclass(eq=False)
-class TensorProgram:
-    name: str
-    inputs: tuple
-    outputs: tuple
-    body: Stmt
-    size_params: tuple = ()
-    scratch: tuple = ()
-    attrs: dict = field(default_factory=dict)
-
-    @property
-    def params(self) -> tuple:
-        return tuple(self.inputs) + tuple(self.outputs) + tuple(self.scratch)
-
-    def __str__(self):
-        from .printer import print_program
-        return print_program(self)
-
-    def interpret(self, args, out_type, size_values, env=None):
-        """Run on numpy inputs (see tir/interp.py); outputs take the shapes of
-        `out_type` (a graph type, evaluated under `env`) when it is given."""
-        from ..ir.shape import evaluate
-        from ..ir.types import TensorType, TupleType
-        from .interp import run_program
-        out = run_program(self, args, size_values)
-        if out_type is None or env is None:
-            return out
-        types = out_type.fields if isinstance(out_type, TupleType) else (out_type,)
-        arrays = out if isinstance(out, tuple) else (out,)
-        shaped = tuple(a.reshape(tuple(evaluate(d, env) for d in t.shape))
-                       if isinstance(t, TensorType) and t.shape is not None else a
-                       for a, t in zip(arrays, types))
-        return shaped if isinstance(out_type, TupleType) else shaped[0]

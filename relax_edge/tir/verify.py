@@ -16,79 +16,109 @@ from __future__ import annotations
 
 from ..errors import VerifyError
 from ..ir.shape import free_vars
-from .expr import Compare, Index, Load, Logical, Not, ScalarVar
-from .stmt import Allocate, Assert, For, IfThenElse, Let, Seq, Store, TensorProgram
-from .visit import map_expr
+from .expr import Compare, Logical, Not
+from .stmt import Allocate, Assert, For, IfThenElse, Let, Store
+from .visit import ExprVisitor, StmtVisitor
 
 __all__ = ["verify_program"]
 
 
-def verify_program(program: TensorProgram) -> TensorProgram:
-    errors: list[str] = []
-    params = set(program.params)
-    inputs = set(program.inputs)
+class _Uses(ExprVisitor):
+    """Reports variables and buffers an expression uses outside their scope."""
+
+    def __init__(self, checker: "_Checker", where: str):
+        self.c, self.where = checker, where
+
+    def visit_Index(self, e):
+        for v in free_vars(e.value) - self.c.loop_vars:
+            self.c.errors.append(f"{self.where}: uses {v.name} outside its loop (not a size parameter)")
+
+    def visit_Load(self, e):
+        if e.buffer not in self.c.buffers:
+            self.c.errors.append(f"{self.where}: reads {e.buffer.name}, which is not a parameter or local buffer")
+        super().visit_Load(e)
+
+    def visit_ScalarVar(self, e):
+        if e not in self.c.scalars:
+            self.c.errors.append(f"{self.where}: uses scalar {e.name} outside its let")
+
+
+class _Checker(StmtVisitor):
+    """Walks the body with the variables and buffers in scope at each statement."""
+
+    def __init__(self, program):
+        self.errors: list[str] = []
+        self.inputs = set(program.inputs)
+        self.loop_vars = set(program.size_params)    # size parameters and enclosing loops' variables
+        self.buffers = set(program.params)           # parameters and enclosing allocations
+        self.scalars: set = set()
+        self.seen_loops: set = set()
+
+    def check_expr(self, e, where: str) -> None:
+        _Uses(self, where).visit(e)
+
+    def check_cond(self, e, where: str) -> None:
+        if e.dtype != "bool" and not isinstance(e, (Compare, Logical, Not)):
+            self.errors.append(f"{where}: condition has dtype {e.dtype}, not bool")
+
+    def within(self, scope: set, item, body) -> None:
+        """Visit `body` with `item` added to `scope`."""
+        added = item not in scope
+        scope.add(item)
+        self.visit(body)
+        if added:
+            scope.discard(item)
+
+    def visit_Store(self, s: Store):
+        where = f"store to {s.buffer.name}"
+        if s.buffer not in self.buffers:
+            self.errors.append(f"{where}: not a parameter or local buffer")
+        if s.buffer in self.inputs:
+            self.errors.append(f"{where}: writes input buffer {s.buffer.name}")
+        for e in (*s.indices, s.value):
+            self.check_expr(e, where)
+
+    def visit_For(self, s: For):
+        if s.var in self.seen_loops:
+            self.errors.append(f"loop variable {s.var.name} is bound by two loops")
+        self.seen_loops.add(s.var)
+        for v in free_vars(s.extent) - self.loop_vars:
+            self.errors.append(f"loop {s.var.name}: extent uses {v.name} outside its scope")
+        self.within(self.loop_vars, s.var, s.body)
+
+    def visit_IfThenElse(self, s: IfThenElse):
+        self.check_cond(s.cond, "if")
+        self.check_expr(s.cond, "if condition")
+        self.visit(s.then_body)
+        if s.else_body is not None:
+            self.visit(s.else_body)
+
+    def visit_Let(self, s: Let):
+        self.check_expr(s.value, f"let {s.var.name}")
+        self.within(self.scalars, s.var, s.body)
+
+    def visit_Allocate(self, s: Allocate):
+        self.within(self.buffers, s.buffer, s.body)
+
+    def visit_Assert(self, s: Assert):
+        self.check_cond(s.cond, "assert")
+        for e in (s.cond, *s.values):
+            self.check_expr(e, "assert")
+
+    def generic_visit(self, s):
+        self.errors.append(f"unknown statement {type(s).__name__}")
+
+
+def verify_program(program):
+    """`program` (a TensorProgram) when it is well-formed (see above), else a VerifyError listing every problem."""
+    checker = _Checker(program)
     sizes = set(program.size_params)
     for buf in program.params:
         for d in buf.shape:
             for v in free_vars(d) - sizes:
-                errors.append(f"buffer {buf.name}: shape uses {v.name}, which is not a size parameter")
-    seen_loops: set = set()
-
-    def check_expr(e, scope_vars, scope_bufs, scalars, where):
-        def visit(node):
-            if isinstance(node, Index):
-                for v in free_vars(node.value) - scope_vars:
-                    errors.append(f"{where}: uses {v.name} outside its loop (not a size parameter)")
-            elif isinstance(node, Load) and node.buffer not in scope_bufs:
-                errors.append(f"{where}: reads {node.buffer.name}, which is not a parameter or local buffer")
-            elif isinstance(node, ScalarVar) and node not in scalars:
-                errors.append(f"{where}: uses scalar {node.name} outside its let")
-            return None
-        map_expr(e, visit)
-
-    def check_cond(e, where):
-        if e.dtype != "bool" and not isinstance(e, (Compare, Logical, Not)):
-            errors.append(f"{where}: condition has dtype {e.dtype}, not bool")
-
-    def walk(s, scope_vars, scope_bufs, scalars):
-        if isinstance(s, Store):
-            where = f"store to {s.buffer.name}"
-            if s.buffer not in scope_bufs:
-                errors.append(f"{where}: not a parameter or local buffer")
-            if s.buffer in inputs:
-                errors.append(f"{where}: writes input buffer {s.buffer.name}")
-            for e in (*s.indices, s.value):
-                check_expr(e, scope_vars, scope_bufs, scalars, where)
-        elif isinstance(s, For):
-            if s.var in seen_loops:
-                errors.append(f"loop variable {s.var.name} is bound by two loops")
-            seen_loops.add(s.var)
-            for v in free_vars(s.extent) - scope_vars:
-                errors.append(f"loop {s.var.name}: extent uses {v.name} outside its scope")
-            walk(s.body, scope_vars | {s.var}, scope_bufs, scalars)
-        elif isinstance(s, IfThenElse):
-            check_cond(s.cond, "if")
-            check_expr(s.cond, scope_vars, scope_bufs, scalars, "if condition")
-            walk(s.then_body, scope_vars, scope_bufs, scalars)
-            if s.else_body is not None:
-                walk(s.else_body, scope_vars, scope_bufs, scalars)
-        elif isinstance(s, Let):
-            check_expr(s.value, scope_vars, scope_bufs, scalars, f"let {s.var.name}")
-            walk(s.body, scope_vars, scope_bufs, scalars | {s.var})
-        elif isinstance(s, Allocate):
-            walk(s.body, scope_vars, scope_bufs | {s.buffer}, scalars)
-        elif isinstance(s, Assert):
-            check_cond(s.cond, "assert")
-            for e in (s.cond, *s.values):
-                check_expr(e, scope_vars, scope_bufs, scalars, "assert")
-        elif isinstance(s, Seq):
-            for x in s.stmts:
-                walk(x, scope_vars, scope_bufs, scalars)
-        else:
-            errors.append(f"unknown statement {type(s).__name__}")
-
-    walk(program.body, sizes, params, set())
-    if errors:
-        unique = list(dict.fromkeys(errors))
+                checker.errors.append(f"buffer {buf.name}: shape uses {v.name}, which is not a size parameter")
+    checker.visit(program.body)
+    if checker.errors:
+        unique = list(dict.fromkeys(checker.errors))
         raise VerifyError(f"tensor program {program.name} is ill-formed:\n  " + "\n  ".join(unique))
     return program

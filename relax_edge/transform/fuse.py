@@ -62,8 +62,9 @@ from ..ir.shape import Proof, as_expr, prove_equal, substitute
 from ..ir.visitor import ExprVisitor
 from ..legalize.common import broadcast_checks
 from ..tir.expr import Index, Intrinsic, Load, ScalarVar
-from ..tir.stmt import Allocate, Assert, Buffer, For, IfThenElse, Let, Seq, Store, TensorProgram
-from ..tir.visit import map_expr, walk_stmt
+from ..tir.program import TensorProgram
+from ..tir.stmt import Assert, Buffer, Let, Seq, Store
+from ..tir.visit import StmtMutator, map_expr, walk_stmt
 from .legalize import NameSupply
 from .pattern import (
     Pattern,
@@ -98,29 +99,36 @@ def _rewrite_expr(e, sizes, buffers, on_load=None):
     return map_expr(e, visit)
 
 
-def _rewrite_stmt(s, ex, buffers, around=None):
-    """Rebuild a statement of the merge's base program: expressions through
+class _MergeRewrite(StmtMutator):
+    """A statement of the merge's base program rebuilt: expressions through
     ex, stored buffers renamed; around(old, new) may wrap or replace each
     rebuilt Store / Let / Assert."""
-    def rec(x):
-        return _rewrite_stmt(x, ex, buffers, around)
-    if isinstance(s, Store):
-        new = Store(buffers.get(s.buffer, s.buffer), [ex(i) for i in s.indices], ex(s.value))
-    elif isinstance(s, Let):
-        new = Let(s.var, ex(s.value), rec(s.body))
-    elif isinstance(s, Assert):
-        new = Assert(ex(s.cond), s.message, tuple(ex(v) for v in s.values))
-    elif isinstance(s, For):
-        return For(s.var, s.extent, rec(s.body), s.kind)
-    elif isinstance(s, IfThenElse):
-        return IfThenElse(ex(s.cond), rec(s.then_body), None if s.else_body is None else rec(s.else_body))
-    elif isinstance(s, Allocate):
-        return Allocate(s.buffer, rec(s.body))
-    elif isinstance(s, Seq):
-        return Seq([rec(x) for x in s.stmts])
-    else:
-        raise TypeError(f"unknown statement {type(s).__name__}")
-    return around(s, new) if around is not None else new
+
+    def __init__(self, ex, buffers, around=None):
+        self.ex, self.buffers, self.around = ex, buffers, around
+
+    def visit_expr(self, e):
+        return self.ex(e)
+
+    def visit_buffer(self, buffer):
+        return self.buffers.get(buffer, buffer)
+
+    def wrapped(self, old, new):
+        return self.around(old, new) if self.around is not None else new
+
+    def visit_Store(self, s: Store):
+        return self.wrapped(s, super().visit_Store(s))
+
+    def visit_Let(self, s: Let):
+        return self.wrapped(s, super().visit_Let(s))
+
+    def visit_Assert(self, s: Assert):
+        return self.wrapped(s, super().visit_Assert(s))
+
+
+def _rewrite_stmt(s, ex, buffers, around=None):
+    """`s` rebuilt for a merge (see _MergeRewrite)."""
+    return _MergeRewrite(ex, buffers, around).visit(s)
 
 
 def _reads_buffers(s, buffers) -> list:

@@ -38,9 +38,11 @@ import enum
 from dataclasses import dataclass
 
 from ..ir.shape import IntExpr, Proof, _FloorMod, free_vars, prove_equal
+from ..tir.analysis import stmts_of
 from ..tir.expr import BinOp, Cast, Compare, Index, Intrinsic, Load, Logical, Not, Select
-from ..tir.stmt import Allocate, Assert, For, IfThenElse, Let, Seq, Store, TensorProgram
-from ..tir.visit import map_expr, walk_stmt
+from ..tir.program import TensorProgram
+from ..tir.stmt import Allocate, Assert, For, IfThenElse, Let, Seq, Store
+from ..tir.visit import NodeFunctor, StmtVisitor, map_expr, walk_stmt
 
 __all__ = ["Pattern", "OutputNest", "analyze", "output_nest", "inline_form", "at_loop_vars", "reads_per_element",
            "arith_cost", "stmt_exprs", "loads_in"]
@@ -68,17 +70,33 @@ class OutputNest:
 
 # ------------------------------------------------------------ small walks
 
+class _OwnExprs(NodeFunctor):
+    """The expressions a statement itself holds (not its children's)."""
+
+    def visit_Store(self, s: Store):
+        return [*s.indices, s.value]
+
+    def visit_IfThenElse(self, s: IfThenElse):
+        return [s.cond]
+
+    def visit_Let(self, s: Let):
+        return [s.value]
+
+    def visit_Assert(self, s: Assert):
+        return [s.cond, *s.values]
+
+    def visit_nested(self, s):
+        return []
+
+    visit_For = visit_Allocate = visit_Seq = visit_nested
+
+
+_OWN_EXPRS = _OwnExprs()
+
+
 def stmt_exprs(s) -> list:
     """The expressions a statement itself holds (not its children's)."""
-    if isinstance(s, Store):
-        return [*s.indices, s.value]
-    if isinstance(s, (IfThenElse,)):
-        return [s.cond]
-    if isinstance(s, Let):
-        return [s.value]
-    if isinstance(s, Assert):
-        return [s.cond, *s.values]
-    return []
+    return _OWN_EXPRS.visit(s)
 
 
 def loads_in(e) -> list:
@@ -107,20 +125,29 @@ def _index_vars(load: Load) -> set:
     return out
 
 
-def _walk_with_loops(s, fn, loops=()):
+class _LoopScope(StmtVisitor):
+    """A walk that knows the For nodes enclosing each statement (`loops`, outermost first)."""
+
+    loops: tuple = ()
+
+    def visit_For(self, s: For):
+        outer, self.loops = self.loops, self.loops + (s,)
+        super().visit_For(s)
+        self.loops = outer
+
+
+class _WalkWithLoops(_LoopScope):
+    def __init__(self, fn):
+        self.fn = fn
+
+    def visit(self, node):
+        self.fn(node, self.loops)
+        super().visit(node)
+
+
+def _walk_with_loops(s, fn):
     """fn(statement, enclosing For nodes) for every statement."""
-    fn(s, loops)
-    if isinstance(s, For):
-        _walk_with_loops(s.body, fn, loops + (s,))
-    elif isinstance(s, (Let, Allocate)):
-        _walk_with_loops(s.body, fn, loops)
-    elif isinstance(s, IfThenElse):
-        _walk_with_loops(s.then_body, fn, loops)
-        if s.else_body is not None:
-            _walk_with_loops(s.else_body, fn, loops)
-    elif isinstance(s, Seq):
-        for x in s.stmts:
-            _walk_with_loops(x, fn, loops)
+    _WalkWithLoops(fn).visit(s)
 
 
 # ------------------------------------------------------------ the output nest
@@ -131,15 +158,29 @@ def _stores_to(body, buffer) -> list:
     return found
 
 
+class _ReachesPlainly(NodeFunctor):
+    """Whether `store` is inside a statement through Seq / Allocate / Let only."""
+
+    def __init__(self, store):
+        self.store = store
+
+    def visit(self, node):
+        return node is self.store or super().visit(node)
+
+    def visit_Seq(self, s: Seq):
+        return any(self.visit(x) for x in s.stmts)
+
+    def visit_body(self, s):
+        return self.visit(s.body)
+
+    visit_Allocate = visit_Let = visit_body
+
+    def generic_visit(self, s):
+        return False
+
+
 def _reaches_plainly(tail, store) -> bool:
-    """`store` is inside `tail` through Seq / Allocate / Let only."""
-    if tail is store:
-        return True
-    if isinstance(tail, Seq):
-        return any(_reaches_plainly(x, store) for x in tail.stmts)
-    if isinstance(tail, (Allocate, Let)):
-        return _reaches_plainly(tail.body, store)
-    return False
+    return _ReachesPlainly(store).visit(tail)
 
 
 def output_nest(program: TensorProgram) -> OutputNest | None:
@@ -150,7 +191,7 @@ def output_nest(program: TensorProgram) -> OutputNest | None:
     stores = _stores_to(program.body, out)
     if len(stores) != 1:
         return None
-    stmts = program.body.stmts if isinstance(program.body, Seq) else (program.body,)
+    stmts = stmts_of(program.body)
     if not stmts:
         return None
     nest, stages = stmts[-1], tuple(stmts[:-1])
@@ -215,15 +256,22 @@ def _load_pattern(load: Load, loops: tuple) -> Pattern:
 def _loop_vars(program: TensorProgram):
     """(all loop variables, those of loops that enclose a store to a
     parameter: output or scratch); the others are reduction loops."""
-    params, every, spatial = set(program.params), set(), set()
+    walk = _LoopVars(set(program.params))
+    walk.visit(program.body)
+    return walk.every, walk.spatial
 
-    def visit(s, loops):
-        if isinstance(s, For):
-            every.add(s.var)
-        if isinstance(s, Store) and s.buffer in params:
-            spatial.update(loop.var for loop in loops)
-    _walk_with_loops(program.body, visit)
-    return every, spatial
+
+class _LoopVars(_LoopScope):
+    def __init__(self, params):
+        self.params, self.every, self.spatial = params, set(), set()
+
+    def visit_For(self, s: For):
+        self.every.add(s.var)
+        super().visit_For(s)
+
+    def visit_Store(self, s: Store):
+        if s.buffer in self.params:
+            self.spatial.update(loop.var for loop in self.loops)
 
 
 def _reuses_inputs(program: TensorProgram) -> bool:
@@ -300,7 +348,7 @@ def inline_form(program: TensorProgram):
     nest = output_nest(program)
     if nest is None or nest.stages or program.scratch:
         return None
-    body = nest.tail.stmts if isinstance(nest.tail, Seq) else (nest.tail,)
+    body = stmts_of(nest.tail)
     if body[-1] is not nest.store or not all(isinstance(s, Assert) for s in body[:-1]):
         return None
     if analyze(program) not in _ORDER:

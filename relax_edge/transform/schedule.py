@@ -31,13 +31,15 @@ from __future__ import annotations
 import math
 
 from ..ir.expr import IRModule
-from ..ir.shape import as_expr, bounds, floordiv, floormod, free_vars, substitute
+from ..ir.shape import as_expr, bounds, floordiv, floormod, substitute
 from ..target import Board, Target, load_board
-from ..tir.expr import BinOp, Index, Load, PrimExpr, const, is_float
-from ..tir.stmt import Allocate, Assert, Buffer, For, IfThenElse, Let, Seq, Store, TensorProgram, loop_var
-from ..tir.visit import map_expr, walk_stmt
+from ..tir.analysis import at_lane, stmts_of, stride
+from ..tir.expr import BinOp, Index, Load, const, is_float
+from ..tir.program import TensorProgram
+from ..tir.stmt import Allocate, Buffer, For, IfThenElse, Seq, Store, loop_var
+from ..tir.visit import ExprMutator, ExprVisitor, NodeFunctor, StmtMutator, StmtVisitor, walk_stmt
 
-__all__ = ["schedule", "schedule_program", "vector_bits", "stride", "depends_on", "at_lane", "PARALLEL_WORK"]
+__all__ = ["schedule", "schedule_program", "vector_bits", "PARALLEL_WORK"]
 
 PARALLEL_WORK = 1 << 15    # loop iterations below which a stage stays on one thread
 UNROLL_MAX = 8             # largest constant extent unrolled
@@ -77,58 +79,37 @@ def schedule_program(p: TensorProgram, bits: int, threads: bool) -> TensorProgra
     return TensorProgram(p.name, p.inputs, p.outputs, body, p.size_params, p.scratch, attrs)
 
 
-# ------------------------------------------------------------ index analysis
+# ------------------------------------------------------------ rewriting
 
-def depends_on(e: PrimExpr, var) -> bool:
-    """Whether expression `e` uses loop variable `var`."""
-    found = []
+class _IndexSubstitution(ExprMutator):
+    """Index arithmetic with size / loop variables replaced by IntExprs."""
 
-    def visit(node):
-        if isinstance(node, Index) and var in free_vars(node.value):
-            found.append(node)
-        return None
-    map_expr(e, visit)
-    return bool(found)
+    def __init__(self, mapping):
+        self.mapping = mapping
+
+    def visit_Index(self, e: Index):
+        return Index(substitute(e.value, self.mapping))
 
 
-def stride(index: PrimExpr, var) -> int | None:
-    """The constant step of a flat index per step of `var` (0: invariant),
-    or None when it is not linear in `var` with a constant coefficient."""
-    if not isinstance(index, Index):
-        return 0 if not depends_on(index, var) else None
-    delta = index.value - substitute(index.value, {var: 0})
-    if not delta.terms:
-        return 0
-    if len(delta.terms) != 1 or delta.terms[0][0] != ((var, 1),):
-        return None
-    return delta.terms[0][1]
+class _Substitution(StmtMutator):
+    """Statements with size / loop variables replaced by IntExprs; a loop
+    whose variable maps to a bare variable is renamed to it."""
 
+    def __init__(self, mapping):
+        self.mapping = mapping
+        self.exprs = _IndexSubstitution(mapping)
 
-def at_lane(e: PrimExpr, var, lane) -> PrimExpr:
-    """`e` with loop variable `var` replaced by `lane` (an int or IntExpr)."""
-    return map_expr(e, lambda n: Index(substitute(n.value, {var: as_expr(lane)})) if isinstance(n, Index) else None)
+    def visit_expr(self, e):
+        return self.exprs.visit(e)
+
+    def visit_For(self, s: For):
+        var = self.mapping[s.var].as_var() if s.var in self.mapping else s.var
+        return For(var, substitute(s.extent, self.mapping), self.visit(s.body), s.kind)
 
 
 def _subst(s, mapping):
-    """Statement `s` with size / loop variables replaced by IntExprs; a loop
-    whose variable maps to a bare variable is renamed to it."""
-    def ex(e):
-        return map_expr(e, lambda n: Index(substitute(n.value, mapping)) if isinstance(n, Index) else None)
-    if isinstance(s, Store):
-        return Store(s.buffer, [ex(i) for i in s.indices], ex(s.value))
-    if isinstance(s, For):
-        var = mapping[s.var].as_var() if s.var in mapping else s.var
-        return For(var, substitute(s.extent, mapping), _subst(s.body, mapping), s.kind)
-    if isinstance(s, IfThenElse):
-        return IfThenElse(ex(s.cond), _subst(s.then_body, mapping),
-                          None if s.else_body is None else _subst(s.else_body, mapping))
-    if isinstance(s, Let):
-        return Let(s.var, ex(s.value), _subst(s.body, mapping))
-    if isinstance(s, Allocate):
-        return Allocate(s.buffer, _subst(s.body, mapping))
-    if isinstance(s, Assert):
-        return Assert(ex(s.cond), s.message, tuple(ex(v) for v in s.values))
-    return Seq([_subst(x, mapping) for x in s.stmts])
+    """Statement `s` with size / loop variables replaced (see _Substitution)."""
+    return _Substitution(mapping).visit(s)
 
 
 def _renamed(s):
@@ -148,14 +129,21 @@ def _loop(var, extent, body, kind="serial"):
     return For(var, extent, body, kind)
 
 
+class _Loads(ExprVisitor):
+    """The loads of an expression, nested ones included."""
+
+    def __init__(self):
+        self.found: list = []
+
+    def visit_Load(self, e: Load):
+        self.found.append(e)
+        super().visit_Load(e)
+
+
 def _loads(e) -> list:
-    found = []
-    map_expr(e, lambda n: found.append(n) if isinstance(n, Load) else None)
-    return found
-
-
-def _stmts(s) -> tuple:
-    return s.stmts if isinstance(s, Seq) else (s,)
+    finder = _Loads()
+    finder.visit(e)
+    return finder.found
 
 
 # ------------------------------------------------------------ stages
@@ -168,23 +156,23 @@ def _stage(s, bits, threads):
     return _parallel(s, work) if threads and isinstance(s, For) else s
 
 
-def _rewrite(s, bits):
-    if isinstance(s, For):
-        done = _split_reduction(s, bits) or _vectorize(s, bits)
+class _Rewrite(StmtMutator):
+    """Points 2 to 4 on every loop of a stage, innermost first."""
+
+    def __init__(self, bits):
+        self.bits = bits
+
+    def visit_For(self, s: For):
+        done = _split_reduction(s, self.bits) or _vectorize(s, self.bits)
         if done is not None:
             return done
-        body = _rewrite(s.body, bits)
+        body = self.visit(s.body)
         kind = "unrolled" if s.kind == "serial" and _unrollable(s.extent, body) else s.kind
         return For(s.var, s.extent, body, kind)
-    if isinstance(s, Seq):
-        return Seq([_rewrite(x, bits) for x in s.stmts])
-    if isinstance(s, (Allocate, Let)):
-        head = (s.buffer,) if isinstance(s, Allocate) else (s.var, s.value)
-        return type(s)(*head, _rewrite(s.body, bits))
-    if isinstance(s, IfThenElse):
-        return IfThenElse(s.cond, _rewrite(s.then_body, bits),
-                          None if s.else_body is None else _rewrite(s.else_body, bits))
-    return s
+
+
+def _rewrite(s, bits):
+    return _Rewrite(bits).visit(s)
 
 
 def _lanes(dtype, bits) -> int:
@@ -194,7 +182,7 @@ def _lanes(dtype, bits) -> int:
 def _vectorize(s: For, bits):
     """Split an innermost loop of contiguous float stores into a vector main
     loop and a scalar remainder."""
-    stores = _stmts(s.body)
+    stores = stmts_of(s.body)
     if not all(isinstance(x, Store) and is_float(x.buffer.dtype) for x in stores):
         return None
     written = {x.buffer: x.buffer.flat_index(x.indices) for x in stores}
@@ -257,20 +245,34 @@ def _split_reduction(s: For, bits):
     return Allocate(part, body)
 
 
-def _iterations(s):
-    """Iterations of the whole statement when every loop extent is constant, else None."""
-    if isinstance(s, For):
-        inner = _iterations(s.body)
+class _Iterations(NodeFunctor):
+    """Iterations of a whole statement when every loop extent is constant, else None."""
+
+    def visit_For(self, s: For):
+        inner = self.visit(s.body)
         return None if inner is None or not s.extent.is_const else s.extent.value * inner
-    if isinstance(s, Seq):
-        parts = [_iterations(x) for x in s.stmts]
+
+    def visit_Seq(self, s: Seq):
+        parts = [self.visit(x) for x in s.stmts]
         return None if None in parts else max([1, *parts])
-    if isinstance(s, (Allocate, Let)):
-        return _iterations(s.body)
-    if isinstance(s, IfThenElse):
-        parts = [_iterations(x) for x in (s.then_body, s.else_body) if x is not None]
+
+    def visit_body(self, s):
+        return self.visit(s.body)
+
+    visit_Allocate = visit_Let = visit_body
+
+    def visit_IfThenElse(self, s: IfThenElse):
+        parts = [self.visit(x) for x in (s.then_body, s.else_body) if x is not None]
         return None if None in parts else max(parts)
-    return 1
+
+    def visit_leaf(self, s):
+        return 1
+
+    visit_Store = visit_Assert = visit_leaf
+
+
+def _iterations(s):
+    return _Iterations().visit(s)
 
 
 def _unrollable(extent, body) -> bool:
@@ -281,48 +283,70 @@ def _unrollable(extent, body) -> bool:
 
 # ------------------------------------------------------------ threads
 
-def _work(s):
-    """Iterations of the stage's innermost statements, as an IntExpr."""
-    if isinstance(s, For):
-        return s.extent * _work(s.body)
-    if isinstance(s, Seq):
+class _Work(NodeFunctor):
+    """Iterations of a stage's innermost statements, as an IntExpr."""
+
+    def visit_For(self, s: For):
+        return s.extent * self.visit(s.body)
+
+    def visit_Seq(self, s: Seq):
         total = as_expr(0)
         for x in s.stmts:
-            total = total + _work(x)
+            total = total + self.visit(x)
         return total if s.stmts else as_expr(1)
-    if isinstance(s, (Allocate, Let)):
-        return _work(s.body)
-    if isinstance(s, IfThenElse):
-        return _work(s.then_body) + (as_expr(0) if s.else_body is None else _work(s.else_body))
-    return as_expr(1)
+
+    def visit_body(self, s):
+        return self.visit(s.body)
+
+    visit_Allocate = visit_Let = visit_body
+
+    def visit_IfThenElse(self, s: IfThenElse):
+        return self.visit(s.then_body) + (as_expr(0) if s.else_body is None else self.visit(s.else_body))
+
+    def visit_leaf(self, s):
+        return as_expr(1)
+
+    visit_Store = visit_Assert = visit_leaf
+
+
+def _work(s):
+    return _Work().visit(s)
+
+
+class _Accesses(StmtVisitor):
+    """The local buffers, the stores, and the loads in stored values and in
+    conditions, let values and assert operands (not in store indices)."""
+
+    def __init__(self):
+        self.locals, self.stores, self.loads = set(), [], []
+
+    def visit_Allocate(self, s: Allocate):
+        self.locals.add(s.buffer)
+        super().visit_Allocate(s)
+
+    def visit_Store(self, s: Store):
+        self.stores.append(s)
+        self.visit_expr(s.value)
+
+    def visit_expr(self, e):
+        self.loads.extend(_loads(e))
 
 
 def _independent(s: For) -> bool:
     """Every store to a non-local buffer has an axis indexed by exactly the
     loop variable, and every load of such a buffer uses it on that axis too."""
-    locals_, stores, loads = set(), [], []
-
-    def visit(x):
-        if isinstance(x, Allocate):
-            locals_.add(x.buffer)
-        elif isinstance(x, Store):
-            stores.append(x)
-            loads.extend(_loads(x.value))
-        elif isinstance(x, (IfThenElse, Assert, Let)):
-            for e in ((x.cond,) if isinstance(x, IfThenElse) else (x.value,) if isinstance(x, Let)
-                      else (x.cond, *x.values)):
-                loads.extend(_loads(e))
-    walk_stmt(s.body, visit)
+    found = _Accesses()
+    found.visit(s.body)
     axes = {}
-    for st in stores:
-        if st.buffer in locals_:
+    for st in found.stores:
+        if st.buffer in found.locals:
             continue
         hits = {d for d, i in enumerate(st.indices) if isinstance(i, Index) and i.value.as_var() is s.var}
         axes[st.buffer] = axes.get(st.buffer, hits) & hits
         if not axes[st.buffer]:
             return False
     return all(any(isinstance(ld.indices[d], Index) and ld.indices[d].value.as_var() is s.var
-                   for d in axes[ld.buffer]) for ld in loads if ld.buffer in axes)
+                   for d in axes[ld.buffer]) for ld in found.loads if ld.buffer in axes)
 
 
 def _parallel(s: For, work):

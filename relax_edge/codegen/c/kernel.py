@@ -14,11 +14,13 @@ from __future__ import annotations
 import math
 
 from ...errors import RelaxEdgeError
+from ...tir.analysis import at_lane, depends_on, stride
 from ...tir.expr import BinOp, Cast, Compare, Intrinsic, Load, Select, is_float
-from ...tir.render import Renderer
-from ...tir.stmt import Allocate, Assert, For, IfThenElse, Let, Seq, Store, TensorProgram
-from ...transform.schedule import at_lane, depends_on, stride
+from ...tir.program import TensorProgram
+from ...tir.render import IndentedLines, Renderer
+from ...tir.stmt import Allocate, Assert, For, IfThenElse, Let, Store
 from ..abi import DTYPES
+from ..kernel_skeleton import KernelSkeleton, runs_in_place
 
 C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern float for
 goto if inline int long register restrict return short signed sizeof static struct switch typedef union
@@ -98,10 +100,10 @@ class CRenderer(Renderer):
         return f"RXE_{self.MATH[name]}{suffix}({', '.join(args)})"
 
 
-def _signature(program: TensorProgram, symbol: str, r: CRenderer) -> str:
+def _signature(program: TensorProgram, symbol: str, r: CRenderer, inplace: bool) -> str:
     params = []
     inputs = set(program.inputs)
-    restrict = "" if program.attrs.get("inplace") else " restrict"  # in place: output aliases an input
+    restrict = "" if inplace else " restrict"  # in place: output aliases an input
     for buf in program.params:
         qual = "const " if buf in inputs else ""
         params.append(f"{qual}{c_type(buf.dtype)}*{restrict} {r.name(buf, buf.name)}")
@@ -110,9 +112,10 @@ def _signature(program: TensorProgram, symbol: str, r: CRenderer) -> str:
     return f"rxe_status_t {symbol}({', '.join(params)})"
 
 
-def declare_kernel(program: TensorProgram, symbol: str) -> str:
-    """The declaration of a kernel defined elsewhere (by the LLVM backend)."""
-    return f"extern {_signature(program, symbol, CRenderer())};\n"
+def declare_kernel(program: TensorProgram, symbol: str, inplace: bool | None = None) -> str:
+    """The declaration of a kernel defined elsewhere (by the LLVM backend);
+    `inplace`: whether its output aliases an input (None: the program's attribute)."""
+    return f"extern {_signature(program, symbol, CRenderer(), runs_in_place(program, inplace))};\n"
 
 
 _VECTOR_TYPE = """#ifndef {T}_DEFINED
@@ -189,115 +192,139 @@ class CVectorRenderer:
         return f"{self.vtype(s.buffer.dtype)}_store({self.address(s.buffer, s.indices)}, {self.vec(s.value)});"
 
 
-def _vectorizable(s: For) -> bool:
-    body = s.body.stmts if isinstance(s.body, Seq) else (s.body,)
-    return s.extent.is_const and all(isinstance(x, Store) and x.buffer.dtype in _MASKS
-                                     and stride(x.buffer.flat_index(x.indices), s.var) == 1 for x in body)
+class CKernel(IndentedLines, KernelSkeleton):
+    """One tensor program as C text (see render_kernel)."""
 
+    INDENT = "  "
 
-def render_kernel(program: TensorProgram, symbol: str) -> str:
-    """A static C function for `program`: buffers as pointers (inputs const),
-    the size parameters as int64_t, and the error record; it returns a
-    status (not RXE_OK only when an Assert fails).
+    def __init__(self, program: TensorProgram, symbol: str, inplace: bool):
+        super().__init__(program, symbol, inplace)
+        self.r = CRenderer()
+        self.before: list = []   # the parallel loops' task functions
+        self.types: dict = {}    # vector type name -> its definitions
+        self.lines: list = []
+        self.depth = 1
 
-    Scheduled loops: a vectorized loop (constant extent) becomes vector
-    statements (CVectorRenderer), an unrolled one gets `#pragma GCC unroll`,
-    and a parallel one is outlined into `SYMBOL_parK(ctx, begin, end,
-    thread)` over a context struct of everything it uses, run by
-    rxe_threads_parallel_for; the first failed Assert in any task is the kernel's
-    status."""
-    r = CRenderer()
-    before, types = [], {}
-    lines = [f"static {_signature(program, symbol, r)} {{", "  (void)err;"]
+    def begin(self) -> None:
+        self.lines += [f"static {_signature(self.program, self.symbol, self.r, self.inplace)} {{", "  (void)err;"]
 
-    def fail(s, pad, out, in_task):
-        message = c_string(f"{program.name}: " + s.message.replace("%", "%%").replace("{}", "%d"))
+    def end(self) -> str:
+        self.lines += ["  return RXE_OK;", "}"]
+        head = list(self.types.values())
+        if self.before:
+            head.insert(0, '#include "relax_edge/threads.h"\n')
+        return "".join(head) + "".join(self.before) + "\n".join(self.lines) + "\n"
+
+    def block(self, first: str, body, var=None) -> None:
+        """`{ first; body }`, the body in scope of `var` when given."""
+        self.line("{")
+        self.line(f"  {first}")
+        self.depth += 1
+        if var is None:
+            self.visit(body)
+        else:
+            self.scoped(var, body)
+        self.depth -= 1
+        self.line("}")
+
+    # statements ------------------------------------------------------------
+    def visit_Store(self, s: Store):
+        r = self.r
+        self.line(f"{r.name(s.buffer, s.buffer.name)}[{r.expr(s.buffer.flat_index(s.indices))}] = {r.expr(s.value)};")
+
+    def visit_IfThenElse(self, s: IfThenElse):
+        self.line(f"if ({self.r.expr(s.cond)}) {{")
+        self.nested(s.then_body)
+        if s.else_body is not None:
+            self.line("} else {")
+            self.nested(s.else_body)
+        self.line("}")
+
+    def visit_Let(self, s: Let):
+        r = self.r
+        self.block(f"const {c_type(s.var.dtype)} {r.name(s.var, s.var.name)} = {r.expr(s.value)};", s.body, s.var)
+
+    def visit_Allocate(self, s: Allocate):
+        b = s.buffer
+        self.block(f"{c_type(b.dtype)} {self.r.name(b, b.name)}[{int(b.numel())}];", s.body)
+
+    def visit_Assert(self, s: Assert):
+        r = self.r
+        message = c_string(f"{self.program.name}: " + s.message.replace("%", "%%").replace("{}", "%d"))
         values = "".join(f", (int64_t)({r.expr(v)})" for v in s.values)
         error = f"rxe_error_set(err, RXE_ERR_INDEX, {message}{values})"
-        if not in_task:
-            out.append(f"{pad}if (!{r.expr(s.cond)}) return {error};")
+        if self.task is None:
+            self.line(f"if (!{r.expr(s.cond)}) return {error};")
             return
-        out.append(f"{pad}if (!{r.expr(s.cond)}) {{")
-        out.append(f"{pad}  if (!__atomic_test_and_set(&ctx->failed, __ATOMIC_ACQ_REL)) ctx->status = {error};")
-        out.append(f"{pad}  return;")
-        out.append(f"{pad}}}")
+        self.line(f"if (!{r.expr(s.cond)}) {{")
+        self.line(f"  if (!__atomic_test_and_set(&ctx->failed, __ATOMIC_ACQ_REL)) ctx->status = {error};")
+        self.line("  return;")
+        self.line("}")
 
-    def outline(s, depth, out, scope):
-        """The parallel loop `s` as a task function; the call into `out`."""
-        name = f"{symbol}_par{len(before)}"
+    # loops ------------------------------------------------------------
+    def serial_loop(self, s: For):
+        v = self.r.name(s.var, s.var.name)
+        self.line(f"for (int64_t {v} = 0; {v} < {self.r.int_expr(s.extent)}; ++{v}) {{")
+        self.depth += 1
+        self.scoped(s.var, s.body)
+        self.depth -= 1
+        self.line("}")
+
+    def unrolled_loop(self, s: For):
+        self.line(f"#pragma GCC unroll {int(s.extent)}")
+        self.serial_loop(s)
+
+    def vector_loop(self, s: For, lanes: int, stores: tuple):
+        vr = CVectorRenderer(self.r, s.var, lanes, self.types)
+        self.line(f"{{  /* {s.var.name}: {lanes} lanes */")
+        for x in stores:
+            self.line(f"  {vr.store(x)}")
+        self.line("}")
+
+    def parallel_loop(self, s: For):
+        """The parallel loop `s` as a task function SYMBOL_parK over a
+        context struct of everything it uses; here, the call that runs it."""
+        program, r = self.program, self.r
+        name = f"{self.symbol}_par{len(self.before)}"
         inputs = set(program.inputs)
         fields = [(f"const {c_type(b.dtype)}*" if b in inputs else f"{c_type(b.dtype)}*", r.name(b, b.name))
                   for b in program.params]
         fields += [("int64_t", r.name(v, v.name)) for v in program.size_params]
-        fields += [(f"const {c_type(v.dtype)}" if hasattr(v, "dtype") else "int64_t", r.name(v, v.name)) for v in scope]
+        fields += [(f"const {c_type(v.dtype)}" if hasattr(v, "dtype") else "int64_t", r.name(v, v.name))
+                   for v in self.scope]
         fields.append(("rxe_error_t*", "err"))
         struct = ["typedef struct {"] + [f"  {t} {n};" for t, n in fields] + \
                  ["  rxe_status_t status;", "  unsigned char failed;", f"}} {name}_ctx;"]
-        restrict = "" if program.attrs.get("inplace") else " restrict"
+        restrict = "" if self.inplace else " restrict"
         fn = [f"static void {name}(void* task, int64_t begin, int64_t end, int thread) {{",
               f"  {name}_ctx* ctx = ({name}_ctx*)task;", "  (void)thread;"]
         fn += [f"  {t}{restrict if t.endswith('*') and n != 'err' else ''} {n} = ctx->{n}; (void){n};"
                for t, n in fields]
         v = r.name(s.var, s.var.name)
         fn.append(f"  for (int64_t {v} = begin; {v} < end; ++{v}) {{")
-        emit(s.body, 2, fn, scope, True)
+        outer = self.lines, self.depth
+        self.lines, self.depth, self.task = fn, 2, name
+        self.visit(s.body)
+        (self.lines, self.depth), self.task = outer, None
         fn += ["  }", "}"]
-        before.append("\n".join(struct + fn) + "\n")
-        pad = "  " * depth
-        out.append(f"{pad}{{")
-        out.append(f"{pad}  {name}_ctx ctx = {{{', '.join(n for _, n in fields)}, RXE_OK, 0}};")
-        out.append(f"{pad}  rxe_threads_parallel_for({r.int_expr(s.extent)}, {name}, &ctx);")
-        out.append(f"{pad}  if (ctx.failed) return ctx.status;")
-        out.append(f"{pad}}}")
+        self.before.append("\n".join(struct + fn) + "\n")
+        self.line("{")
+        self.line(f"  {name}_ctx ctx = {{{', '.join(n for _, n in fields)}, RXE_OK, 0}};")
+        self.line(f"  rxe_threads_parallel_for({r.int_expr(s.extent)}, {name}, &ctx);")
+        self.line("  if (ctx.failed) return ctx.status;")
+        self.line("}")
 
-    def emit(s, depth, out, scope, in_task):
-        pad = "  " * depth
-        if isinstance(s, Store):
-            target = f"{r.name(s.buffer, s.buffer.name)}[{r.expr(s.buffer.flat_index(s.indices))}]"
-            out.append(f"{pad}{target} = {r.expr(s.value)};")
-        elif isinstance(s, For) and s.kind == "parallel" and not in_task:
-            outline(s, depth, out, scope)
-        elif isinstance(s, For) and s.kind == "vectorized" and _vectorizable(s):
-            vr = CVectorRenderer(r, s.var, int(s.extent), types)
-            body = s.body.stmts if isinstance(s.body, Seq) else (s.body,)
-            out.append(f"{pad}{{  /* {s.var.name}: {int(s.extent)} lanes */")
-            out.extend(f"{pad}  {vr.store(x)}" for x in body)
-            out.append(f"{pad}}}")
-        elif isinstance(s, For):
-            v = r.name(s.var, s.var.name)
-            if s.kind == "unrolled" and s.extent.is_const:
-                out.append(f"{pad}#pragma GCC unroll {int(s.extent)}")
-            out.append(f"{pad}for (int64_t {v} = 0; {v} < {r.int_expr(s.extent)}; ++{v}) {{")
-            emit(s.body, depth + 1, out, scope + [s.var], in_task)
-            out.append(f"{pad}}}")
-        elif isinstance(s, IfThenElse):
-            out.append(f"{pad}if ({r.expr(s.cond)}) {{")
-            emit(s.then_body, depth + 1, out, scope, in_task)
-            if s.else_body is not None:
-                out.append(f"{pad}}} else {{")
-                emit(s.else_body, depth + 1, out, scope, in_task)
-            out.append(f"{pad}}}")
-        elif isinstance(s, Let):
-            out.append(f"{pad}{{")
-            out.append(f"{pad}  const {c_type(s.var.dtype)} {r.name(s.var, s.var.name)} = {r.expr(s.value)};")
-            emit(s.body, depth + 1, out, scope + [s.var], in_task)
-            out.append(f"{pad}}}")
-        elif isinstance(s, Allocate):
-            out.append(f"{pad}{{")
-            out.append(f"{pad}  {c_type(s.buffer.dtype)} {r.name(s.buffer, s.buffer.name)}[{int(s.buffer.numel())}];")
-            emit(s.body, depth + 1, out, scope, in_task)
-            out.append(f"{pad}}}")
-        elif isinstance(s, Seq):
-            for x in s.stmts:
-                emit(x, depth, out, scope, in_task)
-        elif isinstance(s, Assert):
-            fail(s, pad, out, in_task)
-        else:
-            raise RelaxEdgeError(f"C backend: cannot emit {type(s).__name__}")
 
-    emit(program.body, 1, lines, [], False)
-    lines += ["  return RXE_OK;", "}"]
-    head = list(types.values())
-    if before:
-        head.insert(0, '#include "relax_edge/threads.h"\n')
-    return "".join(head) + "".join(before) + "\n".join(lines) + "\n"
+def render_kernel(program: TensorProgram, symbol: str, inplace: bool | None = None) -> str:
+    """A static C function for `program`: buffers as pointers (inputs const,
+    all restrict unless `inplace`: an output aliases an input; None: the
+    program's attribute), the size parameters as int64_t, and the error
+    record; it returns a status (not RXE_OK only when an Assert fails).
+
+    Scheduled loops (kernel_skeleton.py decides which): a vectorized loop
+    becomes vector statements (CVectorRenderer), an unrolled one gets
+    `#pragma GCC unroll`, and a parallel one is outlined into
+    `SYMBOL_parK(ctx, begin, end, thread)` over a context struct of
+    everything it uses, run by rxe_threads_parallel_for; the first failed
+    Assert in any task is the kernel's status."""
+    return CKernel(program, symbol, runs_in_place(program, inplace)).emit()

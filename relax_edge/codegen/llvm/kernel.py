@@ -1,18 +1,21 @@
 """Tensor programs to LLVM IR functions, built with llvmlite's IRBuilder.
 
-1. The walk is the C emitter's (codegen/c/kernel.py over tir/render.py):
-   the same statements and expressions, visited the same way; what differs
-   is the tables below, from node kind to IRBuilder call.
+1. The statement walk is codegen/kernel_skeleton.py's, shared with the C
+   emitter (codegen/c/kernel.py): the same statements and loop decisions;
+   what differs is the hooks and the tables below, from node kind to
+   IRBuilder call.
 2. A kernel has the C kernel's signature: buffers as pointers (`noalias`
-   unless the program runs in place), the size parameters as i64, the error
+   unless the kernel runs in place), the size parameters as i64, the error
    record last; it returns an i32 status (0 is RXE_OK). A failed Assert
    returns `rxe_error_set(err, RXE_ERR_INDEX, "<message with %d>", ...)`.
 3. Integers: index arithmetic (canonical `IntExpr`s) is i64 with `nsw`, as
    C's signed overflow is undefined; floor division and modulo are plain
    `sdiv`/`srem` where the prover shows the operands non-negative, else the
    correction sequence of kernel.h's rxe_floordiv_i64 / rxe_floormod_i64.
-   `IndexArithmetic` is this lowering alone; the host functions (host.py)
-   use it too, with the sizes read from their sizes array.
+   `IndexArithmetic` is this lowering alone: the primitive operations under
+   tir/render.py's IndexLowering (the decomposition every backend shares);
+   the host functions (host.py) use it too, with the sizes read from their
+   sizes array.
 4. Booleans are i1 in registers and one byte (0 or 1) in memory.
 5. Scheduled loops: a vectorized loop (constant extent L) becomes <L x T>
    IR (VectorEmitter): contiguous loads and stores as vectors, arithmetic,
@@ -36,10 +39,13 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...errors import RelaxEdgeError
-from ...ir.shape import SizeVar, _FloorDiv, _FloorMod, _Min, bounds
+from ...ir.shape import SizeVar
+from ...tir.analysis import VECTOR_DTYPES, at_lane, depends_on, stride
 from ...tir.expr import BinOp, Cast, Compare, Const, Index, Intrinsic, Load, Logical, Not, ScalarVar, Select, is_float
-from ...tir.stmt import Allocate, Assert, For, IfThenElse, Let, Seq, Store, TensorProgram
-from ...transform.schedule import at_lane, depends_on, stride
+from ...tir.program import TensorProgram
+from ...tir.render import IndexLowering
+from ...tir.stmt import Allocate, Assert, For, IfThenElse, Let, Store
+from ..kernel_skeleton import KernelSkeleton, runs_in_place
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
@@ -99,39 +105,28 @@ def memory_type(dtype: str) -> ir.Type:
     return I8 if dtype == "bool" else llvm_type(dtype)
 
 
-class IndexArithmetic:
+class IndexArithmetic(IndexLowering):
     """Canonical IntExprs (index arithmetic, sizes) as i64 arithmetic at the
-    builder `self.b`; a subclass says where each size variable's value is."""
+    builder `self.b`; a subclass says where each size variable's value is
+    (`size_value`)."""
 
     b: ir.IRBuilder
 
-    def size_value(self, var: SizeVar) -> ir.Value:
-        raise NotImplementedError
+    def int_const(self, k: int) -> ir.Value:
+        return ir.Constant(I64, k)
 
-    def int_expr(self, e) -> ir.Value:
-        """A canonical IntExpr as i64 arithmetic."""
-        total = None
-        for mono, k in e.terms:
-            factors = [self.int_atom(atom) for atom, p in mono for _ in range(p)]
-            if k != 1 or not factors:
-                factors.insert(0, ir.Constant(I64, k))
-            term = factors[0]
-            for f in factors[1:]:
-                term = self.b.mul(term, f, flags=["nsw"])
-            total = term if total is None else self.b.add(total, term, flags=["nsw"])
-        return total if total is not None else ir.Constant(I64, 0)
+    def int_mul(self, a, b) -> ir.Value:
+        return self.b.mul(a, b, flags=["nsw"])
 
-    def int_atom(self, atom) -> ir.Value:
-        if isinstance(atom, SizeVar):
-            return self.size_value(atom)
-        x, y = (self.int_expr(a) for a in atom.args)
-        if isinstance(atom, (_FloorDiv, _FloorMod)):
-            op = "floordiv" if isinstance(atom, _FloorDiv) else "floormod"
-            if bounds(atom.args[0])[0] >= 0 and bounds(atom.args[1])[0] > 0:
-                return getattr(self.b, INT_BINARY[op])(x, y)
-            return self.floor_division(op, x, y)
-        pred = INT_COMPARE[MINMAX["min" if isinstance(atom, _Min) else "max"]]
-        return self.b.select(self.b.icmp_signed(pred, x, y), x, y)
+    def int_add(self, a, b) -> ir.Value:
+        return self.b.add(a, b, flags=["nsw"])
+
+    def int_division(self, kind: str, x, y, nonneg: bool) -> ir.Value:
+        op = "floordiv" if kind == "div" else "floormod"
+        return getattr(self.b, INT_BINARY[op])(x, y) if nonneg else self.floor_division(op, x, y)
+
+    def int_minmax(self, kind: str, x, y) -> ir.Value:
+        return self.b.select(self.b.icmp_signed(INT_COMPARE[MINMAX[kind]], x, y), x, y)
 
     def floor_division(self, op: str, a, b) -> ir.Value:
         """Python's a // b and a % b: truncate, then step down where the
@@ -145,33 +140,33 @@ class IndexArithmetic:
         return bld.add(r, bld.select(adjust, b, zero))
 
 
-class KernelEmitter(IndexArithmetic):
-    """Emits one tensor program as a function of `module`."""
+class KernelEmitter(KernelSkeleton, IndexArithmetic):
+    """Emits one tensor program as a function of `module`; inside an
+    outlined parallel loop, `task` is (context pointer, its struct type)."""
 
-    def __init__(self, module: ir.Module, program: TensorProgram, symbol: str, math: dict):
+    def __init__(self, module: ir.Module, program: TensorProgram, symbol: str, math: dict, inplace: bool):
+        super().__init__(program, symbol, inplace)
         self.module = module
-        self.program = program
-        self.symbol = symbol
         self.math = math
         self.values = {}     # id(size/loop variable, scalar, buffer) -> ir.Value
         self.strings = 0     # messages emitted so far
         self.b: ir.IRBuilder | None = None
         self.entry: ir.Block | None = None   # local buffers are allocated here
+        self.start: ir.Block | None = None   # the body starts here
+        self.function: ir.Function | None = None
         self.err: ir.Argument | None = None
-        self.scope: list = []    # loop variables and scalars bound around the current statement
-        self.task = None         # in an outlined parallel loop: (context pointer, its struct type)
         self.tasks = 0           # parallel loops outlined so far
 
     # function ------------------------------------------------------------
-    def emit(self) -> ir.Function:
+    def begin(self) -> None:
         p = self.program
         params = [PTR] * len(p.params) + [I64] * len(p.size_params) + [PTR]
-        fn = ir.Function(self.module, ir.FunctionType(I32, params), self.symbol)
+        fn = self.function = ir.Function(self.module, ir.FunctionType(I32, params), self.symbol)
         fn.attributes.add("nounwind")
         args = list(fn.args)
         for buf, arg in zip(p.params, args):
             arg.name = buf.name
-            if not p.attrs.get("inplace"):   # in place: an output aliases an input
+            if not self.inplace:   # in place: an output aliases an input
                 arg.add_attribute("noalias")
             self.values[id(buf)] = arg
         for var, arg in zip(p.size_params, args[len(p.params):]):
@@ -180,59 +175,56 @@ class KernelEmitter(IndexArithmetic):
         self.err = args[-1]
         self.err.name = "err"
         self.entry = fn.append_basic_block("entry")
-        start = fn.append_basic_block("start")
-        self.b = ir.IRBuilder(start)
-        self.stmt(p.body)
+        self.start = fn.append_basic_block("start")
+        self.b = ir.IRBuilder(self.start)
+
+    def end(self) -> ir.Function:
         self.b.ret(ir.Constant(I32, RXE_OK))
-        ir.IRBuilder(self.entry).branch(start)
-        return fn
+        ir.IRBuilder(self.entry).branch(self.start)
+        return self.function
 
     # statements ------------------------------------------------------------
-    def stmt(self, s) -> None:
+    def visit_Store(self, s: Store):
+        value = self.expr(s.value)
+        if s.buffer.dtype == "bool":
+            value = self.b.zext(value, I8)
+        self.b.store(value, self.address(s.buffer, s.indices), align=self.align(s.buffer.dtype))
+
+    def visit_IfThenElse(self, s: IfThenElse):
         b = self.b
-        if isinstance(s, Store):
-            value = self.expr(s.value)
-            if s.buffer.dtype == "bool":
-                value = b.zext(value, I8)
-            b.store(value, self.address(s.buffer, s.indices), align=self.align(s.buffer.dtype))
-        elif isinstance(s, For) and s.kind == "parallel" and self.task is None:
-            self.parallel(s)
-        elif isinstance(s, For) and s.kind == "vectorized" and vectorizable(s):
-            VectorEmitter(self, s.var, int(s.extent)).body(s.body)
-        elif isinstance(s, For) and s.kind == "unrolled" and s.extent.is_const:
-            for k in range(int(s.extent)):
-                self.values[id(s.var)] = ir.Constant(I64, k)
-                self.stmt(s.body)
-        elif isinstance(s, For):
-            self.loop(s)
-        elif isinstance(s, IfThenElse):
-            cond = self.truth(self.expr(s.cond), s.cond.dtype)
-            if s.else_body is None:
-                with b.if_then(cond):
-                    self.stmt(s.then_body)
-            else:
-                with b.if_else(cond) as (then, otherwise):
-                    with then:
-                        self.stmt(s.then_body)
-                    with otherwise:
-                        self.stmt(s.else_body)
-        elif isinstance(s, Let):
-            self.values[id(s.var)] = self.expr(s.value)
-            self.scope.append(s.var)
-            self.stmt(s.body)
-            self.scope.pop()
-        elif isinstance(s, Allocate):
-            with b.goto_block(self.entry):
-                self.values[id(s.buffer)] = b.alloca(memory_type(s.buffer.dtype), int(s.buffer.numel()),
-                                                     name=s.buffer.name)
-            self.stmt(s.body)
-        elif isinstance(s, Seq):
-            for x in s.stmts:
-                self.stmt(x)
-        elif isinstance(s, Assert):
-            self.check(s)
+        cond = self.truth(self.expr(s.cond), s.cond.dtype)
+        if s.else_body is None:
+            with b.if_then(cond):
+                self.visit(s.then_body)
         else:
-            raise RelaxEdgeError(f"LLVM backend: cannot emit {type(s).__name__}")
+            with b.if_else(cond) as (then, otherwise):
+                with then:
+                    self.visit(s.then_body)
+                with otherwise:
+                    self.visit(s.else_body)
+
+    def visit_Let(self, s: Let):
+        self.values[id(s.var)] = self.expr(s.value)
+        self.scoped(s.var, s.body)
+
+    def visit_Allocate(self, s: Allocate):
+        with self.b.goto_block(self.entry):
+            self.values[id(s.buffer)] = self.b.alloca(memory_type(s.buffer.dtype), int(s.buffer.numel()),
+                                                      name=s.buffer.name)
+        self.visit(s.body)
+
+    # loops ------------------------------------------------------------
+    def vector_loop(self, s: For, lanes: int, stores: tuple) -> None:
+        VectorEmitter(self, s.var, lanes).stores(stores)
+
+    def unrolled_loop(self, s: For) -> None:
+        """The body once per iteration, the variable a constant in each."""
+        for k in range(int(s.extent)):
+            self.values[id(s.var)] = ir.Constant(I64, k)
+            self.visit(s.body)
+
+    def serial_loop(self, s: For) -> None:
+        self.loop(s)
 
     def loop(self, s: For, begin=None, end=None) -> None:
         """for (int64_t i = begin; i < end; ++i), [0, extent) by default, the
@@ -250,9 +242,7 @@ class KernelEmitter(IndexArithmetic):
         b.cbranch(b.icmp_signed("<", i, extent), body, done)
         b.position_at_end(body)
         self.values[id(s.var)] = i
-        self.scope.append(s.var)
-        self.stmt(s.body)
-        self.scope.pop()
+        self.scoped(s.var, s.body)
         i.add_incoming(b.add(i, ir.Constant(I64, 1), flags=["nuw", "nsw"]), b.block)
         b.branch(head)
         b.position_at_end(done)
@@ -264,7 +254,7 @@ class KernelEmitter(IndexArithmetic):
         address.type = PTR   # llvmlite types a GEP by its element; the IR pointer is opaque either way
         return address
 
-    def parallel(self, s: For) -> None:
+    def parallel_loop(self, s: For) -> None:
         """Outline `s` into a task function; run it with rxe_threads_parallel_for and
         return the recorded status when a task failed."""
         p = self.program
@@ -275,7 +265,7 @@ class KernelEmitter(IndexArithmetic):
         task_fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR, I64, I64, I32]),
                               f"{self.symbol}.par{self.tasks}")
         task_fn.attributes.add("nounwind")
-        inner = KernelEmitter(self.module, p, task_fn.name, self.math)
+        inner = KernelEmitter(self.module, p, task_fn.name, self.math, self.inplace)
         inner.entry = task_fn.append_basic_block("entry")
         start = task_fn.append_basic_block("start")
         inner.b = ir.IRBuilder(inner.entry)
@@ -301,7 +291,7 @@ class KernelEmitter(IndexArithmetic):
         with b.if_then(failed, likely=False):
             b.ret(b.load(self.field(ctx, slots, -2), typ=I32))
 
-    def check(self, s: Assert) -> None:
+    def visit_Assert(self, s: Assert) -> None:
         b = self.b
         text = f"{self.program.name}: " + s.message.replace("%", "%%").replace("{}", "%d")
         values = [self.cast(self.expr(v), v.dtype, "int64") for v in s.values]
@@ -446,12 +436,6 @@ class KernelEmitter(IndexArithmetic):
 VECTOR_BINARY = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv"}
 
 
-def vectorizable(s: For) -> bool:
-    body = s.body.stmts if isinstance(s.body, Seq) else (s.body,)
-    return s.extent.is_const and all(isinstance(x, Store) and x.buffer.dtype in ("float32", "float64")
-                                     and stride(x.buffer.flat_index(x.indices), s.var) == 1 for x in body)
-
-
 class VectorEmitter:
     """The body of a vectorized loop over `var` as <lanes x T> IR at the
     kernel emitter's builder; uniform expressions stay scalar."""
@@ -462,8 +446,9 @@ class VectorEmitter:
     def vtype(self, dtype):
         return ir.VectorType(llvm_type(dtype), self.lanes)
 
-    def body(self, s) -> None:
-        for st in (s.stmts if isinstance(s, Seq) else (s,)):
+    def stores(self, stores) -> None:
+        """Each store of a vectorized loop's body as one vector store."""
+        for st in stores:
             value = self.vec(st.value)
             address = self.address(st.buffer, st.indices)
             address.type = PTR   # llvmlite types a GEP by its element; the IR pointer is opaque either way
@@ -485,7 +470,7 @@ class VectorEmitter:
         k, b = self.k, self.k.b
         if not depends_on(e, self.var):
             return k.expr(e), False
-        if e.dtype in ("float32", "float64"):
+        if e.dtype in VECTOR_DTYPES:
             if isinstance(e, Load) and stride(e.buffer.flat_index(e.indices), self.var) == 1:
                 return b.load(self.address(e.buffer, e.indices), typ=self.vtype(e.dtype), align=k.align(e.dtype)), True
             if isinstance(e, BinOp) and e.op in VECTOR_BINARY:
@@ -493,7 +478,7 @@ class VectorEmitter:
             if isinstance(e, BinOp) and e.op in MINMAX:
                 x, y = self.vec(e.a), self.vec(e.b)
                 return b.select(k.compare(MINMAX[e.op], x, y, e.dtype), x, y), True
-            if isinstance(e, Cast) and e.a.dtype in ("float32", "float64"):
+            if isinstance(e, Cast) and e.a.dtype in VECTOR_DTYPES:
                 x, to = self.vec(e.a), self.vtype(e.dtype)
                 return (b.fpext if BITS[e.dtype] > BITS[e.a.dtype] else b.fptrunc)(x, to) if e.a.dtype != e.dtype \
                     else x, True
@@ -588,14 +573,17 @@ class F32Math:
         return self._odd(x, small, big, 0.625)
 
 
-def emit_kernels(programs: dict, freestanding: bool, name: str = "kernels") -> ir.Module:
+def emit_kernels(programs: dict, freestanding: bool, name: str = "kernels", inplace: set | None = None) -> ir.Module:
     """An LLVM module with one function per (symbol -> program) entry; the
-    caller sets the triple and data layout (codegen/llvm/target.py)."""
+    caller sets the triple and data layout (codegen/llvm/target.py).
+    `inplace`: the symbols whose output aliases an input (None: each
+    program's attribute)."""
     module = ir.Module(name=name)
     math = FREESTANDING_MATH if freestanding else HOSTED_MATH
     for symbol, program in programs.items():
+        aliases = runs_in_place(program, None if inplace is None else symbol in inplace)
         try:
-            KernelEmitter(module, program, symbol, math).emit()
+            KernelEmitter(module, program, symbol, math, aliases).emit()
         except RelaxEdgeError as err:
             raise RelaxEdgeError(f"tensor program {program.name}: {err}") from None
     return module

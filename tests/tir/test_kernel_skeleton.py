@@ -1,0 +1,105 @@
+"""The statement walk every kernel emitter shares (codegen/kernel_skeleton.py):
+which loop hook a scheduled loop reaches, what a backend must provide, the
+one vectorize test, and the explicit in-place parameter of the C and LLVM
+emitters."""
+
+import pytest
+
+from relax_edge.codegen.c.kernel import declare_kernel, render_kernel
+from relax_edge.codegen.kernel_skeleton import KernelSkeleton
+from relax_edge.codegen.llvm.kernel import emit_kernels
+from relax_edge.ir import SizeVar
+from relax_edge.tir import Buffer, For, Seq, Store, TensorProgram, loop_var
+from relax_edge.tir.analysis import at_lane, depends_on, stride, vectorizable
+from relax_edge.tir.expr import Index
+
+
+class Trace(KernelSkeleton):
+    """A backend that names the hook each statement reaches."""
+
+    def begin(self):
+        self.trace = []
+
+    def end(self):
+        return self.trace
+
+    def visit_Store(self, s):
+        self.trace.append(f"store {s.buffer.name}")
+
+    def serial_loop(self, s):
+        self.trace.append(f"serial {s.var.name}")
+        self.scoped(s.var, s.body)
+
+    def unrolled_loop(self, s):
+        self.trace.append(f"unrolled {s.var.name}")
+
+    def vector_loop(self, s, lanes, stores):
+        self.trace.append(f"vector {s.var.name} x{lanes}: {len(stores)} stores")
+
+    def parallel_loop(self, s):
+        self.trace.append(f"parallel {s.var.name}")
+        self.task = "task"
+        self.visit(s)        # inside the task the same loop is serial
+        self.task = None
+
+
+def add_program(kind_outer="serial", kind_inner="vectorized", inner_extent=4, inner_dtype="float32"):
+    n = SizeVar("n")
+    a = Buffer("a", inner_dtype, (n, inner_extent))
+    b = Buffer("b", inner_dtype, (n, inner_extent))
+    i, j = loop_var("i"), loop_var("j")
+    inner = For(j, inner_extent, Store(b, [i, j], a[i, j] + a[i, j]), kind_inner)
+    return TensorProgram("add", (a,), (b,), For(i, n, Seq([inner]), kind_outer), (n,))
+
+
+def test_each_scheduled_loop_reaches_its_hook():
+    assert Trace(add_program(), "k", False).emit() == ["serial i", "vector j x4: 1 stores"]
+    assert Trace(add_program("parallel", "unrolled"), "k", False).emit() == \
+        ["parallel i", "serial i", "unrolled j"]
+
+
+def test_a_vectorized_loop_the_backends_cannot_vectorize_is_a_plain_loop():
+    program = add_program(inner_extent=SizeVar("m"))      # no constant lane count
+    assert Trace(program, "k", False).emit() == ["serial i", "serial j", "store b"]
+    program = add_program(inner_dtype="int32")             # not a float store
+    assert Trace(program, "k", False).emit() == ["serial i", "serial j", "store b"]
+
+
+def test_a_backend_without_a_statement_hook_is_an_error_naming_both():
+    class NoStores(Trace):
+        visit_Store = None
+    with pytest.raises(TypeError, match="NoStores has no hook for Store"):
+        NoStores(add_program(kind_inner="serial"), "k", False).emit()
+
+
+def test_index_analysis():
+    i, j = loop_var("i"), loop_var("j")
+    flat = Index(i * 8 + j * 2 + 1)
+    assert stride(flat, j) == 2 and stride(flat, i) == 8
+    assert stride(Index(i * j), j) is None
+    assert depends_on(flat, i) and not depends_on(Index(j + 1), i)
+    assert at_lane(flat, j, 3).value == i * 8 + 7
+    inner = add_program().body.body.stmts[0]
+    assert vectorizable(inner)
+
+
+def test_in_place_is_a_parameter_of_the_c_emitter():
+    program = add_program()
+    assert "restrict" in render_kernel(program, "k_add")
+    assert "restrict" not in render_kernel(program, "k_add", inplace=True)
+    assert "restrict" not in declare_kernel(program, "k_add", inplace=True)
+    program.attrs["inplace"] = True      # the attribute is read only when no value is given
+    assert "restrict" not in render_kernel(program, "k_add")
+    assert "restrict" in render_kernel(program, "k_add", inplace=False)
+    assert "restrict" in declare_kernel(program, "k_add", inplace=False)
+
+
+def test_in_place_is_a_set_of_symbols_for_the_llvm_emitter():
+    program = add_program()
+    module = str(emit_kernels({"k_a": program, "k_b": program}, False, inplace={"k_b"}))
+    head_a = next(line for line in module.splitlines() if line.startswith("define") and "@\"k_a\"(" in line)
+    head_b = next(line for line in module.splitlines() if line.startswith("define") and "@\"k_b\"(" in line)
+    assert head_a.count("noalias") == 2 and "noalias" not in head_b
+    program.attrs["inplace"] = True
+    assert "noalias" not in str(emit_kernels({"k_a": program}, False))
+    assert "noalias" in str(emit_kernels({"k_a": program}, False, inplace=set()))
