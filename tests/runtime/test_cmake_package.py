@@ -23,11 +23,18 @@ CONSUMER = """
 cmake_minimum_required(VERSION 3.16)
 project(consumer LANGUAGES C ASM)
 find_package(relax_edge {version} EXACT REQUIRED)
-rxe_add_model(small SOURCES {model}/small.c {model}/small_weights.S)
+rxe_add_model(small {sources})
 add_executable(abi_check abi_check.c)
 target_include_directories(abi_check PRIVATE {model})
 target_link_libraries(abi_check PRIVATE small relax_edge::runtime)
 """
+
+# what rxe_add_model is given per backend: the C source, or the LLVM objects (and the profiled host for the server)
+MODEL_SOURCES = {
+    "c": "SOURCES {model}/small.c {model}/small_weights.S",
+    "llvm": "SOURCES {model}/small_host.o {model}/small_kernels.o {model}/small_weights.S "
+            "PROFILED_SOURCES {model}/small_host_profiled.o {model}/small_kernels.o {model}/small_weights.S",
+}
 
 ABI_CHECK = r"""
 #include <stdio.h>
@@ -83,14 +90,17 @@ def test_install_holds_the_package(prefix):
     assert "relax_edge::runtime" in (config / "relax_edge-targets.cmake").read_text()
 
 
-def test_consumer_builds_a_model_with_rxe_add_model(prefix, tmp_path):
+@pytest.mark.parametrize("backend", list(MODEL_SOURCES))
+def test_consumer_builds_a_model_with_rxe_add_model(prefix, tmp_path, backend):
     rng = np.random.default_rng(0)
     w = rng.standard_normal((4, 3)).astype(np.float32)
     b = rng.standard_normal(3).astype(np.float32)
-    rxe.build(small_model(w, b), board="host", out_dir=tmp_path / "model", name="small")
+    model = tmp_path / "model"
+    rxe.build(small_model(w, b), board="host", backend=backend, out_dir=model, name="small")
     consumer = tmp_path / "consumer"
     consumer.mkdir()
-    (consumer / "CMakeLists.txt").write_text(CONSUMER.format(version=rxe.__version__, model=tmp_path / "model"))
+    sources = MODEL_SOURCES[backend].format(model=model)
+    (consumer / "CMakeLists.txt").write_text(CONSUMER.format(version=rxe.__version__, sources=sources, model=model))
     (consumer / "abi_check.c").write_text(ABI_CHECK)
     build = tmp_path / "consumer-build"
     run(["cmake", "-S", consumer, "-B", build, f"-DCMAKE_PREFIX_PATH={prefix}"])
