@@ -106,7 +106,9 @@ def test_consumer_builds_a_model_with_rxe_add_model(prefix, tmp_path, backend):
     run(["cmake", "-S", consumer, "-B", build, f"-DCMAKE_PREFIX_PATH={prefix}"])
     run(["cmake", "--build", build, "-j", "2"])
     assert run([build / "abi_check"]).stdout.split() == ["small", "main"]
-    assert (build / "small_server").is_file()
+    frames = ROOT / "runtime_c" / "fuzz" / "example_list.frames"   # LIST, then SHUTDOWN
+    served = subprocess.run([str(build / "small_server")], input=frames.read_bytes(), capture_output=True, timeout=60)
+    assert served.returncode == 0 and b"main" in served.stdout, served.stderr
 
     x = rng.standard_normal((5, 4)).astype(np.float32)
     (tmp_path / "x.rxt").write_bytes(tensorfile.encode([x]))
