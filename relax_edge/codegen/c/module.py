@@ -10,7 +10,6 @@ weights' assembler file (`support_files`) are also the LLVM backend's.
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
 
 import jinja2
@@ -80,9 +79,9 @@ def emit_c(host: HostModule, extern_kernels: bool = False) -> CSources:
         try:
             if extern_kernels:
                 declared[symbol] = program
-                kernels.append(declare_kernel(program, symbol, **inplace_keyword(declare_kernel, inplace)))
+                kernels.append(declare_kernel(program, symbol, inplace=inplace))
             else:
-                kernels.append(render_kernel(program, symbol, **inplace_keyword(render_kernel, inplace)))
+                kernels.append(render_kernel(program, symbol, inplace=inplace))
         except RelaxEdgeError as err:
             raise CodegenError(f"tensor program {program.name}: {err}") from None
     context = _context(host)
@@ -92,8 +91,3 @@ def emit_c(host: HostModule, extern_kernels: bool = False) -> CSources:
     files = {f"{prefix}.c": _ENV.get_template("model.c.j2").render(kernels=kernels, **context),
              **support_files(host)}
     return CSources(prefix, files, host.weights.tobytes(), host.signature, declared)
-
-
-def inplace_keyword(emitter, inplace) -> dict:
-    """`inplace=` for a kernel emitter that takes it."""
-    return {"inplace": inplace} if "inplace" in inspect.signature(emitter).parameters else {}

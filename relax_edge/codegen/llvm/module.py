@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from ...errors import RelaxEdgeError
 from ...ir.expr import IRModule
 from ...memory import plan_module
-from ..c.module import inplace_keyword, support_files
+from ..c.module import support_files
 from ..host_program import CodegenError, HostModule, lower_host, symbol_prefix
 from .host import emit_host
 from .kernel import emit_kernels
@@ -49,8 +49,7 @@ def emit_llvm(host: HostModule, freestanding: bool = False, profiled: bool = Tru
     functions with the profiler."""
     prefix = host.prefix
     try:
-        modules = {"kernels": emit_kernels(host.kernels, freestanding, f"{prefix}_kernels",
-                                           **inplace_keyword(emit_kernels, host.inplace)),
+        modules = {"kernels": emit_kernels(host.kernels, freestanding, f"{prefix}_kernels", inplace=host.inplace),
                    "host": emit_host(host, profile=False)}
         if profiled:
             modules["host_profiled"] = emit_host(host, profile=True)
