@@ -122,11 +122,7 @@ class _PythonStatements(IndentedLines, StmtVisitor):
         self.nested(s.body)
 
     def visit_IfThenElse(self, s: IfThenElse):
-        self.line(f"if {self.r.expr(s.cond)}:")
-        self.nested(s.then_body)
-        if s.else_body is not None:
-            self.line("else:")
-            self.nested(s.else_body)
+        self.branch(s, f"if {self.r.expr(s.cond)}:", "else:")
 
     def visit_Let(self, s: Let):
         self.line(f"{self.r.name(s.var, s.var.name)} = {self.r.expr(s.value)}")

@@ -95,11 +95,7 @@ class _StmtPrinter(IndentedLines, StmtVisitor):
         self.nested(s.body)
 
     def visit_IfThenElse(self, s: IfThenElse):
-        self.line(f"if {expr_str(s.cond)}:")
-        self.nested(s.then_body)
-        if s.else_body is not None:
-            self.line("else:")
-            self.nested(s.else_body)
+        self.branch(s, f"if {expr_str(s.cond)}:", "else:")
 
     def visit_Let(self, s: Let):
         self.line(f"{s.var.name} = {expr_str(s.value)}")

@@ -192,3 +192,14 @@ class IndentedLines:
         self.depth += 1
         self.visit(s)
         self.depth -= 1
+
+    def branch(self, s, opening: str, middle: str, closing: str | None = None) -> None:
+        """An IfThenElse: `opening`, the then-body, `middle` and the else-body
+        when there is one, then `closing` when the syntax has one."""
+        self.line(opening)
+        self.nested(s.then_body)
+        if s.else_body is not None:
+            self.line(middle)
+            self.nested(s.else_body)
+        if closing is not None:
+            self.line(closing)

@@ -1,17 +1,17 @@
 """The statement walk every kernel emitter shares (codegen/kernel_skeleton.py):
 which loop hook a scheduled loop reaches, what a backend must provide, the
 one vectorize test, and the explicit in-place parameter of the C and LLVM
-emitters."""
+emitters; the vector expression decisions (VectorSkeleton) through a tracing backend."""
 
 import pytest
 
 from relax_edge.codegen.c.kernel import declare_kernel, render_kernel
-from relax_edge.codegen.kernel_skeleton import KernelSkeleton
+from relax_edge.codegen.kernel_skeleton import KernelSkeleton, VectorSkeleton
 from relax_edge.codegen.llvm.kernel import emit_kernels
 from relax_edge.ir import SizeVar
 from relax_edge.tir import Buffer, For, Seq, Store, TensorProgram, loop_var
 from relax_edge.tir.analysis import at_lane, depends_on, stride, vectorizable
-from relax_edge.tir.expr import Index
+from relax_edge.tir.expr import Index, cast, intrinsic, maximum, select
 
 
 class Trace(KernelSkeleton):
@@ -103,3 +103,62 @@ def test_in_place_is_a_set_of_symbols_for_the_llvm_emitter():
     program.attrs["inplace"] = True
     assert "noalias" not in str(emit_kernels({"k_a": program}, False))
     assert "noalias" in str(emit_kernels({"k_a": program}, False, inplace=set()))
+
+
+class VectorTrace(VectorSkeleton):
+    """Vector expressions as a description of the operation each one became."""
+
+    MATH = ("exp",)
+
+    def vector_type(self, dtype):
+        return f"v{self.lanes}{dtype}"
+
+    def scalar(self, e):
+        return "scalar"
+
+    def scalar_condition(self, cond):
+        return "cond"
+
+    def broadcast(self, value, dtype):
+        return f"dup({value})"
+
+    def vload(self, e, vt):
+        return f"load({e.buffer.name})"
+
+    def varith(self, op, a, b, vt):
+        return f"{op}({a}, {b})"
+
+    def vminmax(self, op, a, b, dtype, vt):
+        return f"{op}({a}, {b})"
+
+    def vcast(self, x, src, dst, vt):
+        return f"{vt}({x})"
+
+    def vmath(self, name, x, vt):
+        return f"{name}({x})"
+
+    def vselect(self, cond, a, b, vt):
+        return f"select({cond}, {a}, {b})"
+
+    def vcompare(self, op, a, b, dtype):
+        return f"{op}({a}, {b})"
+
+    def vblend(self, mask, a, b, vt):
+        return f"blend({mask}, {a}, {b})"
+
+    def by_lanes(self, e, vt):
+        return f"lanes({vt})"
+
+
+def test_vector_expressions_are_lane_wise_where_the_backend_can():
+    n = SizeVar("n")
+    i, j = loop_var("i"), loop_var("j")
+    a, idx = Buffer("a", "float32", (n, 4)), Buffer("idx", "int64", (4,))
+    wide = Buffer("w", "float64", (n, 4))
+    v = VectorTrace(j, 4)
+    assert v.vec(maximum(a[i, j], 0.0) * a[i, 0]) == "mul(max(load(a), dup(scalar)), dup(scalar))"
+    assert v.vec(a[i, idx[j]] + intrinsic("exp", a[i, j])) == "add(lanes(v4float32), exp(load(a)))"
+    assert v.vec(intrinsic("log", a[i, j])) == "lanes(v4float32)"
+    assert v.vec(cast(wide[i, j], "float32")) == "v4float32(load(w))"
+    assert v.vec(select(a[i, 0] > 0.0, a[i, j], 1.0)) == "select(cond, load(a), dup(scalar))"
+    assert v.vec(select(a[i, j] > 0.0, a[i, j], 1.0)) == "blend(gt(load(a), dup(scalar)), load(a), dup(scalar))"

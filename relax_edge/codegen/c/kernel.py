@@ -14,13 +14,13 @@ from __future__ import annotations
 import math
 
 from ...errors import RelaxEdgeError
-from ...tir.analysis import at_lane, depends_on, stride
-from ...tir.expr import BinOp, Cast, Compare, Intrinsic, Load, Select, is_float
+from ...tir.analysis import at_lane
+from ...tir.expr import Load, is_float
 from ...tir.program import TensorProgram
 from ...tir.render import IndentedLines, Renderer
 from ...tir.stmt import Allocate, Assert, For, IfThenElse, Let, Store
 from ..abi import DTYPES
-from ..kernel_skeleton import KernelSkeleton, runs_in_place
+from ..kernel_skeleton import KernelSkeleton, VectorSkeleton, runs_in_place
 
 C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern float for
 goto if inline int long register restrict return short signed sizeof static struct switch typedef union
@@ -134,17 +134,20 @@ _VECTOR_COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne
 _MASKS = {"float32": "int32_t", "float64": "int64_t"}
 
 
-class CVectorRenderer:
+class CVectorRenderer(VectorSkeleton):
     """Expressions of a vectorized loop's body as GCC/Clang vector-extension
     C: contiguous loads and stores as whole vectors (unaligned, may_alias), arithmetic,
     min/max, float compares/selects and float32 exp/erf/tanh (kernel.h)
     lane-wise; anything else (other math, gathers, integer work) element by
     element into a vector literal."""
 
-    def __init__(self, r: CRenderer, var, lanes: int, types: dict):
-        self.r, self.var, self.lanes, self.types = r, var, lanes, types
+    MATH = F32_MATH
 
-    def vtype(self, dtype: str) -> str:
+    def __init__(self, r: CRenderer, var, lanes: int, types: dict):
+        super().__init__(var, lanes)
+        self.r, self.types = r, types
+
+    def vector_type(self, dtype: str) -> str:
         name = f"rxe_v{self.lanes}{'f32' if dtype == 'float32' else 'f64'}"
         if name not in self.types:
             c = c_type(dtype)
@@ -154,42 +157,47 @@ class CVectorRenderer:
                                                    size=self.lanes * (4 if dtype == "float32" else 8), math=math)
         return name
 
-    def vec(self, e) -> str:
-        """`e` as a vector of e.dtype (a uniform value broadcast)."""
-        text, is_vector = self.expr(e)
-        return text if is_vector else f"{self.vtype(e.dtype)}_dup({text})"
-
     def address(self, buffer, indices) -> str:
-        base = at_lane(buffer.flat_index(indices), self.var, 0)
-        return f"&{self.r.name(buffer, buffer.name)}[{self.r.expr(base)}]"
+        return f"&{self.r.name(buffer, buffer.name)}[{self.r.expr(self.first_lane(buffer, indices))}]"
 
-    def expr(self, e):
-        """(text, is_vector): uniform expressions stay scalar."""
-        if not depends_on(e, self.var):
-            return self.r.expr(e), False
-        T = self.vtype(e.dtype) if e.dtype in _MASKS else None
-        if T is not None:
-            if isinstance(e, Load) and stride(e.buffer.flat_index(e.indices), self.var) == 1:
-                return f"{T}_load({self.address(e.buffer, e.indices)})", True
-            if isinstance(e, BinOp) and e.op in _VECTOR_BINARY:
-                return f"({self.vec(e.a)} {_VECTOR_BINARY[e.op]} {self.vec(e.b)})", True
-            if isinstance(e, BinOp) and e.op in ("min", "max"):
-                a, b = self.vec(e.a), self.vec(e.b)
-                return f"{T}_blend({a} {'<' if e.op == 'min' else '>'} {b}, {a}, {b})", True
-            if isinstance(e, Cast) and e.a.dtype in _MASKS:
-                return f"__builtin_convertvector({self.vec(e.a)}, {T})", True
-            if isinstance(e, Intrinsic) and e.dtype == "float32" and e.name in F32_MATH:
-                return f"{T}_{e.name}({self.vec(e.args[0])})", True
-            if isinstance(e, Select) and not depends_on(e.cond, self.var):
-                return f"({self.r.expr(e.cond)} ? {self.vec(e.a)} : {self.vec(e.b)})", True
-            if isinstance(e, Select) and isinstance(e.cond, Compare) and e.cond.a.dtype in _MASKS:
-                mask = f"({self.vec(e.cond.a)} {_VECTOR_COMPARE[e.cond.op]} {self.vec(e.cond.b)})"
-                return f"{T}_blend({mask}, {self.vec(e.a)}, {self.vec(e.b)})", True
+    def scalar(self, e) -> str:
+        return self.r.expr(e)
+
+    scalar_condition = scalar
+
+    def broadcast(self, value: str, dtype: str) -> str:
+        return f"{self.vector_type(dtype)}_dup({value})"
+
+    def vload(self, e: Load, vt: str) -> str:
+        return f"{vt}_load({self.address(e.buffer, e.indices)})"
+
+    def varith(self, op, a, b, vt) -> str:
+        return f"({a} {_VECTOR_BINARY[op]} {b})"
+
+    def vminmax(self, op, a, b, dtype, vt) -> str:
+        return f"{vt}_blend({a} {'<' if op == 'min' else '>'} {b}, {a}, {b})"
+
+    def vcast(self, x, src, dst, vt) -> str:
+        return f"__builtin_convertvector({x}, {vt})"
+
+    def vmath(self, name, x, vt) -> str:
+        return f"{vt}_{name}({x})"
+
+    def vselect(self, cond, a, b, vt) -> str:
+        return f"({cond} ? {a} : {b})"
+
+    def vcompare(self, op, a, b, dtype) -> str:
+        return f"({a} {_VECTOR_COMPARE[op]} {b})"
+
+    def vblend(self, mask, a, b, vt) -> str:
+        return f"{vt}_blend({mask}, {a}, {b})"
+
+    def by_lanes(self, e, vt) -> str:
         lanes = ", ".join(self.r.expr(at_lane(e, self.var, k)) for k in range(self.lanes))
-        return f"(({T}){{{lanes}}})", True   # parenthesized: a macro argument may hold it
+        return f"(({vt}){{{lanes}}})"   # parenthesized: a macro argument may hold it
 
     def store(self, s: Store) -> str:
-        return f"{self.vtype(s.buffer.dtype)}_store({self.address(s.buffer, s.indices)}, {self.vec(s.value)});"
+        return f"{self.vector_type(s.buffer.dtype)}_store({self.address(s.buffer, s.indices)}, {self.vec(s.value)});"
 
 
 class CKernel(IndentedLines, KernelSkeleton):
@@ -233,12 +241,7 @@ class CKernel(IndentedLines, KernelSkeleton):
         self.line(f"{r.name(s.buffer, s.buffer.name)}[{r.expr(s.buffer.flat_index(s.indices))}] = {r.expr(s.value)};")
 
     def visit_IfThenElse(self, s: IfThenElse):
-        self.line(f"if ({self.r.expr(s.cond)}) {{")
-        self.nested(s.then_body)
-        if s.else_body is not None:
-            self.line("} else {")
-            self.nested(s.else_body)
-        self.line("}")
+        self.branch(s, f"if ({self.r.expr(s.cond)}) {{", "} else {", "}")
 
     def visit_Let(self, s: Let):
         r = self.r

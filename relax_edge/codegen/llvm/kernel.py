@@ -40,12 +40,12 @@ from llvmlite import ir
 
 from ...errors import RelaxEdgeError
 from ...ir.shape import SizeVar
-from ...tir.analysis import VECTOR_DTYPES, at_lane, depends_on, stride
+from ...tir.analysis import at_lane
 from ...tir.expr import BinOp, Cast, Compare, Const, Index, Intrinsic, Load, Logical, Not, ScalarVar, Select, is_float
 from ...tir.program import TensorProgram
 from ...tir.render import IndexLowering
 from ...tir.stmt import Allocate, Assert, For, IfThenElse, Let, Store
-from ..kernel_skeleton import KernelSkeleton, runs_in_place
+from ..kernel_skeleton import KernelSkeleton, VectorSkeleton, runs_in_place
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
@@ -84,6 +84,7 @@ FREESTANDING_MATH = {
 }
 INTRINSIC_SUFFIX = {"float32": "f32", "float64": "f64"}
 
+F32_INLINE_MATH = ("exp", "erf", "tanh")   # float32 math emitted inline (F32Math), scalar and vector
 # kernel.h's RXE_F32_MATH constants (hexadecimal float32), polynomial coefficients highest degree first
 F32_EXP_POLY = ("0x1.a0d2cep-13", "0x1.6e879cp-10", "0x1.11121p-7", "0x1.555382p-5", "0x1.555554p-3", "0x1p-1")
 F32_ERF_SMALL = ("-0x1.39d988p-11", "0x1.472ae6p-8", "-0x1.b68828p-6", "0x1.ce1a2cp-4", "-0x1.8126e4p-2",
@@ -141,8 +142,10 @@ class IndexArithmetic(IndexLowering):
 
 
 class KernelEmitter(KernelSkeleton, IndexArithmetic):
-    """Emits one tensor program as a function of `module`; inside an
-    outlined parallel loop, `task` is (context pointer, its struct type)."""
+    """Emits one tensor program as a function of `module`: the statement
+    hooks of the skeleton and, by the same dispatch, one hook per expression
+    class; inside an outlined parallel loop, `task` is (context pointer, its
+    struct type)."""
 
     def __init__(self, module: ir.Module, program: TensorProgram, symbol: str, math: dict, inplace: bool):
         super().__init__(program, symbol, inplace)
@@ -310,31 +313,43 @@ class KernelEmitter(KernelSkeleton, IndexArithmetic):
 
     # expressions ------------------------------------------------------------
     def expr(self, e) -> ir.Value:
-        if isinstance(e, Index):
-            return self.int_expr(e.value)
-        if isinstance(e, Const):
-            return self.constant(e.value, e.dtype)
-        if isinstance(e, ScalarVar):
-            return self.values[id(e)]
-        if isinstance(e, Load):
-            return self.load(e)
-        if isinstance(e, BinOp):
-            return self.binary(e.op, self.expr(e.a), self.expr(e.b), e.dtype)
-        if isinstance(e, Compare):
-            return self.compare(e.op, self.expr(e.a), self.expr(e.b), e.a.dtype)
-        if isinstance(e, Logical):
-            a, b = self.truth(self.expr(e.a), e.a.dtype), self.truth(self.expr(e.b), e.b.dtype)
-            return getattr(self.b, LOGICAL[e.op])(a, b)
-        if isinstance(e, Not):
-            return self.b.not_(self.truth(self.expr(e.a), e.a.dtype))
-        if isinstance(e, Select):
-            cond = self.truth(self.expr(e.cond), e.cond.dtype)
-            return self.b.select(cond, self.expr(e.a), self.expr(e.b))
-        if isinstance(e, Cast):
-            return self.cast(self.expr(e.a), e.a.dtype, e.dtype)
-        if isinstance(e, Intrinsic):
-            return self.intrinsic(e.name, [self.expr(a) for a in e.args], e.dtype)
-        raise RelaxEdgeError(f"LLVM backend: cannot emit {type(e).__name__}")
+        """`e` as a value at the builder."""
+        return self.visit(e)
+
+    def visit_Index(self, e: Index):
+        return self.int_expr(e.value)
+
+    def visit_Const(self, e: Const):
+        return self.constant(e.value, e.dtype)
+
+    def visit_ScalarVar(self, e: ScalarVar):
+        return self.values[id(e)]
+
+    def visit_Load(self, e: Load):
+        return self.load(e)
+
+    def visit_BinOp(self, e: BinOp):
+        return self.binary(e.op, self.expr(e.a), self.expr(e.b), e.dtype)
+
+    def visit_Compare(self, e: Compare):
+        return self.compare(e.op, self.expr(e.a), self.expr(e.b), e.a.dtype)
+
+    def visit_Logical(self, e: Logical):
+        a, b = self.truth(self.expr(e.a), e.a.dtype), self.truth(self.expr(e.b), e.b.dtype)
+        return getattr(self.b, LOGICAL[e.op])(a, b)
+
+    def visit_Not(self, e: Not):
+        return self.b.not_(self.truth(self.expr(e.a), e.a.dtype))
+
+    def visit_Select(self, e: Select):
+        cond = self.truth(self.expr(e.cond), e.cond.dtype)
+        return self.b.select(cond, self.expr(e.a), self.expr(e.b))
+
+    def visit_Cast(self, e: Cast):
+        return self.cast(self.expr(e.a), e.a.dtype, e.dtype)
+
+    def visit_Intrinsic(self, e: Intrinsic):
+        return self.intrinsic(e.name, [self.expr(a) for a in e.args], e.dtype)
 
     def constant(self, value, dtype: str) -> ir.Constant:
         return ir.Constant(llvm_type(dtype), value if is_float(dtype) else int(value))
@@ -436,14 +451,19 @@ class KernelEmitter(KernelSkeleton, IndexArithmetic):
 VECTOR_BINARY = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv"}
 
 
-class VectorEmitter:
+class VectorEmitter(VectorSkeleton):
     """The body of a vectorized loop over `var` as <lanes x T> IR at the
     kernel emitter's builder; uniform expressions stay scalar."""
 
-    def __init__(self, kernel: KernelEmitter, var, lanes: int):
-        self.k, self.var, self.lanes = kernel, var, lanes
+    ARITH = tuple(VECTOR_BINARY)
 
-    def vtype(self, dtype):
+    def __init__(self, kernel: KernelEmitter, var, lanes: int):
+        super().__init__(var, lanes)
+        self.k = kernel
+
+    MATH = F32_INLINE_MATH
+
+    def vector_type(self, dtype):
         return ir.VectorType(llvm_type(dtype), self.lanes)
 
     def stores(self, stores) -> None:
@@ -455,51 +475,57 @@ class VectorEmitter:
             self.k.b.store(value, address, align=self.k.align(st.buffer.dtype))
 
     def address(self, buffer, indices):
-        return self.k.flat_address(buffer, at_lane(buffer.flat_index(indices), self.var, 0))
+        return self.k.flat_address(buffer, self.first_lane(buffer, indices))
 
-    def vec(self, e) -> ir.Value:
-        value, is_vector = self.expr(e)
-        if is_vector:
-            return value
-        b, vt = self.k.b, self.vtype(e.dtype)
+    def scalar(self, e):
+        return self.k.expr(e)
+
+    def scalar_condition(self, cond):
+        return self.k.truth(self.k.expr(cond), cond.dtype)
+
+    def broadcast(self, value, dtype):
+        b, vt = self.k.b, self.vector_type(dtype)
         one = b.insert_element(ir.Constant(vt, ir.Undefined), value, ir.Constant(I32, 0))
         zeros = ir.Constant(ir.VectorType(I32, self.lanes), [0] * self.lanes)
         return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), zeros)
 
-    def expr(self, e):
-        k, b = self.k, self.k.b
-        if not depends_on(e, self.var):
-            return k.expr(e), False
-        if e.dtype in VECTOR_DTYPES:
-            if isinstance(e, Load) and stride(e.buffer.flat_index(e.indices), self.var) == 1:
-                return b.load(self.address(e.buffer, e.indices), typ=self.vtype(e.dtype), align=k.align(e.dtype)), True
-            if isinstance(e, BinOp) and e.op in VECTOR_BINARY:
-                return getattr(b, VECTOR_BINARY[e.op])(self.vec(e.a), self.vec(e.b)), True
-            if isinstance(e, BinOp) and e.op in MINMAX:
-                x, y = self.vec(e.a), self.vec(e.b)
-                return b.select(k.compare(MINMAX[e.op], x, y, e.dtype), x, y), True
-            if isinstance(e, Cast) and e.a.dtype in VECTOR_DTYPES:
-                x, to = self.vec(e.a), self.vtype(e.dtype)
-                return (b.fpext if BITS[e.dtype] > BITS[e.a.dtype] else b.fptrunc)(x, to) if e.a.dtype != e.dtype \
-                    else x, True
-            if isinstance(e, Intrinsic) and e.dtype == "float32" and e.name in F32Math.NAMES:
-                return k.intrinsic(e.name, [self.vec(e.args[0])], e.dtype), True
-            if isinstance(e, Select) and (not depends_on(e.cond, self.var) or
-                                          isinstance(e.cond, Compare) and is_float(e.cond.a.dtype)):
-                cond = k.truth(k.expr(e.cond), e.cond.dtype) if not depends_on(e.cond, self.var) else \
-                    k.compare(e.cond.op, self.vec(e.cond.a), self.vec(e.cond.b), e.cond.a.dtype)
-                return b.select(cond, self.vec(e.a), self.vec(e.b)), True
-        out = ir.Constant(self.vtype(e.dtype), ir.Undefined)
+    def vload(self, e, vt):
+        return self.k.b.load(self.address(e.buffer, e.indices), typ=vt, align=self.k.align(e.dtype))
+
+    def varith(self, op, a, b, vt):
+        return getattr(self.k.b, VECTOR_BINARY[op])(a, b)
+
+    def vminmax(self, op, a, b, dtype, vt):
+        return self.k.b.select(self.k.compare(MINMAX[op], a, b, dtype), a, b)
+
+    def vcast(self, x, src, dst, vt):
+        if src == dst:
+            return x
+        return (self.k.b.fpext if BITS[dst] > BITS[src] else self.k.b.fptrunc)(x, vt)
+
+    def vmath(self, name, x, vt):
+        return self.k.intrinsic(name, [x], "float32")
+
+    def vselect(self, cond, a, b, vt):
+        return self.k.b.select(cond, a, b)
+
+    vblend = vselect
+
+    def vcompare(self, op, a, b, dtype):
+        return self.k.compare(op, a, b, dtype)
+
+    def by_lanes(self, e, vt):
+        out = ir.Constant(self.vector_type(e.dtype), ir.Undefined)
         for lane in range(self.lanes):
-            out = b.insert_element(out, k.expr(at_lane(e, self.var, lane)), ir.Constant(I32, lane))
-        return out, True
+            out = self.k.b.insert_element(out, self.k.expr(at_lane(e, self.var, lane)), ir.Constant(I32, lane))
+        return out
 
 
 class F32Math:
     """float32 exp, erf and tanh of a float or <L x float> value at builder
     `b`: kernel.h's RXE_F32_MATH, the same operations in the same order."""
 
-    NAMES = ("exp", "erf", "tanh")
+    NAMES = F32_INLINE_MATH
 
     def __init__(self, b: ir.IRBuilder, ftype):
         self.b, self.ftype = b, ftype
