@@ -83,127 +83,160 @@ def _same_type(a: TensorType, b: TensorType) -> bool:
 
 
 def analyze(mod: IRModule, func: Function, inplace: bool = True, views: bool = True) -> Liveness:
-    storage: dict = {}
-    for i, p in enumerate(func.params):
-        storage[p] = ("input", i)
-    alias: dict = {}          # Var -> Var whose storage it uses (plain var bindings)
-    steps: list[Step] = []
-    for block in func.body.blocks:
-        for b in block.bindings:
-            if isinstance(b, MatchCast):
-                raise RelaxEdgeError(f"function {func.name}: match_cast ({b.var.name}) is not supported by "
-                                     "the C backend yet")
-            v = b.value
-            if isinstance(v, (CallTensor, CallExtern)):
-                if not isinstance(v.type, TensorType):
-                    raise RelaxEdgeError(f"{b.var.name}: tuple-valued kernels are not supported yet")
-                steps.append(Step(b.var, v))
-            elif isinstance(v, Var):
-                alias[b.var] = v
-            elif isinstance(v, Constant):
-                storage[b.var] = ("const", v)
-            elif not isinstance(v, Tuple):
-                raise RelaxEdgeError(f"function {func.name}: binding {b.var.name} ({type(v).__name__}) is not "
-                                     "supported by the C backend yet")
+    """The steps, buffers and storage of a lowered graph function; `inplace`
+    and `views` allow sharing storage as the module's description says."""
+    analysis = _Analysis(mod, func)
+    analysis.share_storage(inplace, views)
+    buffers = analysis.place()
+    analysis.add_scratch(buffers)
+    return analysis.result(buffers)
 
-    def root(x):
-        while x in alias:
-            x = alias[x]
+
+class _Analysis:
+    """One function's steps, aliases (plain var bindings), claimed outputs,
+    last uses and the groups of values that share storage."""
+
+    def __init__(self, mod: IRModule, func: Function):
+        self.mod = mod
+        self.func = func
+        self.storage: dict = {p: ("input", i) for i, p in enumerate(func.params)}
+        self.alias: dict = {}          # Var -> Var whose storage it uses
+        self.steps: list[Step] = []
+        for block in func.body.blocks:
+            for b in block.bindings:
+                self.bind(b)
+        self.outputs = output_vars(func)
+        self.producers = {s.var: s for s in self.steps}
+        self.claimed = self.claim_outputs()
+        self.last_use = self.last_uses()
+        self.group: dict = {}          # Var -> a Var whose storage it shares (views, in-place results)
+
+    def bind(self, b) -> None:
+        """A binding as a step, an alias or a constant."""
+        name = self.func.name
+        if isinstance(b, MatchCast):
+            raise RelaxEdgeError(f"function {name}: match_cast ({b.var.name}) is not supported by the C backend yet")
+        v = b.value
+        if isinstance(v, (CallTensor, CallExtern)):
+            if not isinstance(v.type, TensorType):
+                raise RelaxEdgeError(f"{b.var.name}: tuple-valued kernels are not supported yet")
+            self.steps.append(Step(b.var, v))
+        elif isinstance(v, Var):
+            self.alias[b.var] = v
+        elif isinstance(v, Constant):
+            self.storage[b.var] = ("const", v)
+        elif not isinstance(v, Tuple):
+            raise RelaxEdgeError(f"function {name}: binding {b.var.name} ({type(v).__name__}) is not "
+                                 "supported by the C backend yet")
+
+    def root(self, x):
+        """The value an alias stands for."""
+        while x in self.alias:
+            x = self.alias[x]
         return x
 
-    outputs = output_vars(func)
-    claimed = {}
-    producers = {s.var: s for s in steps}
-    for k, var in enumerate(outputs):
-        r = root(var)
-        if r in producers and r not in claimed:
-            claimed[r] = k
-    last_use: dict = {}
-    for t, s in enumerate(steps):
-        for a in s.call.args:
-            if isinstance(a, Var):
-                last_use[root(a)] = t
-    end = len(steps)
-    for var in outputs:
-        last_use[root(var)] = end
-
-    # groups of values that share storage: views and in-place results
-    group: dict = {}
-
-    def find(x):
-        while group.get(x, x) is not x:
-            x = group[x]
+    def find(self, x):
+        """The value whose storage x's group uses."""
+        while self.group.get(x, x) is not x:
+            x = self.group[x]
         return x
 
-    for t, s in enumerate(steps):
-        if isinstance(s.call, CallExtern):   # library kernels write their own output, never in place
-            continue
-        program = mod.tensor_programs[s.call.program.name]
-        op = program.attrs.get("op")
-        arg0 = s.call.args[0] if s.call.args else None
-        if views and op in VIEW_OPS and isinstance(arg0, Var) and s.var not in claimed:
-            s.view_of = root(arg0)
-            group[s.var] = find(s.view_of)
-            continue
-        pointwise = (OPS[op].kind if op in OPS else program.attrs.get("pattern")) in INPLACE_KINDS
-        if inplace and s.var not in claimed and pointwise:
+    def claim_outputs(self) -> dict:
+        """Kernel results computed straight into output k: {Var: k}."""
+        claimed = {}
+        for k, var in enumerate(self.outputs):
+            r = self.root(var)
+            if r in self.producers and r not in claimed:
+                claimed[r] = k
+        return claimed
+
+    def last_uses(self) -> dict:
+        """The last step reading each value (outputs: past the last step)."""
+        last_use: dict = {}
+        for t, s in enumerate(self.steps):
             for a in s.call.args:
-                if not isinstance(a, Var):
-                    continue
-                ra = find(root(a))
-                if ra in producers and ra not in claimed and last_use.get(root(a)) == t \
-                        and _members_die_by(ra, t, group, last_use, root) and _same_type(a.type, s.var.type) \
-                        and storage.get(ra) is None:
-                    s.inplace_over = root(a)
-                    group[s.var] = ra
-                    break
+                if isinstance(a, Var):
+                    last_use[self.root(a)] = t
+        for var in self.outputs:
+            last_use[self.root(var)] = len(self.steps)
+        return last_use
 
-    buffers: list[Buffer] = []
-    index_of_group: dict = {}
-    for t, s in enumerate(steps):
-        if s.var in claimed:
-            storage[s.var] = ("output", claimed[s.var])
-            continue
-        g = find(s.var)
-        if g in claimed:
-            storage[s.var] = ("output", claimed[g])
-            continue
-        if g in storage:   # a view of an input, a constant or an output
-            storage[s.var] = storage[g]
-            continue
-        if g not in index_of_group:
-            index_of_group[g] = len(buffers)
-            buffers.append(Buffer(g.name, nbytes(g.type), t, t))
-        storage[s.var] = ("buffer", index_of_group[g])
-    # lifetimes: a group lives from its producer to the last use of any member
-    for var, (kind, idx) in list(storage.items()):
-        if kind == "buffer":
-            buf = buffers[idx]
-            buf.last = max(buf.last, last_use.get(var, buf.first))
-    for t, s in enumerate(steps):
-        if isinstance(s.call, CallExtern):
-            if s.call.attrs.get("scratch_bytes") is not None:
+    def share_storage(self, inplace: bool, views: bool) -> None:
+        """Views share their source's storage; pointwise kernels write over a dying input."""
+        for t, s in enumerate(self.steps):
+            if isinstance(s.call, CallExtern):   # library kernels write their own output, never in place
+                continue
+            program = self.mod.tensor_programs[s.call.program.name]
+            op = program.attrs.get("op")
+            arg0 = s.call.args[0] if s.call.args else None
+            if views and op in VIEW_OPS and isinstance(arg0, Var) and s.var not in self.claimed:
+                s.view_of = self.root(arg0)
+                self.group[s.var] = self.find(s.view_of)
+                continue
+            pointwise = (OPS[op].kind if op in OPS else program.attrs.get("pattern")) in INPLACE_KINDS
+            if inplace and s.var not in self.claimed and pointwise:
+                self.write_in_place(t, s)
+
+    def write_in_place(self, t: int, s: Step) -> None:
+        """Step t writes over the first argument it may overwrite, if any."""
+        for a in s.call.args:
+            if not isinstance(a, Var):
+                continue
+            ra = self.find(self.root(a))
+            if ra in self.producers and ra not in self.claimed and self.last_use.get(self.root(a)) == t \
+                    and self.dies_by(ra, t) and _same_type(a.type, s.var.type) and self.storage.get(ra) is None:
+                s.inplace_over = self.root(a)
+                self.group[s.var] = ra
+                return
+
+    def dies_by(self, g, t: int) -> bool:
+        """Every value sharing g's storage is dead after step t."""
+        for member in self.group:
+            if self.find(member) is g and self.last_use.get(self.root(member), -1) > t:
+                return False
+        return self.last_use.get(g, -1) <= t
+
+    def place(self) -> list:
+        """Each step's storage (an output, a view's source, a buffer per
+        group); each buffer living to the last use of any member."""
+        buffers: list[Buffer] = []
+        index_of_group: dict = {}
+        for t, s in enumerate(self.steps):
+            g = self.find(s.var)
+            if s.var in self.claimed or g in self.claimed:
+                self.storage[s.var] = ("output", self.claimed.get(s.var, self.claimed.get(g)))
+            elif g in self.storage:   # a view of an input, a constant or an output
+                self.storage[s.var] = self.storage[g]
+            else:
+                if g not in index_of_group:
+                    index_of_group[g] = len(buffers)
+                    buffers.append(Buffer(g.name, nbytes(g.type), t, t))
+                self.storage[s.var] = ("buffer", index_of_group[g])
+        for var, (kind, idx) in list(self.storage.items()):
+            if kind == "buffer":
+                buf = buffers[idx]
+                buf.last = max(buf.last, self.last_use.get(var, buf.first))
+        return buffers
+
+    def add_scratch(self, buffers: list) -> None:
+        """Each kernel's scratch, a buffer living for its step only."""
+        for t, s in enumerate(self.steps):
+            if isinstance(s.call, CallExtern):
+                if s.call.attrs.get("scratch_bytes") is not None:
+                    s.scratch.append(len(buffers))
+                    buffers.append(Buffer(f"{s.var.name}.scratch", s.call.attrs["scratch_bytes"], t, t))
+                continue
+            program = self.mod.tensor_programs[s.call.program.name]
+            mapping = dict(zip(program.size_params, s.call.size_args))
+            for sb in program.scratch:
                 s.scratch.append(len(buffers))
-                buffers.append(Buffer(f"{s.var.name}.scratch", s.call.attrs["scratch_bytes"], t, t))
-            continue
-        program = mod.tensor_programs[s.call.program.name]
-        mapping = dict(zip(program.size_params, s.call.size_args))
-        for sb in program.scratch:
-            s.scratch.append(len(buffers))
-            size = substitute(sb.numel(), mapping) * itemsize(sb.dtype)
-            buffers.append(Buffer(f"{s.var.name}.{sb.name}", size, t, t))
-    for var in alias:
-        storage[var] = storage[root(var)] if root(var) in storage else None
-    copies = [(k, var) for k, var in enumerate(outputs) if storage.get(var) != ("output", k)]
-    return Liveness(steps, buffers, storage, outputs, copies)
+                size = substitute(sb.numel(), mapping) * itemsize(sb.dtype)
+                buffers.append(Buffer(f"{s.var.name}.{sb.name}", size, t, t))
 
-
-def _members_die_by(g, t, group, last_use, root) -> bool:
-    """Every value sharing g's storage is dead after step t."""
-    for member in group:
-        top = member
-        while group.get(top, top) is not top:
-            top = group[top]
-        if top is g and last_use.get(root(member), -1) > t:
-            return False
-    return last_use.get(g, -1) <= t
+    def result(self, buffers: list) -> Liveness:
+        """The analysis with aliases stored like their roots and the outputs to copy."""
+        storage = self.storage
+        for var in self.alias:
+            storage[var] = storage.get(self.root(var))
+        copies = [(k, var) for k, var in enumerate(self.outputs) if storage.get(var) != ("output", k)]
+        return Liveness(self.steps, buffers, storage, self.outputs, copies)
