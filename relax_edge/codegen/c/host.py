@@ -72,6 +72,9 @@ class SizesRenderer(CRenderer):
 
 
 class CHostEmitter:
+    """One graph function's host entries as C (codegen/llvm/host.py's
+    LLVMHostEmitter emits the same operations as LLVM IR)."""
+
     def __init__(self, fn: HostFunction, weights_symbol: str):
         self.fn = fn
         self.p = fn.symbol
