@@ -169,13 +169,28 @@ def _import(model: str, dims: dict):
 
 def _compile(model: str, board: str, backend: str, out_dir, dims: dict, name: str | None, emit_llvm=False,
              optimize=True, sanitize=False):
+    """The imported module and its artifact; the import's wall time is the
+    first entry of the returned stage times, the build's stages follow."""
     from .build import build
+    start = time.perf_counter()
     mod, source = _import(model, dims)
+    imported = time.perf_counter() - start
     name = name or Path(model).stem
     out_dir = Path(out_dir) if out_dir else Path("build") / name
     art = build(mod, board=board, backend=backend, out_dir=out_dir, name=name, quiet=False, source=source,
                 emit_llvm=emit_llvm, optimize=optimize, sanitize=sanitize)
-    return mod, art
+    return mod, art, {"import": imported, **art.stage_seconds}
+
+
+def _stage_table(stage_seconds: dict, cached: bool) -> list:
+    """Lines of `compile --stages`: each stage's seconds and share of the total."""
+    total = sum(stage_seconds.values())
+    lines = ["  stages" + (" (up to date: not compiled again)" if cached else "") + ":"]
+    for stage, seconds in stage_seconds.items():
+        share = 100.0 * seconds / total if total > 0 else 0.0
+        lines.append(f"    {stage:<12}{seconds:>9.3f} s{share:>6.1f}%")
+    lines.append(f"    {'total':<12}{total:>9.3f} s")
+    return lines
 
 
 def cmd_compile(args) -> int:
@@ -184,8 +199,8 @@ def cmd_compile(args) -> int:
     _check_model(args.model)
     if args.output:
         _check_output_dir(args.output, "-o")
-    _, art = _compile(args.model, args.board or DEFAULT_BOARD, args.backend, args.output, parse_dims(args.dim),
-                      args.name, args.emit_llvm, args.optimize, args.sanitize)
+    _, art, stage_seconds = _compile(args.model, args.board or DEFAULT_BOARD, args.backend, args.output,
+                                     parse_dims(args.dim), args.name, args.emit_llvm, args.optimize, args.sanitize)
     sig = art.signature["main"]
     print(f"compiled {args.model} for {art.board} ({art.backend}) into {art.out_dir}")
     print("  inputs:  " + ", ".join(f"{i['name']}: {i['dtype']}{i['shape']}" for i in sig["inputs"]))
@@ -205,6 +220,8 @@ def cmd_compile(args) -> int:
         print(f"  workspace: depends on {sizes}; ask {art.prefix}_main_workspace_size() before the first run")
     if args.show_memory:
         print(art.memory_plan, end="")
+    if args.stages:
+        print("\n".join(_stage_table(stage_seconds, art.cached)))
     return 0
 
 
@@ -370,7 +387,7 @@ def _artifact_for(args, dims):
                                  f"({type(err).__name__}: {err}); rebuild with relax-edge compile") from None
     else:
         compile_dims = {k: v for k, v in dims.items() if isinstance(v, tuple)}
-        _, art = _compile(args.model, args.board or DEFAULT_BOARD, "c", args.build_dir, compile_dims, None)
+        _, art, _ = _compile(args.model, args.board or DEFAULT_BOARD, "c", args.build_dir, compile_dims, None)
     board = load_board(args.board).name if args.board else art.board
     if board != art.board:
         raise RelaxEdgeError(f"{art.out_dir} was built for board {art.board}, not {board}; "
@@ -483,6 +500,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bounds of a dynamic dimension")
     p.add_argument("--name", help="symbol prefix of the generated code (default: the file's stem)")
     p.add_argument("--show-memory", action="store_true", help="print the memory plan (table and timeline)")
+    p.add_argument("--stages", action="store_true",
+                   help="print the wall time of each stage: import, optimize, plan_memory, lower_host, emit, "
+                        "toolchain")
     p.add_argument("--no-optimize", dest="optimize", action="store_false",
                    help="legalize only: no graph passes, fusion, library kernels or schedules")
     p.add_argument("--sanitize", action="store_true",
