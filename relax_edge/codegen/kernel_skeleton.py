@@ -48,13 +48,7 @@ from ..tir.expr import BinOp, Cast, Compare, Intrinsic, Load, Select
 from ..tir.stmt import For, Seq
 from ..tir.visit import NodeFunctor
 
-__all__ = ["KernelSkeleton", "VectorSkeleton", "runs_in_place"]
-
-
-def runs_in_place(program, inplace) -> bool:
-    """Whether the kernel's output aliases an input: `inplace` when given,
-    else the program's "inplace" attribute (set by memory/liveness.py)."""
-    return bool(program.attrs.get("inplace", False)) if inplace is None else bool(inplace)
+__all__ = ["KernelSkeleton", "VectorSkeleton"]
 
 
 class KernelSkeleton(NodeFunctor):

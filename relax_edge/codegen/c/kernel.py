@@ -20,7 +20,7 @@ from ...tir.program import TensorProgram
 from ...tir.render import IndentedLines, Renderer
 from ...tir.stmt import Allocate, Assert, For, IfThenElse, Let, Store
 from ..abi import DTYPES
-from ..kernel_skeleton import KernelSkeleton, VectorSkeleton, runs_in_place
+from ..kernel_skeleton import KernelSkeleton, VectorSkeleton
 
 C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern float for
 goto if inline int long register restrict return short signed sizeof static struct switch typedef union
@@ -112,10 +112,10 @@ def _signature(program: TensorProgram, symbol: str, r: CRenderer, inplace: bool)
     return f"rxe_status_t {symbol}({', '.join(params)})"
 
 
-def declare_kernel(program: TensorProgram, symbol: str, inplace: bool | None = None) -> str:
+def declare_kernel(program: TensorProgram, symbol: str, inplace: bool = False) -> str:
     """The declaration of a kernel defined elsewhere (by the LLVM backend);
-    `inplace`: whether its output aliases an input (None: the program's attribute)."""
-    return f"extern {_signature(program, symbol, CRenderer(), runs_in_place(program, inplace))};\n"
+    `inplace`: its output aliases an input (the memory plan says so)."""
+    return f"extern {_signature(program, symbol, CRenderer(), inplace)};\n"
 
 
 _VECTOR_TYPE = """#ifndef {T}_DEFINED
@@ -318,10 +318,10 @@ class CKernel(IndentedLines, KernelSkeleton):
         self.line("}")
 
 
-def render_kernel(program: TensorProgram, symbol: str, inplace: bool | None = None) -> str:
+def render_kernel(program: TensorProgram, symbol: str, inplace: bool = False) -> str:
     """A static C function for `program`: buffers as pointers (inputs const,
-    all restrict unless `inplace`: an output aliases an input; None: the
-    program's attribute), the size parameters as int64_t, and the error
+    all restrict unless `inplace`: an output aliases an input, as the memory
+    plan says), the size parameters as int64_t, and the error
     record; it returns a status (not RXE_OK only when an Assert fails).
 
     Scheduled loops (kernel_skeleton.py decides which): a vectorized loop
@@ -330,4 +330,4 @@ def render_kernel(program: TensorProgram, symbol: str, inplace: bool | None = No
     `SYMBOL_parK(ctx, begin, end, thread)` over a context struct of
     everything it uses, run by rxe_threads_parallel_for; the first failed
     Assert in any task is the kernel's status."""
-    return CKernel(program, symbol, runs_in_place(program, inplace)).emit()
+    return CKernel(program, symbol, inplace).emit()

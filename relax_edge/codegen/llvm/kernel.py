@@ -45,7 +45,7 @@ from ...tir.expr import BinOp, Cast, Compare, Const, Index, Intrinsic, Load, Log
 from ...tir.program import TensorProgram
 from ...tir.render import IndexLowering
 from ...tir.stmt import Allocate, Assert, For, IfThenElse, Let, Store
-from ..kernel_skeleton import KernelSkeleton, VectorSkeleton, runs_in_place
+from ..kernel_skeleton import KernelSkeleton, VectorSkeleton
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
@@ -599,15 +599,14 @@ class F32Math:
         return self._odd(x, small, big, 0.625)
 
 
-def emit_kernels(programs: dict, freestanding: bool, name: str = "kernels", inplace: set | None = None) -> ir.Module:
+def emit_kernels(programs: dict, freestanding: bool, name: str = "kernels", inplace=frozenset()) -> ir.Module:
     """An LLVM module with one function per (symbol -> program) entry; the
     caller sets the triple and data layout (codegen/llvm/target.py).
-    `inplace`: the symbols whose output aliases an input (None: each
-    program's attribute)."""
+    `inplace`: the symbols whose output aliases an input (from the memory plan)."""
     module = ir.Module(name=name)
     math = FREESTANDING_MATH if freestanding else HOSTED_MATH
     for symbol, program in programs.items():
-        aliases = runs_in_place(program, None if inplace is None else symbol in inplace)
+        aliases = symbol in inplace
         try:
             KernelEmitter(module, program, symbol, math, aliases).emit()
         except RelaxEdgeError as err:
