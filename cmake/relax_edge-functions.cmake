@@ -1,5 +1,5 @@
-# rxe_add_model: a compiled model's targets, linked as relax_edge/build.py
-# links them (build() and _build_server()).
+# rxe_add_model: a compiled model's targets, linked as relax_edge/toolchain.py
+# links them (Packager: the libraries, the runner and the RPC server).
 #
 #   rxe_add_model(NAME
 #                 SOURCES model.c model_weights.S | model_host.o model_kernels.o model_weights.S
@@ -28,7 +28,7 @@
 # install; relax_edge-config.cmake sets it).
 include_guard(GLOBAL)
 
-# The options of a model library `target`, as build.py's Toolchain.
+# The options of a model library `target`, as relax_edge/toolchain.py's Toolchain.
 function(_rxe_model_options target)
   set(hosted TRUE)
   if(CMAKE_SYSTEM_NAME STREQUAL "Generic")

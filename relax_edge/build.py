@@ -7,8 +7,8 @@ with the board's toolchain.
 
     optimize     optimize_module(mod, board, optimize) -> IRModule
     plan_memory  memory.plan_module(mod) -> MemoryPlans
-    lower_host   codegen.host_program.lower_host(mod, plans, prefix) -> HostModule
-    emit         emit(host, backend, board) -> CSources | LLVMSources
+    lower_host   codegen.host_program.lower_host(mod, plans, prefix, kernel_prefix) -> HostModule
+    emit         emit(host, backend, board) -> CSources | LLVMSources, then build_key(...)
     toolchain    toolchain.Packager(...).package(sources, backend) -> object sizes
 
 and records each one's wall time in `Artifact.stage_seconds`. Between emit
@@ -196,6 +196,12 @@ def build_key(sources, backend: str, board: Board, tc: Toolchain, opt_level: str
     return digest.hexdigest()[:16]
 
 
+def emit_keyed(host, backend: str, board: Board, tc: Toolchain, opt_level: str | None, emit_llvm: bool):
+    """The emit stage: the sources of `host` and their build key."""
+    sources = emit(host, backend, board)
+    return sources, build_key(sources, backend, board, tc, opt_level, emit_llvm)
+
+
 def _toolchain(board: Board, opt_level: str | None, sanitize: bool) -> Toolchain:
     tc = Toolchain.for_board(board, opt_level)
     return tc.sanitized(board) if sanitize else tc
@@ -229,8 +235,7 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
     plans = stages.run("plan_memory", plan_module, mod)
     _check_fixed_arena(plans)
     host = stages.run("lower_host", lower_host, mod, plans, name, kernel_prefix(backend, name))
-    sources = stages.run("emit", emit, host, backend, board)
-    key = build_key(sources, backend, board, tc, opt_level, emit_llvm)
+    sources, key = stages.run("emit", emit_keyed, host, backend, board, tc, opt_level, emit_llvm)
     products = Products.of(out_dir, host.prefix, tc, board)
     artifact = Artifact(out_dir, host.prefix, board.name, backend, products.shared, products.static,
                         out_dir / f"{host.prefix}.h", host.signature, source=source,

@@ -35,7 +35,7 @@ import numpy as np
 
 from . import __version__
 from .codegen.abi import MAX_THREADS
-from .deploy.rpc import MAX_REPEAT
+from .deploy.session import MAX_REPEAT
 from .errors import RelaxEdgeError
 from .target import DEFAULT_BOARD, load_board
 
@@ -142,9 +142,9 @@ def _check_output_dir(path, flag: str) -> None:
 
 
 def _write_atomic(path, data: bytes) -> None:
-    """A result file, written atomically and synced (build.write_atomic);
+    """A result file, written atomically and synced (files.write_atomic);
     a failure is one error line naming the file."""
-    from .build import write_atomic
+    from .files import write_atomic
     try:
         write_atomic(path, data, durable=True)
     except OSError as err:

@@ -102,8 +102,8 @@ def _verify_after(mod: IRModule, pass_name: str) -> None:
         verify_module(mod)
     except RelaxEdgeError as err:
         raise RelaxEdgeError(f"after pass {pass_name}: {err}") from None
-    for program_name, program in mod.tensor_programs.items():
+    for program in mod.tensor_programs.values():
         try:
-            verify_program(program)
+            verify_program(program)   # its error names the program
         except RelaxEdgeError as err:
-            raise RelaxEdgeError(f"after pass {pass_name}: tensor program {program_name}: {err}") from None
+            raise RelaxEdgeError(f"after pass {pass_name}: {err}") from None

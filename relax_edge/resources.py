@@ -1,6 +1,6 @@
 """Where the SDK's non-Python files are: the C runtime (runtime_c/), the board
-files (boards/), the CMake toolchain files (cmake/toolchains/) and the
-CMakeLists.txt that builds the runtime as a static library.
+files (boards/), the CMake files (cmake/: toolchain files, rxe_add_model, the package config)
+and the CMakeLists.txt that builds and installs the runtime.
 
 1. In a checkout (and an editable install) they are at the repository root,
    next to the relax_edge package.

@@ -1,5 +1,5 @@
 # The C runtime's source files, relative to runtime_c/: the one list that
-# CMakeLists.txt (include()) and relax_edge/build.py (which reads each
+# CMakeLists.txt (include()) and relax_edge/toolchain.py (which reads each
 # set(NAME ...) block, one path per line) build from.
 #
 #   RXE_CORE_SOURCES    the runtime core; C99, freestanding with RXE_NO_LIBM

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import relax_edge as rxe  # noqa: E402
-from relax_edge.build import write_atomic  # noqa: E402
+from relax_edge.files import write_atomic  # noqa: E402
 from tests.onnx_models import get_model  # noqa: E402
 
 # (label, model, import arguments, sizes of the inputs)

@@ -72,6 +72,16 @@ class KernelSkeleton(NodeFunctor):
         self.visit(body)
         self.scope.pop()
 
+    def captured(self) -> list:
+        """What an outlined parallel task needs from the kernel: the buffers,
+        the size parameters and everything in scope, in that order."""
+        return [*self.program.params, *self.program.size_params, *self.scope]
+
+    def assert_message(self, s) -> str:
+        """The printf format of a failed Assert: the program's name, then the
+        message with its `{}` placeholders as %d of the int64 values."""
+        return f"{self.program.name}: " + s.message.replace("%", "%%").replace("{}", "%d")
+
     def visit_Seq(self, s: Seq):
         for x in s.stmts:
             self.visit(x)
@@ -104,6 +114,7 @@ class KernelSkeleton(NodeFunctor):
         raise NotImplementedError
 
     def unrolled_loop(self, s: For) -> None:
+        """`s` (a constant extent) unrolled; its variable in scope for the body."""
         raise NotImplementedError
 
     def serial_loop(self, s: For) -> None:

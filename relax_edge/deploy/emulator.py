@@ -44,10 +44,12 @@ class QemuDevice(DeviceSession):
         return Path(self._tmp.name)
 
     def close(self) -> None:
-        self.close_models()
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
+        try:
+            self.close_models()
+        finally:
+            if self._tmp is not None:
+                self._tmp.cleanup()
+                self._tmp = None
 
     def stage(self, path: Path) -> Path:
         """Copy a file into the work directory (the emulator's view)."""

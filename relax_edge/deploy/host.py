@@ -54,12 +54,12 @@ class LoadedModule(LoadedModel):
             raise RelaxEdgeError(f"{artifact.out_dir}: no shared library to load in process; "
                                  "rebuild it for the host board")
         self.lib = ctypes.CDLL(str(artifact.shared_library))
+        module = abi.Module.in_dll(self.lib, f"{artifact.prefix}_module")
+        if module.abi_version != abi.ABI_VERSION:   # before any runtime symbol, whose names follow the ABI
+            raise RelaxEdgeError(f"{artifact.shared_library}: built for ABI {module.abi_version}, "
+                                 f"this relax_edge speaks ABI {abi.ABI_VERSION}; rebuild it")
         if threads is not None:   # the runtime's pool, shared by the modules of this process
             self.lib.rxe_threads_set_count(ctypes.c_int(threads))
-        module = abi.Module.in_dll(self.lib, f"{artifact.prefix}_module")
-        if module.abi_version != abi.ABI_VERSION:
-            raise RelaxEdgeError(f"{artifact.shared_library}: built for ABI {module.abi_version}, "
-                                 f"this relax_edge speaks ABI {abi.ABI_VERSION}")
         names = [module.functions[i].name.decode() for i in range(module.num_functions)]
         if function not in names:
             raise RelaxEdgeError(f"the module has no function {function!r} (it has {', '.join(names)})")

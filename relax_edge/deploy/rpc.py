@@ -28,7 +28,16 @@ import numpy as np
 from ..codegen import abi
 from ..errors import RelaxEdgeError
 from . import tensorfile
-from .session import DeviceError, LoadedModel, RuntimeCheckError, prepare_inputs, size_values, tail
+from .session import (
+    MAX_REPEAT,
+    MAX_REPEAT_MS,
+    DeviceError,
+    LoadedModel,
+    RuntimeCheckError,
+    prepare_inputs,
+    size_values,
+    tail,
+)
 
 PROTOCOL_VERSION = 2   # runtime_c/include/relax_edge/rpc.h RXE_RPC_VERSION
 HELLO, LIST, SELECT, SET_INPUT, RUN, GET_OUTPUT, TIME, PROFILE, WORKSPACE, SHUTDOWN = range(1, 11)
@@ -36,8 +45,6 @@ OK, ERROR = 0x80, 0xFF
 MAX_FRAME = 256 * 1024 * 1024
 
 
-MAX_REPEAT = 100000        # the server's limits (rpc/protocol.c): warmup and repeat,
-MAX_REPEAT_MS = 3600000    # and min_repeat_ms
 
 
 def check_timing(warmup, repeat, min_repeat_ms) -> None:
@@ -106,7 +113,7 @@ class ProcessStream:
         """Stop the server (at once with `kill`); its stderr is then complete."""
         self._close_process(kill)
         self._drain.join(timeout=2)
-        for pipe in (self.proc.stdin, self.proc.stdout):
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             try:
                 pipe.close()
             except OSError:

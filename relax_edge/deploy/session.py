@@ -30,6 +30,8 @@ import numpy as np
 from ..codegen import abi
 from ..errors import RelaxEdgeError
 
+MAX_REPEAT = 100000        # benchmark limits, the RPC server's (rpc/protocol.c): warmup and repeat,
+MAX_REPEAT_MS = 3600000    # and min_repeat_ms
 INTERNAL_STATUS = 10   # RXE_ERR_INTERNAL: a status name this relax_edge does not know
 
 
@@ -169,9 +171,16 @@ class Device(abc.ABC):
         return model
 
     def close_models(self) -> None:
-        """Close every model this device loaded."""
+        """Close every model this device loaded, all of them even when one
+        fails to close; the first failure is raised afterwards."""
+        first = None
         for model in self.__dict__.pop("_models", []):
-            model.close()
+            try:
+                model.close()
+            except Exception as err:   # noqa: BLE001 - the rest are still closed
+                first = first or err
+        if first is not None:
+            raise first
 
     def __enter__(self):
         return self

@@ -81,10 +81,12 @@ class SshDevice(DeviceSession):
         self.uploads = 0
 
     def close(self) -> None:
-        self.close_models()
-        if getattr(self, "client", None) is not None:
-            self.client.close()
-            self.client = None
+        try:
+            self.close_models()
+        finally:
+            if getattr(self, "client", None) is not None:
+                self.client.close()
+                self.client = None
 
     # files ---------------------------------------------------------------
     def _sftp(self, what: str, fn, *args):

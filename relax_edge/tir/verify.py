@@ -33,6 +33,9 @@ class _Uses(ExprVisitor):
         for v in free_vars(e.value) - self.c.loop_vars:
             self.c.errors.append(f"{self.where}: uses {v.name} outside its loop (not a size parameter)")
 
+    def generic_visit(self, e):
+        self.c.errors.append(f"{self.where}: {type(e).__name__} {e!r:.60} is not a tensor-program expression")
+
     def visit_Load(self, e):
         if e.buffer not in self.c.buffers:
             self.c.errors.append(f"{self.where}: reads {e.buffer.name}, which is not a parameter or local buffer")

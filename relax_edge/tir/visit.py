@@ -3,8 +3,8 @@
 Mirrors the graph IR's ir/visitor.py. `visit(node)` dispatches once, to the
 method `visit_<ClassName>` of the node's class (looked up once per visitor
 class and node class, then cached); a node class without a hook goes to
-`generic_visit` where the visitor defines one, and is otherwise a TypeError
-naming both classes.
+`generic_visit` where the visitor defines one, and is otherwise a
+`NoHookError` (a RelaxEdgeError, and a TypeError) naming both classes.
 
 1. `StmtVisitor` / `ExprVisitor`: the default hooks walk every child
    (statements' expressions through `visit_expr`, which does nothing in a
@@ -23,11 +23,17 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..errors import RelaxEdgeError
 from .expr import Intrinsic, Load
 from .stmt import Allocate, Assert, For, IfThenElse, Let, Seq, Store
 
-__all__ = ["NodeFunctor", "StmtVisitor", "StmtMutator", "ExprVisitor", "ExprMutator",
+__all__ = ["NoHookError", "NodeFunctor", "StmtVisitor", "StmtMutator", "ExprVisitor", "ExprMutator",
            "map_expr", "map_stmt_exprs", "walk_stmt"]
+
+
+class NoHookError(RelaxEdgeError, TypeError):
+    """A visitor met a node class it has no hook for (a backend that cannot
+    emit it, or a value that is not a tensor-program node)."""
 
 
 class NodeFunctor:
@@ -50,7 +56,7 @@ class NodeFunctor:
     def _find_hook(cls, node_class):
         hook = getattr(cls, "visit_" + node_class.__name__, None) or getattr(cls, "generic_visit", None)
         if hook is None:
-            raise TypeError(f"{cls.__name__} has no hook for {node_class.__name__} (visit_{node_class.__name__})")
+            raise NoHookError(f"{cls.__name__} cannot handle {node_class.__name__} (no visit_{node_class.__name__})")
         return hook
 
 
@@ -90,6 +96,7 @@ class ExprVisitor(NodeFunctor):
 
     def visit_Reduce(self, e):   # tir.compute's reduction, before lowering
         self.visit(e.source)
+        self.visit(e.init)
 
 
 class ExprMutator(NodeFunctor):
@@ -126,7 +133,7 @@ class ExprMutator(NodeFunctor):
         return e if indices is e.indices else Load(e.buffer, indices)
 
     def visit_Reduce(self, e):   # tir.compute's reduction, before lowering
-        return self._replace(e, ("source",))
+        return self._replace(e, ("source", "init"))
 
     def visit_all(self, exprs: tuple) -> tuple:
         """The visited `exprs`; the same tuple when none changed."""

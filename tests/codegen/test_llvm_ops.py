@@ -105,7 +105,7 @@ def test_every_emitted_module_passes_the_verifier():
     for templates, dtypes, build in cases:
         programs = _kernels(templates, dtypes, build)
         for target in targets:
-            prepare_module(emit_kernels(programs, target.freestanding), target)   # raises when invalid
+            prepare_module(emit_kernels(programs, target.freestanding, inplace=()), target)   # raises when invalid
 
 
 @pytest.mark.emu
@@ -115,7 +115,7 @@ def test_every_emitted_module_passes_the_verifier():
 def test_aarch64_kernels_use_neon(name, pattern, tmp_path):
     _, templates, dtypes, build = CASES[name]
     target = load_board("qemu-aarch64").target
-    compiled = compile_module(emit_kernels(_kernels(templates, dtypes, build), False), target)
+    compiled = compile_module(emit_kernels(_kernels(templates, dtypes, build), False, inplace=()), target)
     obj = tmp_path / "kernels.o"
     obj.write_bytes(compiled.object_code)
     disassembly = subprocess.run(["aarch64-linux-gnu-objdump", "-d", str(obj)], capture_output=True, text=True,

@@ -48,7 +48,7 @@ def test_lowered_program_prints_stably():
 def test_kernel_c_text():
     """The C of a reduction kernel: restrict pointers, int64 sizes, a local
     accumulator, a status return."""
-    c = render_kernel(row_sum_program(), "k_row_sum")
+    c = render_kernel(row_sum_program(), "k_row_sum", inplace=False)
     assert c.splitlines()[0] == ("static rxe_status_t k_row_sum(const float* restrict a, float* restrict b, "
                                  "int64_t n, rxe_error_t* err) {")
     assert "for (int64_t i0 = 0; i0 < n; ++i0) {" in c
@@ -67,7 +67,7 @@ def test_symbolic_floor_division_in_c_uses_helpers():
     n = SizeVar("n")
     a = placeholder((n,), "float32", "a")
     b = compute((n,), lambda i: a[(i + x) % n] + intrinsic("exp", a[i // 2]), "b")
-    c = render_kernel(lower("shift", [a], [b], size_params=(n, x)), "k_shift")
+    c = render_kernel(lower("shift", [a], [b], size_params=(n, x)), "k_shift", inplace=False)
     assert "rxe_floormod_i64((i0 + x), n)" in c
     assert "(i0 / 2)" in c
 

@@ -8,10 +8,12 @@ import pytest
 from relax_edge.codegen.c.kernel import declare_kernel, render_kernel
 from relax_edge.codegen.kernel_skeleton import KernelSkeleton, VectorSkeleton
 from relax_edge.codegen.llvm.kernel import emit_kernels
+from relax_edge.errors import RelaxEdgeError, VerifyError
 from relax_edge.ir import SizeVar
 from relax_edge.tir import Buffer, For, Seq, Store, TensorProgram, loop_var
 from relax_edge.tir.analysis import at_lane, depends_on, stride, vectorizable
-from relax_edge.tir.expr import Index, cast, intrinsic, maximum, select
+from relax_edge.tir.expr import Index, Intrinsic, PrimExpr, cast, intrinsic, maximum, select
+from relax_edge.tir.verify import verify_program
 
 
 class Trace(KernelSkeleton):
@@ -68,7 +70,7 @@ def test_a_vectorized_loop_the_backends_cannot_vectorize_is_a_plain_loop():
 def test_a_backend_without_a_statement_hook_is_an_error_naming_both():
     class NoStores(Trace):
         visit_Store = None
-    with pytest.raises(TypeError, match="NoStores has no hook for Store"):
+    with pytest.raises(TypeError, match="NoStores cannot handle Store"):
         NoStores(add_program(kind_inner="serial"), "k", False).emit()
 
 
@@ -85,12 +87,14 @@ def test_index_analysis():
 
 def test_in_place_is_a_parameter_of_the_c_emitter():
     program = add_program()
-    assert "restrict" in render_kernel(program, "k_add")
+    assert "restrict" in render_kernel(program, "k_add", inplace=False)
     assert "restrict" not in render_kernel(program, "k_add", inplace=True)
     assert "restrict" not in declare_kernel(program, "k_add", inplace=True)
     program.attrs["inplace"] = True      # an attribute of the IR says nothing: the memory plan does
-    assert "restrict" in render_kernel(program, "k_add")
-    assert "restrict" in declare_kernel(program, "k_add")
+    assert "restrict" in render_kernel(program, "k_add", inplace=False)
+    assert "restrict" in declare_kernel(program, "k_add", inplace=False)
+    with pytest.raises(TypeError, match="inplace"):   # no default: the memory plan must say
+        render_kernel(program, "k_add")
 
 
 def test_in_place_is_a_set_of_symbols_for_the_llvm_emitter():
@@ -100,7 +104,7 @@ def test_in_place_is_a_set_of_symbols_for_the_llvm_emitter():
     head_b = next(line for line in module.splitlines() if line.startswith("define") and "@\"k_b\"(" in line)
     assert head_a.count("noalias") == 2 and "noalias" not in head_b
     program.attrs["inplace"] = True
-    assert "noalias" in str(emit_kernels({"k_a": program}, False))
+    assert "noalias" in str(emit_kernels({"k_a": program}, False, inplace=()))
 
 
 class VectorTrace(VectorSkeleton):
@@ -160,3 +164,33 @@ def test_vector_expressions_are_lane_wise_where_the_backend_can():
     assert v.vec(cast(wide[i, j], "float32")) == "v4float32(load(w))"
     assert v.vec(select(a[i, 0] > 0.0, a[i, j], 1.0)) == "select(cond, load(a), dup(scalar))"
     assert v.vec(select(a[i, j] > 0.0, a[i, j], 1.0)) == "blend(gt(load(a), dup(scalar)), load(a), dup(scalar))"
+
+
+class Mystery(PrimExpr):
+    """An expression class no backend knows."""
+
+    dtype = "float32"
+
+
+def mystery_program():
+    n = SizeVar("n")
+    a, b = Buffer("a", "float32", (n,)), Buffer("b", "float32", (n,))
+    i = loop_var("i")
+    return TensorProgram("odd", (a,), (b,), For(i, n, Store(b, [i], Mystery())), (n,))
+
+
+def test_an_expression_a_backend_cannot_emit_is_an_error_naming_it_and_the_program():
+    with pytest.raises(RelaxEdgeError, match="cannot handle Mystery"):
+        render_kernel(mystery_program(), "k_odd", inplace=False)
+    with pytest.raises(RelaxEdgeError, match="tensor program odd: .*cannot handle Mystery"):
+        emit_kernels({"k_odd": mystery_program()}, False, inplace=())
+
+
+def test_the_verifier_reports_a_value_that_is_not_an_expression():
+    n = SizeVar("n")
+    a, b = Buffer("a", "float32", (n,)), Buffer("b", "float32", (n,))
+    i = loop_var("i")
+    bad = Intrinsic("exp", (a[i], 1.5), "float32")   # a Python float where an expression belongs
+    program = TensorProgram("bad", (a,), (b,), For(i, n, Store(b, [i], bad)), (n,))
+    with pytest.raises(VerifyError, match="float 1.5 is not a tensor-program expression"):
+        verify_program(program)

@@ -112,7 +112,7 @@ def _signature(program: TensorProgram, symbol: str, r: CRenderer, inplace: bool)
     return f"rxe_status_t {symbol}({', '.join(params)})"
 
 
-def declare_kernel(program: TensorProgram, symbol: str, inplace: bool = False) -> str:
+def declare_kernel(program: TensorProgram, symbol: str, *, inplace: bool) -> str:
     """The declaration of a kernel defined elsewhere (by the LLVM backend);
     `inplace`: its output aliases an input (the memory plan says so)."""
     return f"extern {_signature(program, symbol, CRenderer(), inplace)};\n"
@@ -253,7 +253,7 @@ class CKernel(IndentedLines, KernelSkeleton):
 
     def visit_Assert(self, s: Assert):
         r = self.r
-        message = c_string(f"{self.program.name}: " + s.message.replace("%", "%%").replace("{}", "%d"))
+        message = c_string(self.assert_message(s))
         values = "".join(f", (int64_t)({r.expr(v)})" for v in s.values)
         error = f"rxe_error_set(err, RXE_ERR_INDEX, {message}{values})"
         if self.task is None:
@@ -289,12 +289,15 @@ class CKernel(IndentedLines, KernelSkeleton):
         context struct of everything it uses; here, the call that runs it."""
         program, r = self.program, self.r
         name = f"{self.symbol}_par{len(self.before)}"
-        inputs = set(program.inputs)
-        fields = [(f"const {c_type(b.dtype)}*" if b in inputs else f"{c_type(b.dtype)}*", r.name(b, b.name))
-                  for b in program.params]
-        fields += [("int64_t", r.name(v, v.name)) for v in program.size_params]
-        fields += [(f"const {c_type(v.dtype)}" if hasattr(v, "dtype") else "int64_t", r.name(v, v.name))
-                   for v in self.scope]
+        inputs, buffers, sizes = set(program.inputs), len(program.params), len(program.size_params)
+
+        def field_type(k: int, v) -> str:   # by position in captured(): buffers, sizes, then the scope
+            if k < buffers:
+                return f"const {c_type(v.dtype)}*" if v in inputs else f"{c_type(v.dtype)}*"
+            if k < buffers + sizes:
+                return "int64_t"
+            return f"const {c_type(v.dtype)}" if hasattr(v, "dtype") else "int64_t"
+        fields = [(field_type(k, v), r.name(v, v.name)) for k, v in enumerate(self.captured())]
         fields.append(("rxe_error_t*", "err"))
         struct = ["typedef struct {"] + [f"  {t} {n};" for t, n in fields] + \
                  ["  rxe_status_t status;", "  unsigned char failed;", f"}} {name}_ctx;"]
@@ -318,7 +321,7 @@ class CKernel(IndentedLines, KernelSkeleton):
         self.line("}")
 
 
-def render_kernel(program: TensorProgram, symbol: str, inplace: bool = False) -> str:
+def render_kernel(program: TensorProgram, symbol: str, *, inplace: bool) -> str:
     """A static C function for `program`: buffers as pointers (inputs const,
     all restrict unless `inplace`: an output aliases an input, as the memory
     plan says), the size parameters as int64_t, and the error

@@ -224,7 +224,7 @@ class KernelEmitter(KernelSkeleton, IndexArithmetic):
         """The body once per iteration, the variable a constant in each."""
         for k in range(int(s.extent)):
             self.values[id(s.var)] = ir.Constant(I64, k)
-            self.visit(s.body)
+            self.scoped(s.var, s.body)
 
     def serial_loop(self, s: For) -> None:
         self.loop(s)
@@ -261,7 +261,7 @@ class KernelEmitter(KernelSkeleton, IndexArithmetic):
         """Outline `s` into a task function; run it with rxe_threads_parallel_for and
         return the recorded status when a task failed."""
         p = self.program
-        captured = [*p.params, *p.size_params, *self.scope]
+        captured = self.captured()
         values = [self.values[id(c)] for c in captured] + [self.err]
         slots = ir.LiteralStructType([v.type for v in values] + [I32, I8])
         self.tasks += 1
@@ -296,7 +296,7 @@ class KernelEmitter(KernelSkeleton, IndexArithmetic):
 
     def visit_Assert(self, s: Assert) -> None:
         b = self.b
-        text = f"{self.program.name}: " + s.message.replace("%", "%%").replace("{}", "%d")
+        text = self.assert_message(s)
         values = [self.cast(self.expr(v), v.dtype, "int64") for v in s.values]
         with b.if_then(b.not_(self.truth(self.expr(s.cond), s.cond.dtype)), likely=False):
             error = self.runtime_function("rxe_error_set", I32, [PTR, I32, PTR], var_arg=True)
@@ -448,14 +448,9 @@ class KernelEmitter(KernelSkeleton, IndexArithmetic):
         return g
 
 
-VECTOR_BINARY = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv"}
-
-
 class VectorEmitter(VectorSkeleton):
     """The body of a vectorized loop over `var` as <lanes x T> IR at the
     kernel emitter's builder; uniform expressions stay scalar."""
-
-    ARITH = tuple(VECTOR_BINARY)
 
     def __init__(self, kernel: KernelEmitter, var, lanes: int):
         super().__init__(var, lanes)
@@ -493,7 +488,7 @@ class VectorEmitter(VectorSkeleton):
         return self.k.b.load(self.address(e.buffer, e.indices), typ=vt, align=self.k.align(e.dtype))
 
     def varith(self, op, a, b, vt):
-        return getattr(self.k.b, VECTOR_BINARY[op])(a, b)
+        return getattr(self.k.b, FLOAT_BINARY[op])(a, b)
 
     def vminmax(self, op, a, b, dtype, vt):
         return self.k.b.select(self.k.compare(MINMAX[op], a, b, dtype), a, b)
@@ -599,7 +594,7 @@ class F32Math:
         return self._odd(x, small, big, 0.625)
 
 
-def emit_kernels(programs: dict, freestanding: bool, name: str = "kernels", inplace=frozenset()) -> ir.Module:
+def emit_kernels(programs: dict, freestanding: bool, name: str = "kernels", *, inplace) -> ir.Module:
     """An LLVM module with one function per (symbol -> program) entry; the
     caller sets the triple and data layout (codegen/llvm/target.py).
     `inplace`: the symbols whose output aliases an input (from the memory plan)."""

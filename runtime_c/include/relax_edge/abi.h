@@ -29,7 +29,11 @@ extern "C" {
 #endif
 
 /* 2: the runtime's exported functions are named rxe_<module>_<verb>
- * (rxe_tensor_check, rxe_threads_parallel_for, ...). */
+ * (rxe_tensor_check, rxe_dim_bind, rxe_threads_parallel_for, rxe_arena_alloc,
+ * rxe_rpc_server_init, rxe_status_name). Two families keep a fixed form: the
+ * portable math functions take libm's names behind the prefix (rxe_expf,
+ * rxe_tanh: kernel.h), and the library kernels are rxe_lib_<op>_<dtype>
+ * (kernels.h). */
 #define RXE_ABI_VERSION 2u
 
 /* Limits (compile-time configuration). */
