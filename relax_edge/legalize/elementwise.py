@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 from ..tir.compute import compute
@@ -83,21 +84,6 @@ BINARY = {
 }
 
 
-@legalization(*UNARY)
-def legalize_unary(ctx):
-    (x,) = ctx.inputs
-    fn = UNARY[ctx.op_name]
-    return compute(ctx.out_shape, lambda *i: fn(x[i], ctx.attrs), ctx.op_name, ctx.out_dtype)
-
-
-@legalization(*BINARY)
-def legalize_binary(ctx):
-    a, b = ctx.inputs
-    fn, shape = BINARY[ctx.op_name], ctx.out_shape
-    return compute(shape, lambda *i: fn(load_broadcast(a, shape, i), load_broadcast(b, shape, i)),
-                   ctx.op_name, ctx.out_dtype)
-
-
 @legalization("where")
 def legalize_where(ctx):
     c, a, b = ctx.inputs
@@ -106,3 +92,94 @@ def legalize_where(ctx):
                                             load_broadcast(b, shape, i)), "where", ctx.out_dtype)
 
 
+# ------------------------------------------- activations, trigonometry, tests
+
+TRIG = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")
+FLOAT_MAX = {"float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308, "float16": 65504.0}
+
+
+def _softplus(x):
+    """log(1 + exp(x)) as max(x, 0) + log(1 + exp(-|x|)): no overflow for large x."""
+    one = const(1.0, x.dtype)
+    return maximum(x, const(0.0, x.dtype)) + intrinsic("log", one + intrinsic("exp", -_abs(x)))
+
+
+def _expm1(x):
+    return intrinsic("exp", x) - const(1.0, x.dtype)
+
+
+def _sign(x):
+    one, zero = const(1, x.dtype), const(0, x.dtype)
+    if x.dtype.startswith("uint"):
+        return select(x > zero, one, zero)
+    rest = select(x < zero, const(-1, x.dtype), x if is_float(x.dtype) else zero)   # 0, -0 and NaN kept
+    return select(x > zero, one, rest)
+
+
+def _isinf(x, detect_negative, detect_positive):
+    big = const(FLOAT_MAX[x.dtype], x.dtype)
+    if detect_negative and detect_positive:
+        return intrinsic("fabs", x) > big
+    if detect_positive:
+        return x > big
+    if detect_negative:
+        return x < -big
+    return Logical("and", x > big, x < -big)   # neither: never true
+
+
+def _shrink(x, bias, lambd):
+    v = x if is_float(x.dtype) else cast(x, "float64")
+    lo, b = const(-lambd, v.dtype), const(bias, v.dtype)
+    out = select(v < lo, v + b, select(v > const(lambd, v.dtype), v - b, const(0.0, v.dtype)))
+    return out if is_float(x.dtype) else cast(out, x.dtype)
+
+
+def _mod(a, b, fmod):
+    if not is_float(a.dtype):
+        return a - (a / b) * b if fmod else a % b   # "/" truncates (C), "%" floors (Python)
+    r = intrinsic("fmod", a, b)
+    if fmod:
+        return r
+    zero = const(0.0, a.dtype)
+    wrong_sign = Logical("and", Compare("ne", r, zero), Compare("ne", r < zero, b < zero))
+    return select(wrong_sign, r + b, r)
+
+
+UNARY_MORE = {
+    **{name: (lambda n: lambda x, a: intrinsic(n, x))(name) for name in TRIG},
+    "round": lambda x, a: intrinsic("round", x),
+    "softplus": lambda x, a: _softplus(x),
+    "softsign": lambda x, a: x / (const(1.0, x.dtype) + _abs(x)),
+    "mish": lambda x, a: x * intrinsic("tanh", _softplus(x)),
+    "sign": lambda x, a: _sign(x),
+    "isnan": lambda x, a: Compare("ne", x, x),
+    "isinf": lambda x, a: _isinf(x, a["detect_negative"], a["detect_positive"]),
+    "elu": lambda x, a: select(x < const(0.0, x.dtype), const(a["alpha"], x.dtype) * _expm1(x), x),
+    "selu": lambda x, a: const(a["gamma"], x.dtype) * select(x > const(0.0, x.dtype), x,
+                                                             const(a["alpha"], x.dtype) * _expm1(x)),
+    "celu": lambda x, a: (maximum(x, const(0.0, x.dtype))
+                          + minimum(const(0.0, x.dtype),
+                                    const(a["alpha"], x.dtype) * _expm1(x / const(a["alpha"], x.dtype)))),
+    "thresholded_relu": lambda x, a: select(x > const(a["alpha"], x.dtype), x, const(0.0, x.dtype)),
+    "swish": lambda x, a: x / (const(1.0, x.dtype) + intrinsic("exp", const(-a["alpha"], x.dtype) * x)),
+    "shrink": lambda x, a: _shrink(x, a["bias"], a["lambd"]),
+}
+UNARY.update(UNARY_MORE)
+BINARY["prelu"] = lambda x, slope: select(x < const(0, x.dtype), slope * x, x)
+BINARY_WITH_ATTRS = {"mod": lambda a, b, attrs: _mod(a, b, attrs["fmod"])}
+
+
+@legalization(*UNARY)
+def legalize_unary(ctx):
+    (x,) = ctx.inputs
+    fn = UNARY[ctx.op_name]
+    return compute(ctx.out_shape, lambda *i: fn(x[i], ctx.attrs), ctx.op_name, ctx.out_dtype)
+
+
+@legalization(*BINARY, *BINARY_WITH_ATTRS)
+def legalize_binary(ctx):
+    a, b = ctx.inputs
+    shape = ctx.out_shape
+    fn = BINARY.get(ctx.op_name) or functools.partial(BINARY_WITH_ATTRS[ctx.op_name], attrs=ctx.attrs)
+    return compute(shape, lambda *i: fn(load_broadcast(a, shape, i), load_broadcast(b, shape, i)),
+                   ctx.op_name, ctx.out_dtype)

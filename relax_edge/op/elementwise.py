@@ -174,3 +174,85 @@ register(Op("hard_sigmoid", _float_unary_rule,
             _in_f64(lambda x, alpha, beta: np.clip(alpha * x + beta, 0.0, 1.0)),
             attrs={"alpha": 0.2, "beta": 0.5}, kind="elementwise"))
 register(Op("gelu", _float_unary_rule, _in_f64(_gelu), attrs={"approximate": "none"}, kind="elementwise"))
+
+
+# ------------------------------------------- activations, trigonometry, tests
+
+def _bool_of_float_rule(types, attrs):
+    t = _float_unary_rule(types, attrs)
+    return TensorType(t.shape, "bool", t.ndim)
+
+
+def _numeric_unary_rule(types, attrs):
+    t = tensor(types[0], 0, need_shape=False)
+    if t.dtype == "bool":
+        raise RuleError("operand must be numeric, got bool")
+    return t
+
+
+def _numeric_binary_rule(types, attrs):
+    t = _binary_rule(types, attrs)
+    if t.dtype == "bool":
+        raise RuleError("operands must be numeric, got bool")
+    return t
+
+
+def _mod(a, b, fmod):
+    if np.issubdtype(a.dtype, np.integer) and np.any(b == 0):
+        raise ZeroDivisionError("integer modulo by zero")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (np.fmod(a, b) if fmod else np.mod(a, b)).astype(a.dtype)
+
+
+def _shrink(x, bias, lambd):
+    wide = x.astype(np.float64)
+    out = np.where(wide < -lambd, wide + bias, np.where(wide > lambd, wide - bias, 0.0))
+    return out.astype(x.dtype)
+
+
+def _isinf(x, detect_negative, detect_positive):
+    return (np.isposinf(x) & bool(detect_positive)) | (np.isneginf(x) & bool(detect_negative))
+
+
+_TRIG = {"sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
+         "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh}
+
+
+def _quiet(fn):
+    """fn with numpy's warnings off: NaN outside the domain, inf on overflow, as C."""
+    def call(x, **attrs):
+        with np.errstate(all="ignore"):
+            return fn(x, **attrs)
+    return call
+
+
+_MORE_FLOAT_UNARY = {
+    **{name: _quiet(_in_f64(fn)) for name, fn in _TRIG.items()},
+    "round": _in_f64(np.round),   # halves to even
+    "softplus": _quiet(_in_f64(lambda x: np.logaddexp(0.0, x))),
+    "softsign": _in_f64(lambda x: x / (1.0 + np.abs(x))),
+    "mish": _quiet(_in_f64(lambda x: x * np.tanh(np.logaddexp(0.0, x)))),
+}
+for _name, _ref in _MORE_FLOAT_UNARY.items():
+    register(Op(_name, _float_unary_rule, (lambda f: lambda x: f(x))(_ref), kind="elementwise"))
+
+register(Op("sign", _numeric_unary_rule, lambda x: np.sign(x).astype(x.dtype), kind="elementwise"))
+register(Op("isnan", _bool_of_float_rule, lambda x: np.isnan(x), kind="elementwise"))
+register(Op("isinf", _bool_of_float_rule, _isinf, attrs={"detect_negative": True, "detect_positive": True},
+            kind="elementwise"))
+register(Op("elu", _float_unary_rule, _quiet(_in_f64(lambda x, alpha: np.where(x < 0, alpha * np.expm1(x), x))),
+            attrs={"alpha": 1.0}, kind="elementwise"))
+register(Op("selu", _float_unary_rule,
+            _quiet(_in_f64(lambda x, alpha, gamma: gamma * np.where(x > 0, x, alpha * np.expm1(x)))),
+            attrs={"alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875}, kind="elementwise"))
+register(Op("celu", _float_unary_rule,
+            _quiet(_in_f64(lambda x, alpha: np.maximum(x, 0.0) + np.minimum(0.0, alpha * np.expm1(x / alpha)))),
+            attrs={"alpha": 1.0}, kind="elementwise"))
+register(Op("thresholded_relu", _float_unary_rule, _in_f64(lambda x, alpha: np.where(x > alpha, x, 0.0)),
+            attrs={"alpha": 1.0}, kind="elementwise"))
+register(Op("swish", _float_unary_rule, _quiet(_in_f64(lambda x, alpha: x / (1.0 + np.exp(-alpha * x)))),
+            attrs={"alpha": 1.0}, kind="elementwise"))
+register(Op("shrink", _numeric_unary_rule, _shrink, attrs={"bias": 0.0, "lambd": 0.5}, kind="elementwise"))
+register(Op("prelu", _numeric_binary_rule, lambda x, slope: np.where(x < 0, slope * x, x).astype(x.dtype),
+            kind="broadcast", num_args=(2, 2)))
+register(Op("mod", _numeric_binary_rule, _mod, attrs={"fmod": False}, kind="broadcast", num_args=(2, 2)))

@@ -58,6 +58,21 @@ _RUNTIME = {"_Failed": _Failed, "_f32": _f32, "math": math, "_tdiv": _tdiv, "_mi
             "_int": lambda x: int(x) if x == x and abs(x) != math.inf else 0}
 
 
+def _libm(ufunc):
+    """A float64 numpy ufunc as a function of Python floats: NaN and inf as C's libm, no exceptions."""
+    def call(*args):
+        with np.errstate(all="ignore"):
+            return float(ufunc(*args))
+    return call
+
+
+# intrinsic -> numpy ufunc, run as "_NAME(...)"
+_LIBM_UFUNCS = {"sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
+                "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh,
+                "atanh": np.arctanh, "fmod": np.fmod}
+_RUNTIME.update({f"_{name}": _libm(fn) for name, fn in _LIBM_UFUNCS.items()})
+
+
 class PythonRenderer(Renderer):
     BINARY = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})",
               "floordiv": "({a} // {b})", "floormod": "({a} % {b})", "pow": "_pow({a}, {b})"}
@@ -68,6 +83,7 @@ class PythonRenderer(Renderer):
                   "erf": "_erf({0})", "pow": "_pow({0}, {1})", "fabs": "abs({0})",
                   "floor": "float(math.floor({0}))", "ceil": "float(math.ceil({0}))",
                   "round": "float(round({0}))"}
+    INTRINSICS = {**INTRINSICS, **{name: f"_{name}({{0}})" for name in _LIBM_UFUNCS}, "fmod": "_fmod({0}, {1})"}
     RESERVED = frozenset({"math", "abs", "min", "max", "float", "int", "bool", "round", "lambda", "in",
                           "if", "else", "for", "and", "or", "not", "is", "def", "return"})
 

@@ -22,6 +22,7 @@ KNOWN_UNSUPPORTED = {
     "test_training_dropout_zero_ratio_mask": "training-mode Dropout",
     "test_maxpool_with_argmax_2d_precomputed_pads": "MaxPool's Indices output",
     "test_maxpool_with_argmax_2d_precomputed_strides": "MaxPool's Indices output",
+    "test_attention_local_window_gqa_rank4_mask_expanded": "Cast to double",
 }
 
 # ONNX Runtime and relax_edge follow the spec (align_corners divides by the
@@ -29,6 +30,9 @@ KNOWN_UNSUPPORTED = {
 KNOWN_DISAGREEMENTS = {
     "test_resize_downsample_scales_linear_align_corners": "spec and ONNX Runtime differ from the expectation",
     "test_resize_downsample_scales_cubic_align_corners": "spec and ONNX Runtime differ from the expectation",
+    # float16: 1 ulp (0.00049) from the stored expectation, which is further from the exact float64 attention
+    # (ours 0.00040 off, the expectation 0.00049)
+    "test_attention_4d_causal_fp16_expanded": "float16 rounding; ours is nearer the exact result",
 }
 
 SELECTED = [c for c in collect_cases() if scope_problem(c.model) == ""]

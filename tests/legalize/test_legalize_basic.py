@@ -92,3 +92,6 @@ REDUCTIONS = [
 def test_reductions_legalize(case):
     _, templates, dtypes, build = case
     check_legalized(templates, dtypes, build, SIZES)
+from tests.legalize import elementwise_cases
+UNARY += elementwise_cases.UNARY
+EXTRA += elementwise_cases.EXTRA

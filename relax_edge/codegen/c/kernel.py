@@ -334,3 +334,5 @@ def render_kernel(program: TensorProgram, symbol: str, *, inplace: bool) -> str:
     everything it uses, run by rxe_threads_parallel_for; the first failed
     Assert in any task is the kernel's status."""
     return CKernel(program, symbol, inplace).emit()
+    MATH = {**MATH, **{name: name.upper() for name in ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
+                                                       "asinh", "acosh", "atanh", "fmod")}}

@@ -82,6 +82,9 @@ FREESTANDING_MATH = {
     "fabs": ("intrinsic", "llvm.fabs"), "floor": ("double", "rxe_floor"), "ceil": ("double", "rxe_ceil"),
     "round": ("double", "rxe_round"),
 }
+LIBM_ONLY = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "fmod")
+HOSTED_MATH.update({name: ("call", name) for name in LIBM_ONLY})          # libm's sin, sinf, ...
+FREESTANDING_MATH.update({name: ("call", "rxe_" + name) for name in LIBM_ONLY})   # math.c's rxe_sin, rxe_sinf, ...
 INTRINSIC_SUFFIX = {"float32": "f32", "float64": "f64"}
 
 F32_INLINE_MATH = ("exp", "erf", "tanh")   # float32 math emitted inline (F32Math), scalar and vector

@@ -121,10 +121,14 @@ def convert_variadic(ctx, inputs):
 
 @converter("Mod")
 def convert_mod(ctx, inputs):
-    sym = symbolic_binary("Mod", inputs)
-    if sym is not None:
-        return sym
-    raise ctx.error("Mod is supported only on compile-time integers")
+    fmod = ctx.attr("fmod", 0, int)
+    if fmod not in (0, 1):
+        raise ctx.error(f"attribute fmod must be 0 or 1, got {fmod}")
+    if not fmod:
+        sym = symbolic_binary("Mod", inputs)
+        if sym is not None:
+            return sym
+    return ctx.emit("mod", inputs, {"fmod": bool(fmod)})   # folded when both are constants
 
 
 @converter("Where")
@@ -230,3 +234,49 @@ def convert_dropout(ctx, inputs):
         t = ctx.type_of(x)
         return [x, ctx.emit("full", [], {"shape": t.shape, "value": True, "dtype": "bool"})]
     return x
+
+
+_UNARY_MORE = {"Sin": "sin", "Cos": "cos", "Tan": "tan", "Asin": "asin", "Acos": "acos", "Atan": "atan",
+               "Sinh": "sinh", "Cosh": "cosh", "Asinh": "asinh", "Acosh": "acosh", "Atanh": "atanh",
+               "Round": "round", "Softplus": "softplus", "Softsign": "softsign", "Mish": "mish", "Sign": "sign",
+               "IsNaN": "isnan"}
+
+
+@converter(*_UNARY_MORE)
+def convert_unary_more(ctx, inputs):
+    return ctx.emit(_UNARY_MORE[ctx.node.op_type], inputs[:1])
+
+
+# op type -> (our operator, {attribute: default}); every attribute a float
+_FLOAT_ATTR_ACTIVATIONS = {
+    "Elu": ("elu", {"alpha": 1.0}),
+    "Selu": ("selu", {"alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875}),
+    "Celu": ("celu", {"alpha": 1.0}),
+    "ThresholdedRelu": ("thresholded_relu", {"alpha": 1.0}),
+    "Swish": ("swish", {"alpha": 1.0}),
+    "Shrink": ("shrink", {"bias": 0.0, "lambd": 0.5}),
+}
+
+
+@converter(*_FLOAT_ATTR_ACTIVATIONS)
+def convert_float_attr_activation(ctx, inputs):
+    name, defaults = _FLOAT_ATTR_ACTIVATIONS[ctx.node.op_type]
+    attrs = {k: ctx.attr(k, v, float) for k, v in defaults.items()}
+    if name == "celu" and attrs["alpha"] == 0.0:
+        raise ctx.error("attribute alpha must not be 0")
+    return ctx.emit(name, inputs[:1], attrs)
+
+
+@converter("IsInf")
+def convert_isinf(ctx, inputs):
+    return ctx.emit("isinf", inputs[:1], {"detect_negative": bool(ctx.attr("detect_negative", 1, int)),
+                                          "detect_positive": bool(ctx.attr("detect_positive", 1, int))})
+
+
+@converter("PRelu")
+def convert_prelu(ctx, inputs):
+    x, slope = inputs
+    tx, ts = ctx.type_of(x), ctx.type_of(slope)
+    if ts.ndim > tx.ndim:
+        raise ctx.error(f"slope of rank {ts.ndim} does not broadcast to the input's rank {tx.ndim}")
+    return ctx.emit("prelu", [x, slope])
