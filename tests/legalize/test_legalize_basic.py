@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from relax_edge.op.registry import make_call
+from tests.legalize import elementwise_cases
 from tests.legalize.harness import check_legalized
 from tests.numeric.test_ops_vs_onnxruntime import CASES
 
@@ -27,6 +28,7 @@ def test_m1_operators_legalize(case):
 
 F = "float32"
 UNARY = ["log", "sqrt", "erf", "floor", "ceil", "reciprocal", "negative", "abs", "hard_swish"]
+UNARY += elementwise_cases.UNARY
 EXTRA = [
     ("leaky_relu", [("n", 5)], [F], lambda x: make_call("leaky_relu", [x], {"alpha": 0.1})),
     ("hard_sigmoid", [("n", 5)], [F], lambda x: make_call("hard_sigmoid", [x], {"alpha": 0.3, "beta": 0.4})),
@@ -60,6 +62,7 @@ EXTRA = [
     ("arange", [("n",)], [F], lambda x: make_call("arange", [], {"start": 2, "stop": x.type.shape[0] * 3, "step": 2})),
     ("shape_to_tensor", [("n", "m")], [F], lambda x: make_call("shape_to_tensor", [], {"values": x.type.shape})),
 ]
+EXTRA += elementwise_cases.EXTRA
 
 
 @pytest.mark.parametrize("name", UNARY)
@@ -92,6 +95,3 @@ REDUCTIONS = [
 def test_reductions_legalize(case):
     _, templates, dtypes, build = case
     check_legalized(templates, dtypes, build, SIZES)
-from tests.legalize import elementwise_cases
-UNARY += elementwise_cases.UNARY
-EXTRA += elementwise_cases.EXTRA

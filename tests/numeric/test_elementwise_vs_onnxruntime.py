@@ -1,5 +1,5 @@
 """The elementwise ONNX operators added for models (activations,
-trigonometry, Sign, Round, IsNaN, IsInf, PRelu, Mod), each imported as a
+trigonometry, Sign, Round, IsNaN, IsInf, PRelu, Mod, Hardmax), each imported as a
 one-node ONNX model with a symbolic batch dim, interpreted at several sizes
 and compared with ONNX Runtime (onnx.reference where ONNX Runtime lacks the
 opset); and the import errors for bad attributes."""
@@ -90,6 +90,10 @@ CASES = [
     ("mod_int_fmod", "Mod", {"fmod": 1}, 13, [((4,), _ints(-20, 20, "int64")), ((4,), _ints(-7, 7, "int64", True))],
      None),
     ("mod_float_fmod", "Mod", {"fmod": 1}, 10, [((4,), _floats(-9, 9)), ((4,), _floats(0.5, 3))], None),
+    ("hardmax", "Hardmax", {}, 13, [((3, 4), NORMAL)], None),
+    ("hardmax_axis1", "Hardmax", {"axis": 1}, 13, [((3, 4), NORMAL)], None),
+    ("hardmax_ties", "Hardmax", {"axis": 1}, 13, [((3, 4), _ints(0, 2, "float32"))], None),
+    ("hardmax_2d_view_opset11", "Hardmax", {"axis": 1}, 11, [((3, 4), NORMAL)], None),
     ("mod_float_fmod_negative", "Mod", {"fmod": 1}, 10, [((4,), _floats(-9, 9)), ((4,), _floats(-3, -0.5))], None),
 ]
 

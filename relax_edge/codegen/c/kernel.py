@@ -50,6 +50,8 @@ class CRenderer(Renderer):
     RESERVED = C_KEYWORDS
     MATH = {"exp": "EXP", "log": "LOG", "sqrt": "SQRT", "tanh": "TANH", "erf": "ERF", "pow": "POW",
             "fabs": "FABS", "floor": "FLOOR", "ceil": "CEIL", "round": "ROUND"}
+    MATH = {**MATH, **{name: name.upper() for name in ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
+                                                       "asinh", "acosh", "atanh", "fmod")}}
 
     def int_const(self, k):
         if k == -2 ** 63:
@@ -334,5 +336,3 @@ def render_kernel(program: TensorProgram, symbol: str, *, inplace: bool) -> str:
     everything it uses, run by rxe_threads_parallel_for; the first failed
     Assert in any task is the kernel's status."""
     return CKernel(program, symbol, inplace).emit()
-    MATH = {**MATH, **{name: name.upper() for name in ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
-                                                       "asinh", "acosh", "atanh", "fmod")}}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....errors import ShapeError
-from ....ir.shape import IntExpr, Proof, bounds, floordiv, floormod, max_expr, min_expr, prove_equal, prove_lt
+from ....ir.shape import IntExpr, Proof, as_expr, bounds, floordiv, floormod, max_expr, min_expr, prove_equal, prove_lt
 from ..context import converter, onnx_dtype
 from ..values import SymInts, from_static, static_array, to_object
 
@@ -280,3 +280,31 @@ def convert_prelu(ctx, inputs):
     if ts.ndim > tx.ndim:
         raise ctx.error(f"slope of rank {ts.ndim} does not broadcast to the input's rank {tx.ndim}")
     return ctx.emit("prelu", [x, slope])
+
+
+@converter("Hardmax")
+def convert_hardmax(ctx, inputs):
+    """1 at the first maximum along `axis`, 0 elsewhere: argmax compared with
+    the positions along the axis. Before opset 13 the input is seen as 2-D
+    (the dims before `axis` by the dims from it)."""
+    x = inputs[0]
+    t = ctx.type_of(x)
+    axis = ctx.attr("axis", -1 if ctx.opset >= 13 else 1, int)
+    if not -t.ndim <= axis < max(t.ndim, 1):
+        raise ctx.error(f"attribute axis {axis} is out of range for rank {t.ndim}")
+    axis %= max(t.ndim, 1)
+    shape = list(t.shape)
+    if ctx.opset < 13:
+        outer, inner = as_expr(1), as_expr(1)
+        for d in shape[:axis]:
+            outer = outer * d
+        for d in shape[axis:]:
+            inner = inner * d
+        x, axis = ctx.emit("reshape", [x], {"shape": (outer, inner)}), 1
+    rows = list(ctx.type_of(x).shape)
+    best = ctx.emit("argmax", [x], {"axis": axis, "keepdims": True})
+    along = [as_expr(1)] * len(rows)
+    along[axis] = rows[axis]
+    positions = ctx.emit("reshape", [ctx.emit("arange", [], {"stop": rows[axis]})], {"shape": tuple(along)})
+    out = ctx.emit("cast", [ctx.emit("equal", [positions, best])], {"dtype": t.dtype})
+    return ctx.emit("reshape", [out], {"shape": tuple(shape)}) if ctx.opset < 13 else out
