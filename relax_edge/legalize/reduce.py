@@ -1,5 +1,6 @@
-"""Legalization of reductions (sum, mean, max, min, argmax), matmul and
-softmax / log_softmax, as reductions of the compute language.
+"""Legalization of reductions (sum, mean, max, min, prod, sum_square, l1,
+l2, log_sum, log_sum_exp, argmax, argmin), matmul and softmax /
+log_softmax, as reductions of the compute language.
 
 Float sums accumulate in `accumulator_dtype` (float32 for float32 and
 float16, float64 for float64), as ONNX Runtime does; the result may differ
@@ -11,7 +12,7 @@ from __future__ import annotations
 from ..ir.shape import as_expr
 from ..op.reduce import reduce_axes
 from ..tir.compute import Reduce, compute, reduce_axis, reduce_max, reduce_min, reduce_sum
-from ..tir.expr import cast, const, intrinsic, is_float, select, wrap
+from ..tir.expr import cast, const, eq, intrinsic, is_float, select, wrap
 from .common import broadcast_indices, legalization
 
 
@@ -42,51 +43,98 @@ def _source_index(i, axes, raxes, rank, keepdims):
     return tuple(out)
 
 
-_REDUCERS = {"sum": reduce_sum, "max": reduce_max, "min": reduce_min, "mean": reduce_sum}
+def _count(raxes):
+    count = as_expr(1)
+    for r in raxes:
+        count = count * r.extent
+    return count
 
 
-@legalization("sum", "mean", "max", "min")
+def _abs(v):
+    return intrinsic("fabs", v) if is_float(v.dtype) else select(v < const(0, v.dtype), -v, v)
+
+
+def _product(src, raxes):
+    return Reduce("mul", src, tuple(raxes), const(1, src.dtype), src.dtype)
+
+
+# op -> (the reducer, the term of each element, the result from the reduced value and the count)
+_REDUCTIONS = {
+    "sum": (reduce_sum, None, None),
+    "mean": (reduce_sum, None, lambda v, n: v / cast(wrap(n, "int64"), v.dtype)),
+    "max": (reduce_max, None, None),
+    "min": (reduce_min, None, None),
+    "prod": (_product, None, None),
+    "sum_square": (reduce_sum, lambda v: v * v, None),
+    "l1": (reduce_sum, _abs, None),
+    "l2": (reduce_sum, lambda v: v * v, lambda v, n: intrinsic("sqrt", v)),
+    "log_sum": (reduce_sum, None, lambda v, n: intrinsic("log", v)),
+}
+
+
+@legalization(*_REDUCTIONS)
 def legalize_reduce(ctx):
+    """One reduction per output element; sums and products of floats in the
+    accumulator dtype, of integers in int64; max and min in the input dtype."""
     (x,) = ctx.inputs
     axes, raxes = _split_axes(ctx, x)
     rank, keep = len(x.shape), ctx.attrs["keepdims"]
-    reducer = _REDUCERS[ctx.op_name]
+    reducer, term, finish = _REDUCTIONS[ctx.op_name]
+    acc_dtype = x.dtype if ctx.op_name in ("max", "min") else accumulator_dtype(x.dtype)
 
     def element(*i):
-        src = x[_source_index(i, axes, raxes, rank, keep)]
-        acc_dtype = accumulator_dtype(x.dtype) if is_float(x.dtype) and ctx.op_name in ("sum", "mean") else x.dtype
-        value = reducer(cast(src, acc_dtype), raxes)
-        if ctx.op_name == "mean":
-            count = as_expr(1)
-            for r in raxes:
-                count = count * r.extent
-            value = value / cast(wrap(count, "int64"), acc_dtype)
+        src = cast(x[_source_index(i, axes, raxes, rank, keep)], acc_dtype)
+        value = reducer(term(src) if term else src, raxes)
+        if finish:
+            value = finish(value, _count(raxes))
         return cast(value, x.dtype)
     return compute(ctx.out_shape, element, ctx.op_name, ctx.out_dtype)
 
 
-@legalization("argmax")
-def legalize_argmax(ctx):
-    """Two reductions: the maximum, then the first (or last) index holding it."""
+@legalization("log_sum_exp")
+def legalize_log_sum_exp(ctx):
+    """The maximum (0 where it is infinite, as over an empty set), then
+    log(sum(exp(x - max))) + max in the accumulator dtype."""
+    (x,) = ctx.inputs
+    axes, raxes = _split_axes(ctx, x)
+    rank, keep = len(x.shape), ctx.attrs["keepdims"]
+    acc = accumulator_dtype(x.dtype)
+    peak = compute(ctx.out_shape, lambda *i: reduce_max(cast(x[_source_index(i, axes, raxes, rank, keep)], acc),
+                                                        raxes), "log_sum_exp_max", acc)
+    shift = compute(ctx.out_shape, lambda *i: select(eq(intrinsic("fabs", peak[i]), const(float("inf"), acc)),
+                                                     const(0, acc), peak[i]), "log_sum_exp_shift", acc)
+    raxes2 = [reduce_axis(r.extent, f"{r.var.name}_s") for r in raxes]
+
+    def element(*i):
+        src = cast(x[_source_index(i, axes, raxes2, rank, keep)], acc)
+        total = reduce_sum(intrinsic("exp", src - shift[i]), raxes2)
+        return cast(intrinsic("log", total) + shift[i], x.dtype)
+    return compute(ctx.out_shape, element, "log_sum_exp", ctx.out_dtype)
+
+
+@legalization("argmax", "argmin")
+def legalize_arg_reduce(ctx):
+    """Two reductions: the maximum (minimum), then the first (or last) index holding it."""
     (x,) = ctx.inputs
     rank = len(x.shape)
     axis = ctx.attrs["axis"] % rank
     keep, last = ctx.attrs["keepdims"], ctx.attrs["select_last_index"]
+    largest = ctx.op_name == "argmax"
     r = reduce_axis(x.shape[axis], "r")
     shape = ctx.out_shape
-    best = compute(shape, lambda *i: reduce_max(x[_source_index(i, (axis,), [r], rank, keep)], [r]),
-                   "argmax_value", x.dtype)
+    best = compute(shape, lambda *i: (reduce_max if largest else reduce_min)(
+        x[_source_index(i, (axis,), [r], rank, keep)], [r]), f"{ctx.op_name}_value", x.dtype)
     r2 = reduce_axis(x.shape[axis], "r2")
 
     def element(*i):
         here = x[_source_index(i, (axis,), [r2], rank, keep)]
         pos = wrap(r2.var, "int64")
-        hit = here >= best[i]
+        hit = here >= best[i] if largest else here <= best[i]
         if last:
             return Reduce("max", select(hit, pos, const(-1, "int64")), (r2,), const(-1, "int64"), "int64")
         big = wrap(x.shape[axis], "int64")
         return Reduce("min", select(hit, pos, big), (r2,), big, "int64")
-    return compute(shape, element, "argmax", "int64")
+    return compute(shape, element, ctx.op_name, "int64")
 
 
 @legalization("matmul")

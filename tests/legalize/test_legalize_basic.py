@@ -88,6 +88,18 @@ REDUCTIONS = [
      lambda x: make_call("argmax", [x], {"axis": 0, "keepdims": True, "select_last_index": True})),
     ("log_softmax", [("n", 5)], [F], lambda x: make_call("log_softmax", [x], {"axis": 1})),
     ("matmul_batch_broadcast", [("n", 1, 2, 3), (4, 3, "m")], [F, F], lambda a, b: make_call("matmul", [a, b])),
+    ("reduce_prod_keep", [("n", 3, "m")], [F], lambda x: make_call("prod", [x], {"axis": (1,), "keepdims": True})),
+    ("reduce_prod_int", [("n", 3)], ["int32"], lambda x: make_call("prod", [x], {"axis": (-1,)})),
+    ("reduce_sum_square_int", [("n", 4)], ["int32"], lambda x: make_call("sum_square", [x], {"axis": 0})),
+    ("reduce_l1_all_keep", [("n", 3, "m")], [F], lambda x: make_call("l1", [x], {"keepdims": True})),
+    ("reduce_l1_int", [("n", 4)], ["int32"], lambda x: make_call("l1", [x], {"axis": 1})),
+    ("reduce_l2", [("n", 3, "m")], [F], lambda x: make_call("l2", [x], {"axis": (0, 2)})),
+    ("reduce_log_sum", [("n", 4)], [F],
+     lambda x: make_call("log_sum", [make_call("abs", [x])], {"axis": (1,), "keepdims": True})),
+    ("reduce_log_sum_exp", [("n", 3, "m")], [F], lambda x: make_call("log_sum_exp", [x], {"axis": (1, 2)})),
+    ("argmin_first", [("n", 5)], ["int32"], lambda x: make_call("argmin", [x], {"axis": 1, "keepdims": False})),
+    ("argmin_last_float", [("n", 5)], [F],
+     lambda x: make_call("argmin", [x], {"axis": 0, "keepdims": True, "select_last_index": True})),
 ]
 
 

@@ -14,6 +14,8 @@ import onnx
 STATIC_SLOTS = {
     "Reshape": {1}, "Expand": {1}, "Tile": {1}, "Slice": {1, 2, 3, 4}, "Pad": {1, 2, 3},
     "ReduceSum": {1}, "ReduceMean": {1}, "ReduceMax": {1}, "ReduceMin": {1}, "Split": {1},
+    "ReduceProd": {1}, "ReduceSumSquare": {1}, "ReduceL1": {1}, "ReduceL2": {1}, "ReduceLogSum": {1},
+    "ReduceLogSumExp": {1},
     "Squeeze": {1}, "Unsqueeze": {1}, "Range": {0, 1, 2}, "ConstantOfShape": {0},
     "Resize": {1, 2, 3}, "Trilu": {1}, "Dropout": {1, 2},
 }

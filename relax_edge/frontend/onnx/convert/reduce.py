@@ -1,13 +1,17 @@
 """Converters for ONNX reductions: ReduceSum, ReduceMean, ReduceMax,
-ReduceMin, ArgMax, GlobalAveragePool, GlobalMaxPool. Axes come from the
-attribute (older opsets) or the second input (ReduceSum from opset 13, the
-others from opset 18)."""
+ReduceMin, ReduceProd, ReduceSumSquare, ReduceL1, ReduceL2, ReduceLogSum,
+ReduceLogSumExp, ArgMax, ArgMin, GlobalAveragePool, GlobalMaxPool. Axes come
+from the attribute (older opsets) or the second input (ReduceSum from opset
+13, the others from opset 18); no axes means every axis, or nothing with
+noop_with_empty_axes=1."""
 
 from __future__ import annotations
 
 from ..context import converter
 
-_REDUCE = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min"}
+_REDUCE = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min",
+           "ReduceProd": "prod", "ReduceSumSquare": "sum_square", "ReduceL1": "l1", "ReduceL2": "l2",
+           "ReduceLogSum": "log_sum", "ReduceLogSumExp": "log_sum_exp"}
 
 
 @converter(*_REDUCE)
@@ -28,9 +32,9 @@ def convert_reduce(ctx, inputs):
                                                      "keepdims": keepdims})
 
 
-@converter("ArgMax")
-def convert_argmax(ctx, inputs):
-    return ctx.emit("argmax", inputs, {"axis": ctx.attr("axis", 0, int),
+@converter("ArgMax", "ArgMin")
+def convert_arg_reduce(ctx, inputs):
+    return ctx.emit(ctx.node.op_type.lower(), inputs, {"axis": ctx.attr("axis", 0, int),
                                        "keepdims": bool(ctx.attr("keepdims", 1, int)),
                                        "select_last_index": bool(ctx.attr("select_last_index", 0, int))})
 

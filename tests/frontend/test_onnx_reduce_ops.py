@@ -1,0 +1,255 @@
+"""ONNX reductions (every Reduce*, ArgMax / ArgMin) and the normalizations
+built on them (LpNormalization, MeanVarianceNormalization, LRN,
+InstanceNormalization, GroupNormalization): the ONNX backend node cases that
+use them; one-node models over a symbolic batch dim `n`, imported and
+interpreted at several sizes and compiled on the host with the C and LLVM
+backends, against ONNX Runtime (or onnx.reference where ONNX Runtime lacks the
+opset); bad attributes and dtypes rejected with the node named."""
+
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import relax_edge as rxe
+from relax_edge.frontend.onnx import node_tests
+from relax_edge.frontend.onnx.context import ONNX_DTYPES
+
+OPS = frozenset("""ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceSumSquare ReduceL1 ReduceL2
+ReduceLogSum ReduceLogSumExp ArgMax ArgMin LpNormalization MeanVarianceNormalization LRN
+InstanceNormalization GroupNormalization""".split())
+
+
+PREFIXES = ("test_reduce_", "test_argmax_", "test_argmin_", "test_lrn", "test_l1normalization",
+            "test_l2normalization", "test_lpnormalization", "test_mvn", "test_instancenorm",
+            "test_group_normalization")
+
+
+def _uses_ops(case) -> bool:
+    """A node case of these operators (expanded forms included) with supported dtypes."""
+    graph = case.model.graph
+    if not case.name.startswith(PREFIXES):
+        return False
+    return all(v.type.tensor_type.elem_type in ONNX_DTYPES for v in list(graph.input) + list(graph.output))
+
+
+NODE_CASES = [c for c in node_tests.collect_cases() if _uses_ops(c)]
+KNOWN_UNSUPPORTED = {"test_reduce_log_sum_exp_empty_set_expanded": "its function body casts to float64"}
+
+
+def test_every_opset_form_has_node_cases():
+    names = {c.name for c in NODE_CASES}
+    for prefix in ("test_reduce_l1_", "test_reduce_l2_", "test_reduce_log_sum_", "test_reduce_log_sum_exp_",
+                   "test_reduce_sum_square_", "test_reduce_prod_", "test_argmin_", *PREFIXES):
+        assert any(n.startswith(prefix) for n in names), prefix
+
+
+@pytest.mark.parametrize("case", NODE_CASES, ids=[c.name for c in NODE_CASES])
+def test_node_case(case, monkeypatch):
+    supported = getattr(node_tests, "SUPPORTED_OPS", frozenset())
+    monkeypatch.setattr(node_tests, "SUPPORTED_OPS", frozenset(supported) | OPS, raising=False)
+    result = node_tests.run_case(case)
+    expected = "unsupported" if case.name in KNOWN_UNSUPPORTED else "pass"
+    assert result.status == expected, (result.status, result.detail)
+
+
+# ------------------------------------------------ one-node models over a symbolic batch dim
+
+BATCH = [1, 2, 5]
+_TYPES = {np.dtype("float32"): TensorProto.FLOAT, np.dtype("int32"): TensorProto.INT32,
+          np.dtype("int64"): TensorProto.INT64}
+
+
+@dataclass
+class Case:
+    name: str
+    op_type: str
+    shapes: list                  # input shapes; "n" is the symbolic batch dim
+    attrs: dict = field(default_factory=dict)
+    opset: int = 18
+    axes: list = None             # the axes input (opset 18 reductions)
+    dtype: str = "float32"
+    positive: bool = False        # inputs drawn from (0.1, 2): logs of sums stay finite
+    ort: bool = True              # False: onnx.reference gives the expected values
+    reference: object = None      # a numpy reference written from the spec, where neither runs the case
+
+
+def _model(case: Case):
+    names = [f"x{i}" for i in range(len(case.shapes))]
+    inputs = list(names)
+    inits = []
+    if case.axes is not None:
+        inputs.append("axes")
+        inits.append(numpy_helper.from_array(np.array(case.axes, np.int64), "axes"))
+    elem = _TYPES[np.dtype(case.dtype)]
+    graph = helper.make_graph(
+        [helper.make_node(case.op_type, inputs, ["y"], **case.attrs)], case.name,
+        [helper.make_tensor_value_info(nm, elem if i == 0 else TensorProto.FLOAT, list(s))
+         for i, (nm, s) in enumerate(zip(names, case.shapes))],
+        [helper.make_empty_tensor_value_info("y")], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", case.opset)])
+    model.ir_version = 8
+    return model
+
+
+def _arrays(case: Case, n: int):
+    rng = np.random.default_rng(zlib.crc32(case.name.encode()) + n)
+    out = []
+    for i, s in enumerate(case.shapes):
+        shape = tuple(n if d == "n" else d for d in s)
+        if i == 0 and case.dtype != "float32":
+            out.append(rng.integers(-4, 5, shape).astype(case.dtype))
+        elif case.positive:
+            out.append(rng.uniform(0.1, 2.0, shape).astype(np.float32))
+        else:
+            out.append(rng.standard_normal(shape).astype(np.float32))
+    return out
+
+
+def _expected(case: Case, model, arrays):
+    feeds = {f"x{i}": a for i, a in enumerate(arrays)}
+    if case.reference:
+        return case.reference(*arrays, **case.attrs)
+    if case.ort:
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        return sess.run(None, feeds)[0]
+    return ReferenceEvaluator(model).run(None, feeds)[0]
+
+
+def lrn_reference(x, size, alpha=1e-4, beta=0.75, bias=1.0):
+    """The ONNX spec: square_sum[n, c] sums x^2 over channels
+    [c - floor((size - 1) / 2), c + ceil((size - 1) / 2)] inside [0, C)."""
+    x64 = x.astype(np.float64)
+    channels = x.shape[1]
+    square_sum = np.zeros_like(x64)
+    for c in range(channels):
+        lo, hi = max(0, c - (size - 1) // 2), min(channels, c + size // 2 + 1)
+        square_sum[:, c] = np.sum(x64[:, lo:hi] ** 2, axis=1)
+    return (x64 / (bias + alpha / size * square_sum) ** beta).astype(x.dtype)
+
+
+def _reduce(name, op_type, shape, axes=None, keepdims=1, opset=18, **kw):
+    attrs = {"keepdims": keepdims, **kw.pop("attrs", {})}
+    if opset < 18 and op_type != "ReduceSum" or opset < 13:
+        if axes is not None:
+            attrs["axes"] = axes
+        axes = None
+    return Case(name, op_type, [shape], attrs, opset, axes, **kw)
+
+
+CASES = [
+    _reduce("l1_axis1", "ReduceL1", ("n", 3, 4), [1], 0),
+    _reduce("l1_int_all_opset13", "ReduceL1", ("n", 3), None, 1, opset=13, dtype="int32"),
+    _reduce("l2_last_keep", "ReduceL2", ("n", 3, 4), [-1]),
+    _reduce("l2_opset11_attr", "ReduceL2", ("n", 5), [0], 0, opset=11),
+    _reduce("sum_square_axes02", "ReduceSumSquare", ("n", 3, 4), [0, 2], 0),
+    _reduce("sum_square_int", "ReduceSumSquare", ("n", 4), [1], 1, dtype="int32"),
+    _reduce("prod_axis0", "ReduceProd", ("n", 3), [0], 0),
+    _reduce("prod_int_opset13", "ReduceProd", ("n", 3), [1], 1, opset=13, dtype="int64"),
+    _reduce("log_sum_axis1", "ReduceLogSum", ("n", 3, 4), [1], 1, positive=True),
+    _reduce("log_sum_all", "ReduceLogSum", ("n", 3), None, 0, positive=True),
+    _reduce("log_sum_exp_last", "ReduceLogSumExp", ("n", 3, 4), [-1], 0),
+    _reduce("log_sum_exp_opset13", "ReduceLogSumExp", ("n", 6), [1], 1, opset=13),
+    _reduce("log_sum_exp_noop", "ReduceLogSumExp", ("n", 3), [], 1, attrs={"noop_with_empty_axes": 1}),
+    _reduce("sum_opset13_axes_input", "ReduceSum", ("n", 3, 4), [-2], 0, opset=13),
+    _reduce("sum_int_noop", "ReduceSum", ("n", 3), [], 1, dtype="int32", attrs={"noop_with_empty_axes": 1}),
+    _reduce("mean_negative_axes", "ReduceMean", ("n", 3, 4), [-1, -3], 1),
+    _reduce("max_int64_do_not_keepdims", "ReduceMax", ("n", 4), [1], 0, dtype="int64"),
+    _reduce("min_opset11_all", "ReduceMin", ("n", 2, 3), None, 0, opset=11),
+    Case("argmin_axis1", "ArgMin", [("n", 5)], {"axis": 1, "keepdims": 0}, 13),
+    Case("argmin_int_last_index", "ArgMin", [("n", 6)], {"axis": 0, "select_last_index": 1}, 13, dtype="int32"),
+    Case("argmax_int_last_index", "ArgMax", [(4, "n")], {"axis": 0, "select_last_index": 1}, 13, dtype="int32"),
+    Case("lp_l2_axis1", "LpNormalization", [("n", 4, 3)], {"axis": 1}, 17),
+    Case("lp_l1_last", "LpNormalization", [("n", 5)], {"p": 1}, 17),
+    Case("mvn_default", "MeanVarianceNormalization", [("n", 3, 4, 5)], {}, 13),
+    Case("mvn_axes", "MeanVarianceNormalization", [("n", 3, 4)], {"axes": [1, 2]}, 13),
+    Case("lrn_size5", "LRN", [("n", 7, 3, 4)], {"size": 5, "alpha": 1e-2, "beta": 0.6, "bias": 2.0}, 13),
+    # ONNX Runtime takes only odd sizes and 4-D inputs
+    Case("lrn_size2", "LRN", [("n", 4, 3, 3)], {"size": 2}, 13, reference=lrn_reference),
+    Case("lrn_size4_rank3", "LRN", [("n", 5, 6)], {"size": 4, "alpha": 0.5}, 13, reference=lrn_reference),
+    Case("lrn_size3_rank5", "LRN", [("n", 3, 2, 2, 3)], {"size": 3, "beta": 1.5}, 13, reference=lrn_reference),
+    Case("instance_norm", "InstanceNormalization", [("n", 3, 4, 5), (3,), (3,)], {"epsilon": 1e-3}, 6),
+    Case("instance_norm_rank3", "InstanceNormalization", [("n", 2, 7), (2,), (2,)], {}, 6),
+    Case("group_norm21", "GroupNormalization", [("n", 6, 2, 3), (6,), (6,)], {"num_groups": 3}, 21),
+    Case("group_norm21_rank3", "GroupNormalization", [("n", 4, 5), (4,), (4,)],
+         {"num_groups": 2, "epsilon": 1e-3}, 21),
+    Case("group_norm18_per_group", "GroupNormalization", [("n", 6, 2, 3), (3,), (3,)], {"num_groups": 3}, 18,
+         ort=False),
+]
+
+
+def _check(actual, expected):
+    assert actual.shape == expected.shape and actual.dtype == expected.dtype, (actual.shape, expected.shape)
+    if expected.dtype.kind == "f":
+        np.testing.assert_allclose(actual, expected, rtol=2e-5, atol=2e-5)
+    else:
+        np.testing.assert_array_equal(actual, expected)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_interpreted_matches_reference(case):
+    model = _model(case)
+    mod = rxe.from_onnx(model)
+    for n in BATCH:
+        arrays = _arrays(case, n)
+        _check(np.asarray(rxe.interpret(mod, *arrays)), _expected(case, model, arrays))
+
+
+COMPILED = [c for c in CASES if c.name in {
+    "l1_int_all_opset13", "l2_last_keep", "sum_square_axes02", "prod_int_opset13", "log_sum_axis1",
+    "log_sum_exp_last", "argmin_int_last_index", "lp_l2_axis1", "mvn_default", "lrn_size5",
+    "lrn_size4_rank3", "instance_norm", "group_norm21", "group_norm18_per_group"}]
+
+
+@pytest.mark.parametrize("backend", ["c", "llvm"])
+@pytest.mark.parametrize("case", COMPILED, ids=[c.name for c in COMPILED])
+def test_compiled_matches_reference(case, backend, tmp_path):
+    model = _model(case)
+    art = rxe.build(rxe.from_onnx(model), board="host", backend=backend, out_dir=tmp_path, name="m")
+    with rxe.connect("host") as dev:
+        loaded = dev.load(art)
+        for n in BATCH:
+            arrays = _arrays(case, n)
+            _check(loaded.run(*arrays)[0], _expected(case, model, arrays))
+
+
+# ------------------------------------------------------------------------ bad input
+
+def _bad(op_type, shapes, attrs, opset=18, dtype=TensorProto.FLOAT):
+    graph = helper.make_graph(
+        [helper.make_node(op_type, [f"x{i}" for i in range(len(shapes))], ["y"], name="bad", **attrs)], "bad",
+        [helper.make_tensor_value_info(f"x{i}", dtype if i == 0 else TensorProto.FLOAT, list(s))
+         for i, s in enumerate(shapes)],
+        [helper.make_empty_tensor_value_info("y")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("model,message", [
+    (_bad("LpNormalization", [("n", 4)], {"p": 3}, 17), r"bad \(LpNormalization\).*p=3 is not supported"),
+    (_bad("LRN", [("n", 4, 2, 2)], {"size": 3}, 13, TensorProto.INT32),
+     r"bad \(LRN\).*int32 is not supported \(floating point only\)"),
+    (_bad("GroupNormalization", [("n", 6, 2), (6,), (6,)], {"num_groups": 4}, 21),
+     r"bad \(GroupNormalization\).*6 channels do not split into num_groups=4"),
+    (_bad("InstanceNormalization", [("n", 3), (3,), (3,)], {}, 6),
+     r"bad \(InstanceNormalization\).*rank 2 is not supported"),
+    (_bad("ReduceL2", [("n", 4)], {"axes": [1]}, 13, TensorProto.INT32),
+     r"bad \(ReduceL2\).*floating point"),
+    (_bad("ReduceLogSumExp", [("n", 4)], {"axes": [1, -1]}, 13), r"bad \(ReduceLogSumExp\).*repeats an axis"),
+    (_bad("ArgMin", [("n", 4)], {"axis": 2}, 13), r"bad \(ArgMin\).*axis 2 out of range for rank 2"),
+])
+def test_bad_input_names_the_node(model, message):
+    with pytest.raises(rxe.frontend.OnnxImportError, match=message):
+        rxe.from_onnx(model)
+
+
+def test_reduce_ops_are_registered_with_the_importer():
+    from relax_edge.frontend.onnx import convert  # noqa: F401  (registers the converters)
+    from relax_edge.frontend.onnx.context import CONVERTERS
+    assert OPS <= set(CONVERTERS)
+
