@@ -25,6 +25,7 @@ set(RXE_KERNEL_SOURCES
   kernels/conv.c
   kernels/depthwise.c
   kernels/gemm.c
+  kernels/trig_math.c
 )
 
 set(RXE_RPC_SOURCES

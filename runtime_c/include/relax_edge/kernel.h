@@ -187,6 +187,7 @@ double rxe_round(double x);
 #define RXE_FLOOR rxe_floor
 #define RXE_CEIL rxe_ceil
 #define RXE_ROUND rxe_round
+/* trigonometric, hyperbolic, fmod: kernels/trig_math.c (library code, linked where a model calls them) */
 float rxe_sinf(float x);
 double rxe_sin(double x);
 float rxe_cosf(float x);
@@ -235,6 +236,9 @@ double rxe_fmod(double x, double y);
 #define RXE_ATANH rxe_atanh
 #define RXE_FMODF rxe_fmodf
 #define RXE_FMOD rxe_fmod
+/* for math.c and trig_math.c: float rxe_NAMEf(float) as rxe_NAME on double, rounded */
+#define RXE_DEFINE_FLOAT_VERSION(name) \
+  float rxe_##name##f(float x) { return (float)rxe_##name((double)x); }
 #define RXE_INFINITY (__builtin_inff())
 #define RXE_NAN (__builtin_nanf(""))
 #else
