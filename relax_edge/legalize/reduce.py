@@ -54,6 +54,13 @@ def _abs(v):
     return intrinsic("fabs", v) if is_float(v.dtype) else select(v < const(0, v.dtype), -v, v)
 
 
+def _divide(v, count):
+    """v / count: floats in their dtype, integers in float64 (the cast back truncates)."""
+    if is_float(v.dtype):
+        return v / cast(count, v.dtype)
+    return cast(v, "float64") / cast(count, "float64")
+
+
 def _product(src, raxes):
     return Reduce("mul", src, tuple(raxes), const(1, src.dtype), src.dtype)
 
@@ -61,7 +68,7 @@ def _product(src, raxes):
 # op -> (the reducer, the term of each element, the result from the reduced value and the count)
 _REDUCTIONS = {
     "sum": (reduce_sum, None, None),
-    "mean": (reduce_sum, None, lambda v, n: v / cast(wrap(n, "int64"), v.dtype)),
+    "mean": (reduce_sum, None, lambda v, n: _divide(v, wrap(n, "int64"))),
     "max": (reduce_max, None, None),
     "min": (reduce_min, None, None),
     "prod": (_product, None, None),

@@ -4,7 +4,8 @@ reduces nothing, as ONNX's noop_with_empty_axes=1), and argmax / argmin (one
 axis, int64 result, ONNX ArgMax / ArgMin). Over an empty set each gives its
 ONNX identity: 0 for the sums and norms, 1 for prod, -inf for log_sum and
 log_sum_exp, -inf / +inf (or the dtype's lowest / highest value) for max and
-min. mean, l2, log_sum and log_sum_exp need a float input. NaN handling
+min. The mean of integers truncates toward zero (as ONNX Runtime's
+integer division); l2, log_sum and log_sum_exp need a float input. NaN handling
 follows numpy and is not guaranteed to match ONNX Runtime."""
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def _mean_ref(x, axis, keepdims):
 
 _ATTRS = {"axis": None, "keepdims": False}
 register(Op("sum", _reduce_rule, _sum_ref, attrs=dict(_ATTRS), kind="reduction"))
-register(Op("mean", lambda t, a: _reduce_rule(t, a, need_float=True), _mean_ref,
+register(Op("mean", _reduce_rule, _mean_ref,
             attrs=dict(_ATTRS), kind="reduction"))
 
 

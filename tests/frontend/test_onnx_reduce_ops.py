@@ -8,16 +8,21 @@ opset); bad attributes and dtypes rejected with the node named."""
 
 import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import relax_edge as rxe
+from relax_edge import op
+from relax_edge.errors import TypeInferenceError
 from relax_edge.frontend.onnx import node_tests
 from relax_edge.frontend.onnx.context import ONNX_DTYPES
+from relax_edge.ir import SizeVar, TensorType, Var
 
 OPS = frozenset("""ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceSumSquare ReduceL1 ReduceL2
 ReduceLogSum ReduceLogSumExp ArgMax ArgMin LpNormalization MeanVarianceNormalization LRN
@@ -146,6 +151,8 @@ CASES = [
     _reduce("l1_int_all_opset13", "ReduceL1", ("n", 3), None, 1, opset=13, dtype="int32"),
     _reduce("l2_last_keep", "ReduceL2", ("n", 3, 4), [-1]),
     _reduce("l2_opset11_attr", "ReduceL2", ("n", 5), [0], 0, opset=11),
+    _reduce("l1_opset7_attr", "ReduceL1", ("n", 3, 4), [0, -1], 1, opset=7),
+    _reduce("log_sum_exp_opset7_all", "ReduceLogSumExp", ("n", 3), None, 0, opset=7),
     _reduce("sum_square_axes02", "ReduceSumSquare", ("n", 3, 4), [0, 2], 0),
     _reduce("sum_square_int", "ReduceSumSquare", ("n", 4), [1], 1, dtype="int32"),
     _reduce("prod_axis0", "ReduceProd", ("n", 3), [0], 0),
@@ -158,13 +165,19 @@ CASES = [
     _reduce("sum_opset13_axes_input", "ReduceSum", ("n", 3, 4), [-2], 0, opset=13),
     _reduce("sum_int_noop", "ReduceSum", ("n", 3), [], 1, dtype="int32", attrs={"noop_with_empty_axes": 1}),
     _reduce("mean_negative_axes", "ReduceMean", ("n", 3, 4), [-1, -3], 1),
+    _reduce("mean_int_truncates", "ReduceMean", ("n", 3, 4), [1, 2], 0, dtype="int32"),
     _reduce("max_int64_do_not_keepdims", "ReduceMax", ("n", 4), [1], 0, dtype="int64"),
     _reduce("min_opset11_all", "ReduceMin", ("n", 2, 3), None, 0, opset=11),
+    Case("argmin_opset7", "ArgMin", [("n", 4, 3)], {"axis": 2, "keepdims": 1}, 7),
     Case("argmin_axis1", "ArgMin", [("n", 5)], {"axis": 1, "keepdims": 0}, 13),
     Case("argmin_int_last_index", "ArgMin", [("n", 6)], {"axis": 0, "select_last_index": 1}, 13, dtype="int32"),
     Case("argmax_int_last_index", "ArgMax", [(4, "n")], {"axis": 0, "select_last_index": 1}, 13, dtype="int32"),
     Case("lp_l2_axis1", "LpNormalization", [("n", 4, 3)], {"axis": 1}, 17),
     Case("lp_l1_last", "LpNormalization", [("n", 5)], {"p": 1}, 17),
+    Case("lp_opset7_default", "LpNormalization", [("n", 2, 3)], {}, 7),
+    Case("lrn_opset7", "LRN", [("n", 3, 2, 2)], {"size": 3}, 7),
+    Case("instance_norm_opset7", "InstanceNormalization", [("n", 2, 3, 3), (2,), (2,)], {}, 7),
+    Case("mvn_opset9", "MeanVarianceNormalization", [("n", 2, 3, 3)], {}, 9),
     Case("mvn_default", "MeanVarianceNormalization", [("n", 3, 4, 5)], {}, 13),
     Case("mvn_axes", "MeanVarianceNormalization", [("n", 3, 4)], {"axes": [1, 2]}, 13),
     Case("lrn_size5", "LRN", [("n", 7, 3, 4)], {"size": 5, "alpha": 1e-2, "beta": 0.6, "bias": 2.0}, 13),
@@ -201,7 +214,7 @@ def test_interpreted_matches_reference(case):
 
 COMPILED = [c for c in CASES if c.name in {
     "l1_int_all_opset13", "l2_last_keep", "sum_square_axes02", "prod_int_opset13", "log_sum_axis1",
-    "log_sum_exp_last", "argmin_int_last_index", "lp_l2_axis1", "mvn_default", "lrn_size5",
+    "log_sum_exp_last", "mean_int_truncates", "argmin_int_last_index", "lp_l2_axis1", "mvn_default", "lrn_size5",
     "lrn_size4_rank3", "instance_norm", "group_norm21", "group_norm18_per_group"}]
 
 
@@ -215,6 +228,38 @@ def test_compiled_matches_reference(case, backend, tmp_path):
         for n in BATCH:
             arrays = _arrays(case, n)
             _check(loaded.run(*arrays)[0], _expected(case, model, arrays))
+
+
+# ------------------------------------------------------------------------ type rules
+
+def _t(*shape, dtype="float32"):
+    return Var("t", TensorType(shape, dtype))
+
+
+def test_symbolic_shapes_of_the_reductions():
+    n, m = SizeVar("n"), SizeVar("m")
+    for build in (op.reduce_prod, op.reduce_sum_square, op.reduce_l1, op.reduce_l2, op.reduce_log_sum,
+                  op.reduce_log_sum_exp):
+        assert build(_t(n, 3, m), axis=(0, -1), keepdims=True).type == TensorType((1, 3, 1))
+        assert build(_t(n, 3, m), axis=(1,)).type == TensorType((n, m))
+        assert build(_t(n, 3, m)).type == TensorType(())
+        assert build(_t(n, 0, m), axis=(1,)).type == TensorType((n, m))
+    assert op.reduce_l1(_t(n, 4, dtype="int32"), axis=1).type == TensorType((n,), "int32")
+    assert op.mean(_t(n, 4, dtype="int64"), axis=0).type == TensorType((4,), "int64")
+    assert op.argmin(_t(n, m), axis=1).type == TensorType((n, 1), "int64")
+    assert op.argmin(_t(n, m), axis=0, keepdims=False, select_last_index=True).type == TensorType((m,), "int64")
+
+
+@pytest.mark.parametrize("build,message", [
+    (lambda n: op.reduce_l2(_t(n, 4, dtype="int32"), axis=1), r"l2: .*floating point"),
+    (lambda n: op.reduce_log_sum_exp(_t(n, 4, dtype="int64")), r"log_sum_exp: .*floating point"),
+    (lambda n: op.reduce_prod(_t(n, 4), axis=(0, -2)), r"prod: axis \(0, -2\) repeats an axis"),
+    (lambda n: op.reduce_l1(_t(n, 4), axis=(2,)), r"l1: axis 2 out of range for rank 2"),
+    (lambda n: op.argmin(_t(n, 0), axis=1), r"argmin over axis 1 of length 0"),
+])
+def test_bad_reductions_are_rejected(build, message):
+    with pytest.raises(TypeInferenceError, match=message):
+        build(SizeVar("n"))
 
 
 # ------------------------------------------------------------------------ bad input
@@ -253,3 +298,69 @@ def test_reduce_ops_are_registered_with_the_importer():
     from relax_edge.frontend.onnx.context import CONVERTERS
     assert OPS <= set(CONVERTERS)
 
+
+
+# ------------------------------------------------------------------ models
+
+def test_sentence_embedding_normalization_compiles(tmp_path):
+    """The tail of all-MiniLM-L6-v2 with normalization as torch exports it:
+    mean pooling under the attention mask, ReduceL2, Clip and Div, over a
+    symbolic batch and sequence length, compiled to C, against ONNX Runtime."""
+    nodes = [
+        helper.make_node("Unsqueeze", ["mask", "minus1"], ["mask3"]),
+        helper.make_node("Cast", ["mask3"], ["maskf"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["tokens", "maskf"], ["masked"]),
+        helper.make_node("ReduceSum", ["masked", "one"], ["summed"], keepdims=0),
+        helper.make_node("ReduceSum", ["maskf", "one"], ["count"], keepdims=0),
+        helper.make_node("Clip", ["count", "tiny"], ["count_safe"]),
+        helper.make_node("Div", ["summed", "count_safe"], ["pooled"]),
+        helper.make_node("ReduceL2", ["pooled", "one"], ["norm"], keepdims=1),
+        helper.make_node("Clip", ["norm", "eps"], ["norm_safe"]),
+        helper.make_node("Div", ["pooled", "norm_safe"], ["embedding"]),
+    ]
+    inits = [numpy_helper.from_array(np.array([-1], np.int64), "minus1"),
+             numpy_helper.from_array(np.array([1], np.int64), "one"),
+             numpy_helper.from_array(np.array(1e-9, np.float32), "tiny"),
+             numpy_helper.from_array(np.array(1e-12, np.float32), "eps")]
+    graph = helper.make_graph(nodes, "minilm_tail",
+                              [helper.make_tensor_value_info("tokens", TensorProto.FLOAT, ["b", "s", 8]),
+                               helper.make_tensor_value_info("mask", TensorProto.INT64, ["b", "s"])],
+                              [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["b", 8])],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    art = rxe.build(rxe.from_onnx(model), board="host", out_dir=tmp_path, name="tail")
+    rng = np.random.default_rng(0)
+    with rxe.connect("host") as dev:
+        loaded = dev.load(art)
+        for b, s in [(1, 1), (2, 5), (3, 7)]:
+            tokens = rng.standard_normal((b, s, 8)).astype(np.float32)
+            mask = (rng.random((b, s)) > 0.3).astype(np.int64)
+            mask[:, 0] = 1
+            (expected,) = sess.run(None, {"tokens": tokens, "mask": mask})
+            _check(loaded.run(tokens, mask)[0], expected)
+
+
+LIGHT = sorted(Path(onnx.__file__).parent.glob("backend/test/data/light/light_*.onnx"))
+LRN_MODELS = [p for p in LIGHT if p.stem[len("light_"):] in ("bvlc_alexnet", "inception_v1", "zfnet512")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", LRN_MODELS, ids=[p.stem for p in LRN_MODELS])
+def test_light_zoo_models_with_lrn(path):
+    """AlexNet, Inception v1 and ZFNet (the onnx package's light model zoo, LRN
+    after their first convolutions) interpreted against ONNX Runtime; the
+    light models' constant weights make the softmax uniform, so the logits
+    before it are compared too."""
+    model = onnx.load(path)
+    softmax = [n for n in model.graph.node if n.op_type == "Softmax"][-1]
+    model.graph.output.append(helper.make_tensor_value_info(softmax.input[0], TensorProto.FLOAT, None))
+    weights = {i.name for i in model.graph.initializer}
+    feeds = {i.name: np.random.default_rng(0).standard_normal(
+        [d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+        for i in model.graph.input if i.name not in weights}
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    ours = rxe.interpret(rxe.from_onnx(model), *feeds.values())
+    for got, want in zip(ours, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * float(np.abs(want).max()))

@@ -97,6 +97,8 @@ REDUCTIONS = [
     ("reduce_log_sum", [("n", 4)], [F],
      lambda x: make_call("log_sum", [make_call("abs", [x])], {"axis": (1,), "keepdims": True})),
     ("reduce_log_sum_exp", [("n", 3, "m")], [F], lambda x: make_call("log_sum_exp", [x], {"axis": (1, 2)})),
+    ("reduce_mean_int_truncates", [("n", 3, "m")], ["int32"],
+     lambda x: make_call("mean", [x], {"axis": (1, 2), "keepdims": True})),
     ("argmin_first", [("n", 5)], ["int32"], lambda x: make_call("argmin", [x], {"axis": 1, "keepdims": False})),
     ("argmin_last_float", [("n", 5)], [F],
      lambda x: make_call("argmin", [x], {"axis": 0, "keepdims": True, "select_last_index": True})),
