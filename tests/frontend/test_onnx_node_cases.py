@@ -1,7 +1,7 @@
 """The ONNX backend node test cases shipped in the `onnx` package, for every
-case whose operators relax_edge supports (see node_tests.SUPPORTED_OPS) and
-whose tensors use supported dtypes: import, interpret, compare with the
-expected outputs stored in the case.
+case whose operators relax_edge has converters for (node_tests.SUPPORTED_OPS,
+the converter registry) and whose tensors use supported dtypes: import,
+interpret, compare with the expected outputs stored in the case.
 
 Cases that need a feature relax_edge does not have are listed below with
 the reason; they must report "unsupported" (a clear error), so this list
@@ -9,7 +9,7 @@ shrinks as features land and cannot hide a wrong answer."""
 
 import pytest
 
-from relax_edge.frontend.onnx.node_tests import collect_cases, run_case, scope_problem
+from relax_edge.frontend.onnx.node_tests import SUPPORTED_OPS, collect_cases, run_case, scope_problem
 
 KNOWN_UNSUPPORTED = {
     "test_batchnorm_example_training_mode": "training mode (inference only)",
@@ -23,6 +23,7 @@ KNOWN_UNSUPPORTED = {
     "test_maxpool_with_argmax_2d_precomputed_pads": "MaxPool's Indices output",
     "test_maxpool_with_argmax_2d_precomputed_strides": "MaxPool's Indices output",
     "test_attention_local_window_gqa_rank4_mask_expanded": "Cast to double",
+    "test_reduce_log_sum_exp_empty_set_expanded": "Cast to double",
 }
 
 # ONNX Runtime and relax_edge follow the spec (align_corners divides by the
@@ -47,3 +48,8 @@ def test_node_case(case):
         assert result.status == "fail" and "values differ" in result.detail, (result.status, result.detail)
     else:
         assert result.status == "pass", result.detail
+
+
+def test_the_scope_is_the_converter_registry():
+    from relax_edge.frontend.onnx.context import CONVERTERS
+    assert set(SUPPORTED_OPS) == set(CONVERTERS) and {"Conv", "Constant", "Identity"} <= set(SUPPORTED_OPS)

@@ -1,10 +1,13 @@
 """Run the ONNX backend node test cases shipped inside the `onnx` package
 through import + interpreter, and classify each case.
 
-A case is *in scope* when every operator it uses is in SUPPORTED_OPS and
-every graph input and output has a supported dtype. In-scope cases end as
-`pass`, `fail` (wrong numbers, or an error other than an unsupported
-feature) or `unsupported` (the importer says a feature is not supported).
+A case is *in scope* when every operator it uses has a converter (SUPPORTED_OPS
+is a live view of the converter registry, `context.CONVERTERS`, so an operator
+is counted as soon as its converter is registered) and every graph input and
+output has a supported dtype. In-scope cases end as `pass`, `fail` (wrong
+numbers, or an error other than an unsupported feature) or `unsupported` (the
+importer says a feature is not supported). `run_case_ort` runs a case through
+ONNX Runtime, for the side-by-side table of `compare_with_ort`.
 Used by scripts/onnx_node_tests.py and the test suite.
 """
 
@@ -13,6 +16,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import re
+import types
 import warnings
 
 import numpy as np
@@ -20,17 +25,15 @@ import onnx
 from onnx import numpy_helper
 
 from ...errors import RelaxEdgeError
-from .context import ONNX_DTYPES
+from . import convert  # noqa: F401  (registers the converters)
+from .context import CONVERTERS, ONNX_DTYPES
 from .static_inputs import static_graph_inputs
 
-SUPPORTED_OPS = frozenset("""
-Conv ConvTranspose BatchNormalization Relu LeakyRelu Clip HardSigmoid HardSwish Sigmoid Tanh Erf
-Gelu Softmax LogSoftmax LayerNormalization Add Sub Mul Div Pow Sqrt Reciprocal Neg Abs Exp Log Min
-Max Equal Less Greater Not And Where Cast Gemm MatMul Reshape Flatten Transpose Squeeze Unsqueeze
-Concat Split Slice Gather Expand Tile Pad Shape Size ConstantOfShape Range Trilu ReduceMean
-ReduceSum ReduceMax ReduceMin ArgMax GlobalAveragePool AveragePool MaxPool Resize Identity Dropout
-Constant
-""".split())
+# how the importer says that a feature is missing (not a wrong answer)
+_UNSUPPORTED = re.compile(r"not supported|unsupported|supported only")
+
+# the ONNX op types with a converter: a live view, never a hand-kept list
+SUPPORTED_OPS = types.MappingProxyType(CONVERTERS).keys()
 
 
 @dataclasses.dataclass
@@ -39,6 +42,11 @@ class CaseResult:
     ops: tuple
     status: str          # pass | fail | unsupported | out_of_scope
     detail: str = ""
+
+
+def case_ops(case) -> set:
+    """The op types a case uses (its graph's nodes and its local functions')."""
+    return _ops_of(case.model)
 
 
 def _ops_of(model) -> set:
@@ -104,18 +112,25 @@ def run_case(case) -> CaseResult:
                 result = interpret(mod, *args)
         except RelaxEdgeError as err:
             text = str(err)
-            status = "unsupported" if "not supported" in text or "unsupported" in text else "fail"
+            status = "unsupported" if _UNSUPPORTED.search(text) else "fail"
             return CaseResult(case.name, ops, status, text.splitlines()[0][:300])
         except Exception as err:  # a crash is a failure of ours, recorded as such
             return CaseResult(case.name, ops, "fail", f"crash: {type(err).__name__}: {err}"[:300])
-        results = list(result) if isinstance(result, tuple) else [result]
-        if len(results) != len(outputs):
-            return CaseResult(case.name, ops, "fail", f"{len(results)} outputs, expected {len(outputs)}")
-        for i, (exp, act) in enumerate(zip(outputs, results)):
-            diff = _compare(exp, act, case.rtol, case.atol)
-            if diff:
-                return CaseResult(case.name, ops, "fail", f"output {i}: {diff}")
+        wrong = _wrong_outputs(case, ops, outputs, list(result) if isinstance(result, tuple) else [result])
+        if wrong:
+            return wrong
     return CaseResult(case.name, ops, "pass")
+
+
+def _wrong_outputs(case, ops, expected, results) -> CaseResult | None:
+    """A failure when `results` differ from the `expected` outputs, else None."""
+    if len(results) != len(expected):
+        return CaseResult(case.name, ops, "fail", f"{len(results)} outputs, expected {len(expected)}")
+    for i, (exp, act) in enumerate(zip(expected, results)):
+        diff = _compare_value(exp, act, case.rtol, case.atol)
+        if diff:
+            return CaseResult(case.name, ops, "fail", f"output {i}: {diff}")
+    return None
 
 
 @functools.lru_cache(maxsize=1)
@@ -138,3 +153,76 @@ def summarize(results) -> dict:
     in_scope = totals["pass"] + totals["fail"] + totals["unsupported"]
     return {"per_op": per_op, "totals": totals, "in_scope": in_scope,
             "pass_rate": totals["pass"] / in_scope if in_scope else 0.0}
+
+
+def ort_available() -> bool:
+    """Whether ONNX Runtime is installed (the side-by-side column)."""
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _as_value(x):
+    """A stored input or output as numpy: arrays, sequences (lists) and None stay what they are."""
+    if isinstance(x, onnx.TensorProto):
+        return numpy_helper.to_array(x)
+    if isinstance(x, list):
+        return [_as_value(v) for v in x]
+    return x if x is None else np.asarray(x)
+
+
+def _compare_value(expected, actual, rtol, atol) -> str:
+    if isinstance(expected, list):
+        if not isinstance(actual, list) or len(actual) != len(expected):
+            return f"a sequence of {len(expected)} expected"
+        return next((d for e, a in zip(expected, actual) if (d := _compare_value(e, a, rtol, atol))), "")
+    if expected is None or actual is None:
+        return "" if expected is None and actual is None else "an optional value differs"
+    return _compare(expected, actual, rtol, atol)
+
+
+def run_case_ort(case) -> CaseResult:
+    """The case through ONNX Runtime (CPU): `pass`, or `fail` with why
+    (ONNX Runtime refused the model, raised while running, or answered
+    differently from the stored outputs)."""
+    import onnxruntime
+    model = case.model
+    ops = tuple(sorted(_ops_of(model)))
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 4
+    try:
+        session = onnxruntime.InferenceSession(model.SerializeToString(), options,
+                                               providers=["CPUExecutionProvider"])
+        names = [i.name for i in session.get_inputs()]
+        for inputs, outputs in case.data_sets:
+            feed = {n: v for n, v in zip([i.name for i in model.graph.input], map(_as_value, inputs))
+                    if n in names and v is not None}
+            wrong = _wrong_outputs(case, ops, [_as_value(x) for x in outputs], session.run(None, feed))
+            if wrong:
+                return wrong
+    except Exception as err:  # ONNX Runtime's refusals come as several exception types
+        text = str(err).strip().splitlines()
+        return CaseResult(case.name, ops, "fail", f"{type(err).__name__}: {text[0] if text else ''}"[:300])
+    return CaseResult(case.name, ops, "pass")
+
+
+def compare_with_ort(results, ort_results) -> dict:
+    """Side by side over the same cases: per operator the cases, relax_edge's
+    passes and ONNX Runtime's; the totals, and the share of the cases ONNX
+    Runtime passes that relax_edge passes too."""
+    per_op = collections.defaultdict(collections.Counter)
+    totals = collections.Counter()
+    for ours, theirs in zip(results, ort_results, strict=True):
+        ours_pass, ort_pass = ours.status == "pass", theirs.status == "pass"
+        row = collections.Counter(cases=1, ours=int(ours_pass), ort=int(ort_pass), both=int(ours_pass and ort_pass),
+                                  in_scope=int(ours.status != "out_of_scope"))
+        totals += row
+        for op in ours.ops:
+            per_op[op] += row
+    totals["cases"] = len(results)  # Counter addition drops zero counts; keep the keys that matter
+    for key in ("ours", "ort", "both", "in_scope"):
+        totals[key] += 0
+    return {"per_op": per_op, "totals": totals,
+            "of_ort_passes": totals["both"] / totals["ort"] if totals["ort"] else 0.0}
