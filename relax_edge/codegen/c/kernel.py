@@ -186,7 +186,8 @@ class CVectorRenderer(VectorSkeleton):
         return f"{vt}_{name}({x})"
 
     def vselect(self, cond, a, b, vt) -> str:
-        return f"({cond} ? {a} : {b})"
+        # both arms cast to vt: a load has the unaligned type, a blend vt, and `?:` wants one type
+        return f"({cond} ? ({vt})({a}) : ({vt})({b}))"
 
     def vcompare(self, op, a, b, dtype) -> str:
         return f"({a} {_VECTOR_COMPARE[op]} {b})"
