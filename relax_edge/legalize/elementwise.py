@@ -7,7 +7,7 @@ import functools
 import math
 
 from ..tir.compute import compute
-from ..tir.expr import Compare, Logical, Not, cast, const, intrinsic, is_float, maximum, minimum, select
+from ..tir.expr import BinOp, Cast, Compare, Logical, Not, cast, const, intrinsic, is_float, maximum, minimum, select
 from .common import legalization, load_broadcast
 
 
@@ -164,9 +164,32 @@ UNARY_MORE = {
     "swish": lambda x, a: x / (const(1.0, x.dtype) + intrinsic("exp", const(-a["alpha"], x.dtype) * x)),
     "shrink": lambda x, a: _shrink(x, a["bias"], a["lambd"]),
 }
+INT_BITS = {"int8": 8, "uint8": 8, "int16": 16, "uint16": 16, "int32": 32, "uint32": 32, "int64": 64, "uint64": 64}
+
+
+def _wrapped(op, a, b):
+    """An integer bit operation, cast back to its dtype: C computes narrow types as int."""
+    return Cast(BinOp(op, a, b, a.dtype), a.dtype)
+
+
+def _bit_shift(x, y, direction):
+    """A shift by less than 0 or by the width or more leaves the sign fill (ONNX BitShift)."""
+    zero, signed = const(0, x.dtype), not x.dtype.startswith("uint")
+    out_of_range = Compare("ge", y, const(INT_BITS[x.dtype], y.dtype))
+    if signed:
+        out_of_range = Logical("or", y < zero, out_of_range)
+    shifted = _wrapped("shl" if direction == "left" else "shr", x, select(out_of_range, zero, y))
+    fill = select(x < zero, const(-1, x.dtype), zero) if signed and direction == "right" else zero
+    return select(out_of_range, fill, shifted)
+
+
+UNARY_MORE["bitwise_not"] = lambda x, a: _wrapped("bitxor", x, const(-1, x.dtype))
 UNARY.update(UNARY_MORE)
+BINARY.update({"bitwise_and": lambda a, b: _wrapped("bitand", a, b), "bitwise_or": lambda a, b: _wrapped("bitor", a, b),
+               "bitwise_xor": lambda a, b: _wrapped("bitxor", a, b)})
 BINARY["prelu"] = lambda x, slope: select(x < const(0, x.dtype), slope * x, x)
-BINARY_WITH_ATTRS = {"mod": lambda a, b, attrs: _mod(a, b, attrs["fmod"])}
+BINARY_WITH_ATTRS = {"mod": lambda a, b, attrs: _mod(a, b, attrs["fmod"]),
+                     "bit_shift": lambda a, b, attrs: _bit_shift(a, b, attrs["direction"])}
 
 
 @legalization(*UNARY)

@@ -256,3 +256,38 @@ register(Op("shrink", _numeric_unary_rule, _shrink, attrs={"bias": 0.0, "lambd":
 register(Op("prelu", _numeric_binary_rule, lambda x, slope: np.where(x < 0, slope * x, x).astype(x.dtype),
             kind="broadcast", num_args=(2, 2)))
 register(Op("mod", _numeric_binary_rule, _mod, attrs={"fmod": False}, kind="broadcast", num_args=(2, 2)))
+
+
+# ------------------------------------------------------------ bit operations
+
+def _int_binary_rule(types, attrs):
+    t = _binary_rule(types, attrs)
+    if not np.issubdtype(np.dtype(t.dtype), np.integer):
+        raise RuleError(f"operands must be integers, got {t.dtype}")
+    return t
+
+
+def _int_unary_rule(types, attrs):
+    t = tensor(types[0], 0, need_shape=False)
+    if not np.issubdtype(np.dtype(t.dtype), np.integer):
+        raise RuleError(f"operand must be an integer, got {t.dtype}")
+    return t
+
+
+def _bit_shift(x, y, direction):
+    """ONNX BitShift: a shift by less than 0 or by the width or more leaves
+    only the sign fill (-1 for a negative x shifted right, else 0)."""
+    bits = x.dtype.itemsize * 8
+    out_of_range = (y < 0) | (y >= bits)
+    amount = np.where(out_of_range, 0, y).astype(x.dtype)
+    shifted = np.left_shift(x, amount) if direction == "left" else np.right_shift(x, amount)
+    fill = np.where((x < 0) & (direction == "right"), -1, 0).astype(x.dtype)
+    return np.where(out_of_range, fill, shifted).astype(x.dtype)
+
+
+for _name, _fn in {"bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
+                   "bitwise_xor": np.bitwise_xor}.items():
+    register(Op(_name, _int_binary_rule, (lambda f: lambda a, b: f(a, b))(_fn), kind="broadcast", num_args=(2, 2)))
+register(Op("bitwise_not", _int_unary_rule, lambda x: np.invert(x), kind="elementwise"))
+register(Op("bit_shift", _int_binary_rule, _bit_shift, attrs={"direction": REQUIRED}, kind="broadcast",
+            num_args=(2, 2)))

@@ -72,6 +72,20 @@ _LIBM_UFUNCS = {"sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, 
                 "atanh": np.arctanh, "fmod": np.fmod}
 _RUNTIME.update({f"_{name}": _libm(fn) for name, fn in _LIBM_UFUNCS.items()})
 
+# integer bit operations, wrapped to the dtype's width as C and LLVM compute them
+_INT_WIDTH = {"int8": (8, True), "uint8": (8, False), "int16": (16, True), "uint16": (16, False),
+              "int32": (32, True), "uint32": (32, False), "int64": (64, True), "uint64": (64, False)}
+_BIT_OPS = {"bitand": "({a} & {b})", "bitor": "({a} | {b})", "bitxor": "({a} ^ {b})", "shl": "({a} << {b})",
+            "shr": "({a} >> {b})"}
+
+
+def _wrap_int(value: int, bits: int, signed: bool) -> int:
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if signed and value >> (bits - 1) else value
+
+
+_RUNTIME["_wrap_int"] = _wrap_int
+
 
 class PythonRenderer(Renderer):
     BINARY = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})",
@@ -98,6 +112,8 @@ class PythonRenderer(Renderer):
             text = f"({a} / {b})" if is_float(dtype) else f"_tdiv({a}, {b})"
         elif op in ("min", "max"):
             text = f"_f{op}({a}, {b})" if is_float(dtype) else f"_{op}({a}, {b})"
+        elif op in _BIT_OPS:
+            text = f"_wrap_int({_BIT_OPS[op].format(a=a, b=b)}, {_INT_WIDTH[dtype][0]}, {_INT_WIDTH[dtype][1]})"
         else:
             text = super().binary(op, a, b, dtype)
         return f"_f32({text})" if dtype == "float32" else text

@@ -19,6 +19,7 @@ from .visit import NodeFunctor, StmtVisitor
 __all__ = ["print_program", "expr_str"]
 
 _OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "floormod": "%"}
+_OPS.update({"bitand": "&", "bitor": "|", "bitxor": "^", "shl": "<<", "shr": ">>"})
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
 

@@ -1,5 +1,5 @@
 """The elementwise operators added for ONNX models (activations,
-trigonometry, Sign, Round, IsNaN, IsInf, PRelu, Mod), as rows of the
+trigonometry, Sign, Round, IsNaN, IsInf, PRelu, Mod, bit operations), as rows of the
 operator matrix: `test_legalize_basic` interprets them, `test_compiled_ops`,
 `test_llvm_ops` and `tests/emu/test_qemu_ops.py` compile them. Expected
 values come from each operator's numpy reference (op/elementwise.py)."""
@@ -26,6 +26,11 @@ def _odd(b):
     """2 b + 1: an integer divisor that is never 0, of either sign."""
     one = make_call("full", [], {"shape": tuple(b.type.shape), "value": 1, "dtype": b.type.dtype})
     return _call("add", _call("add", b, b), one)
+
+
+def _times(x, k):
+    full = make_call("full", [], {"shape": tuple(x.type.shape), "value": k, "dtype": x.type.dtype})
+    return _call("multiply", x, full)
 
 
 def _infinities(x):
@@ -64,4 +69,23 @@ EXTRA = [
     ("mod_int_fmod", [("n", 4), (4,)], ["int64", "int64"], lambda a, b: _call("mod", a, _odd(b), fmod=True)),
     ("mod_float_fmod", [("n", 4), ("n", 4)], [F, F], lambda a, b: _call("mod", a, b, fmod=True)),
     ("mod_float_floor", [("n", 4), (4,)], [F, F], lambda a, b: _call("mod", a, b)),
+    # shift amounts in [-10, 10] (int8: past the width), [-5, 5] wrapped (uint8), up to 30 (int32 overflows)
+    ("bit_shift_left_int8", [("n", 4), ("n", 4)], ["int8", "int8"],
+     lambda x, y: _call("bit_shift", x, _times(y, 2), direction="left")),
+    ("bit_shift_right_int8", [("n", 4), ("n", 4)], ["int8", "int8"],
+     lambda x, y: _call("bit_shift", x, _times(y, 2), direction="right")),
+    ("bit_shift_left_uint8", [("n", 4), ("n", 4)], ["uint8", "uint8"],
+     lambda x, y: _call("bit_shift", x, y, direction="left")),
+    ("bit_shift_right_uint8", [("n", 4), (4,)], ["uint8", "uint8"],
+     lambda x, y: _call("bit_shift", x, y, direction="right")),
+    ("bit_shift_left_int32", [("n", 4), ("n", 4)], ["int32", "int32"],
+     lambda x, y: _call("bit_shift", x, _times(y, 6), direction="left")),
+    ("bit_shift_right_int64", [("n", 4), (4,)], ["int64", "int64"],
+     lambda x, y: _call("bit_shift", x, _times(y, 13), direction="right")),
+    ("bitwise_and", [("n", 4), (4,)], ["int32", "int32"], lambda a, b: _call("bitwise_and", a, b)),
+    ("bitwise_or_uint8", [("n", 4), ("n", 4)], ["uint8", "uint8"], lambda a, b: _call("bitwise_or", a, b)),
+    ("bitwise_xor_int64", [("n", 1, 4), ("m", 4)], ["int64", "int64"], lambda a, b: _call("bitwise_xor", a, b)),
+    ("bitwise_not_int8", [("n", 4)], ["int8"], lambda x: _call("bitwise_not", x)),
+    ("bitwise_not_uint8_then_shift", [("n", 4), ("n", 4)], ["uint8", "uint8"],
+     lambda x, y: _call("bit_shift", _call("bitwise_not", x), y, direction="right")),
 ]

@@ -1,5 +1,5 @@
 """The elementwise ONNX operators added for models (activations,
-trigonometry, Sign, Round, IsNaN, IsInf, PRelu, Mod, Hardmax), each imported as a
+trigonometry, Sign, Round, IsNaN, IsInf, PRelu, Mod, Hardmax, bit operations), each imported as a
 one-node ONNX model with a symbolic batch dim, interpreted at several sizes
 and compared with ONNX Runtime (onnx.reference where ONNX Runtime lacks the
 opset); and the import errors for bad attributes."""
@@ -15,7 +15,8 @@ import relax_edge as rxe
 from relax_edge.frontend import OnnxImportError
 
 _TYPES = {np.dtype("float32"): TensorProto.FLOAT, np.dtype("int32"): TensorProto.INT32,
-          np.dtype("int64"): TensorProto.INT64, np.dtype("bool"): TensorProto.BOOL}
+          np.dtype("int64"): TensorProto.INT64, np.dtype("bool"): TensorProto.BOOL,
+          np.dtype("int8"): TensorProto.INT8, np.dtype("uint8"): TensorProto.UINT8}
 SIZES = (1, 3, 7)
 
 
@@ -94,6 +95,18 @@ CASES = [
     ("hardmax_axis1", "Hardmax", {"axis": 1}, 13, [((3, 4), NORMAL)], None),
     ("hardmax_ties", "Hardmax", {"axis": 1}, 13, [((3, 4), _ints(0, 2, "float32"))], None),
     ("hardmax_2d_view_opset11", "Hardmax", {"axis": 1}, 11, [((3, 4), NORMAL)], None),
+    ("bit_shift_left_uint8", "BitShift", {"direction": "LEFT"}, 11,
+     [((4,), _ints(0, 256, "uint8")), ((4,), _ints(0, 8, "uint8"))], None),
+    ("bit_shift_right_uint8", "BitShift", {"direction": "RIGHT"}, 11,
+     [((4,), _ints(0, 256, "uint8")), ((4,), _ints(0, 8, "uint8"))], None),
+    ("bit_shift_right_int32_any_amount", "BitShift", {"direction": "RIGHT"}, 28,
+     [((4,), _ints(-1000, 1000)), ((4,), _ints(-3, 40))], None),
+    ("bit_shift_left_int64_any_amount", "BitShift", {"direction": "LEFT"}, 28,
+     [((4,), _ints(-1000, 1000, "int64")), ((4,), _ints(-3, 70, "int64"))], None),
+    ("bitwise_and", "BitwiseAnd", {}, 18, [((4,), _ints(-99, 99)), ((4,), _ints(-99, 99))], None),
+    ("bitwise_or", "BitwiseOr", {}, 18, [((4,), _ints(-99, 99, "int64")), ((4,), _ints(-99, 99, "int64"))], None),
+    ("bitwise_xor", "BitwiseXor", {}, 18, [((4,), _ints(0, 256, "uint8")), ((4,), _ints(0, 256, "uint8"))], None),
+    ("bitwise_not", "BitwiseNot", {}, 18, [((4,), _ints(-128, 128, "int8"))], None),
     ("mod_float_fmod_negative", "Mod", {"fmod": 1}, 10, [((4,), _floats(-9, 9)), ((4,), _floats(-3, -0.5))], None),
 ]
 
@@ -132,9 +145,10 @@ def test_mod_of_constant_nodes_is_folded_at_import():
     ("Mod", {"fmod": 2}, r"node n \(Mod\): attribute fmod must be 0 or 1, got 2"),
     ("Celu", {"alpha": 0.0}, r"node n \(Celu\): attribute alpha must not be 0"),
     ("Elu", {"alpha": "x"}, r"node n \(Elu\): attribute alpha must be float"),
+    ("BitShift", {"direction": "UP"}, r"node n \(BitShift\): attribute direction must be 'LEFT' or 'RIGHT'"),
 ])
 def test_bad_attribute_is_an_error_naming_the_node(op_type, attrs, message):
-    inputs = ["x", "x"] if op_type == "Mod" else ["x"]
+    inputs = ["x", "x"] if op_type in ("Mod", "BitShift") else ["x"]
     graph = helper.make_graph([helper.make_node(op_type, inputs, ["y"], name="n", **attrs)], "bad",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])

@@ -44,6 +44,9 @@ F32_MATH = ("exp", "erf", "tanh")   # kernel.h's rxe_f32_NAME and, per vector ty
 
 class CRenderer(Renderer):
     BINARY = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "div": "({a} / {b})"}
+    # integer bit operations; << on uint64 (defined for every value), >> arithmetic on signed values
+    BINARY = {**BINARY, "bitand": "({a} & {b})", "bitor": "({a} | {b})", "bitxor": "({a} ^ {b})",
+              "shl": "((int64_t)((uint64_t)({a}) << {b}))", "shr": "({a} >> {b})"}
     LOGICAL = {"and": "({a} && {b})", "or": "({a} || {b})"}
     NOT = "(!{a})"
     SELECT = "({c} ? {a} : {b})"

@@ -61,6 +61,8 @@ UNSIGNED = ("uint8", "bool")
 FLOAT_BINARY = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv"}
 INT_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "sdiv", "floordiv": "sdiv", "floormod": "srem"}
 UINT_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "udiv", "floordiv": "udiv", "floormod": "urem"}
+INT_BINARY.update({"bitand": "and_", "bitor": "or_", "bitxor": "xor", "shl": "shl", "shr": "ashr"})
+UINT_BINARY.update({"bitand": "and_", "bitor": "or_", "bitxor": "xor", "shl": "shl", "shr": "lshr"})
 # C's `a != b` is true for NaN (unordered); every other comparison is ordered
 FLOAT_COMPARE = {"lt": ("fcmp_ordered", "<"), "le": ("fcmp_ordered", "<="), "gt": ("fcmp_ordered", ">"),
                  "ge": ("fcmp_ordered", ">="), "eq": ("fcmp_ordered", "=="), "ne": ("fcmp_unordered", "!=")}

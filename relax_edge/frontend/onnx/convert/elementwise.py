@@ -308,3 +308,20 @@ def convert_hardmax(ctx, inputs):
     positions = ctx.emit("reshape", [ctx.emit("arange", [], {"stop": rows[axis]})], {"shape": tuple(along)})
     out = ctx.emit("cast", [ctx.emit("equal", [positions, best])], {"dtype": t.dtype})
     return ctx.emit("reshape", [out], {"shape": tuple(shape)}) if ctx.opset < 13 else out
+
+
+_BITWISE = {"BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor",
+            "BitwiseNot": "bitwise_not"}
+
+
+@converter(*_BITWISE)
+def convert_bitwise(ctx, inputs):
+    return ctx.emit(_BITWISE[ctx.node.op_type], inputs)
+
+
+@converter("BitShift")
+def convert_bit_shift(ctx, inputs):
+    direction = ctx.attr("direction", kind=str)
+    if direction not in ("LEFT", "RIGHT"):
+        raise ctx.error(f"attribute direction must be 'LEFT' or 'RIGHT', got {direction!r}")
+    return ctx.emit("bit_shift", inputs, {"direction": direction.lower()})
