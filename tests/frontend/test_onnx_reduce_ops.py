@@ -64,7 +64,8 @@ def test_node_case(case):
 # ------------------------------------------------ one-node models over a symbolic batch dim
 
 BATCH = [1, 2, 5]
-_TYPES = {np.dtype("float32"): TensorProto.FLOAT, np.dtype("int32"): TensorProto.INT32,
+_TYPES = {np.dtype("float32"): TensorProto.FLOAT, np.dtype("float16"): TensorProto.FLOAT16,
+          np.dtype("int32"): TensorProto.INT32,
           np.dtype("int64"): TensorProto.INT64}
 
 
@@ -90,9 +91,10 @@ def _model(case: Case):
         inputs.append("axes")
         inits.append(numpy_helper.from_array(np.array(case.axes, np.int64), "axes"))
     elem = _TYPES[np.dtype(case.dtype)]
+    rest = elem if case.dtype.startswith("float") else TensorProto.FLOAT
     graph = helper.make_graph(
         [helper.make_node(case.op_type, inputs, ["y"], **case.attrs)], case.name,
-        [helper.make_tensor_value_info(nm, elem if i == 0 else TensorProto.FLOAT, list(s))
+        [helper.make_tensor_value_info(nm, elem if i == 0 else rest, list(s))
          for i, (nm, s) in enumerate(zip(names, case.shapes))],
         [helper.make_empty_tensor_value_info("y")], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", case.opset)])
@@ -105,12 +107,13 @@ def _arrays(case: Case, n: int):
     out = []
     for i, s in enumerate(case.shapes):
         shape = tuple(n if d == "n" else d for d in s)
-        if i == 0 and case.dtype != "float32":
+        floats = case.dtype if case.dtype.startswith("float") else "float32"
+        if i == 0 and floats != case.dtype:
             out.append(rng.integers(-4, 5, shape).astype(case.dtype))
         elif case.positive:
-            out.append(rng.uniform(0.1, 2.0, shape).astype(np.float32))
+            out.append(rng.uniform(0.1, 2.0, shape).astype(floats))
         else:
-            out.append(rng.standard_normal(shape).astype(np.float32))
+            out.append(rng.standard_normal(shape).astype(floats))
     return out
 
 
@@ -189,6 +192,11 @@ CASES = [
     Case("group_norm21", "GroupNormalization", [("n", 6, 2, 3), (6,), (6,)], {"num_groups": 3}, 21),
     Case("group_norm21_rank3", "GroupNormalization", [("n", 4, 5), (4,), (4,)],
          {"num_groups": 2, "epsilon": 1e-3}, 21),
+    # float16 (interpreted only: the C backend has no float16): statistics in float32, as ONNX Runtime
+    _reduce("l2_float16", "ReduceL2", ("n", 4, 5), [1], 0, dtype="float16"),
+    _reduce("log_sum_exp_float16", "ReduceLogSumExp", ("n", 4, 5), [-1], 1, dtype="float16"),
+    Case("instance_norm_float16", "InstanceNormalization", [("n", 3, 6), (3,), (3,)], {}, 13, dtype="float16"),
+    Case("lrn_float16", "LRN", [("n", 5, 2, 3)], {"size": 3}, 13, dtype="float16"),
     Case("group_norm18_per_group", "GroupNormalization", [("n", 6, 2, 3), (3,), (3,)], {"num_groups": 3}, 18,
          ort=False),
 ]
@@ -196,7 +204,9 @@ CASES = [
 
 def _check(actual, expected):
     assert actual.shape == expected.shape and actual.dtype == expected.dtype, (actual.shape, expected.shape)
-    if expected.dtype.kind == "f":
+    if expected.dtype == np.float16:  # one float16 rounding apart at most
+        np.testing.assert_allclose(actual.astype(np.float32), expected, rtol=1e-3, atol=1e-3)
+    elif expected.dtype.kind == "f":
         np.testing.assert_allclose(actual, expected, rtol=2e-5, atol=2e-5)
     else:
         np.testing.assert_array_equal(actual, expected)

@@ -93,6 +93,10 @@ def _float_input(ctx, x):
     return dtype
 
 
+def _as_dtype(ctx, v, dtype):
+    return v if ctx.type_of(v).dtype == dtype else ctx.emit("cast", [v], {"dtype": dtype})
+
+
 def _along_axis(ctx, v, rank, axis):
     """A 1-D tensor of length C reshaped to broadcast along `axis` of a rank-`rank` tensor."""
     return ctx.emit("reshape", [v], {"shape": (-1,) + (1,) * (rank - 1 - axis)})
@@ -137,13 +141,15 @@ def convert_mean_variance_normalization(ctx, inputs):
 def convert_instance_normalization(ctx, inputs):
     """Per sample and channel over the spatial axes, then scale and bias of shape (C,)."""
     x, scale, bias = inputs[:3]
-    _float_input(ctx, x)
+    dtype = _float_input(ctx, x)
     rank = len(ctx.type_of(x).shape)
     if rank < 3:
         raise ctx.error(f"input rank {rank} is not supported (N, C and at least one spatial axis)")
+    work = "float32" if dtype == "float16" else dtype  # float16 computed in float32, as ONNX Runtime does
+    x, scale, bias = (_as_dtype(ctx, v, work) for v in (x, scale, bias))
     y = _standardize(ctx, x, tuple(range(2, rank)), ctx.attr("epsilon", 1e-5, float))
     y = ctx.emit("multiply", [y, _along_axis(ctx, scale, rank, 1)])
-    return ctx.emit("add", [y, _along_axis(ctx, bias, rank, 1)])
+    return _as_dtype(ctx, ctx.emit("add", [y, _along_axis(ctx, bias, rank, 1)]), dtype)
 
 
 @converter("GroupNormalization")
@@ -161,22 +167,20 @@ def convert_group_normalization(ctx, inputs):
         raise ctx.error(f"input rank {rank} is not supported (N, C, ...)")
     if dims[1].is_const and int(dims[1]) % groups:
         raise ctx.error(f"{int(dims[1])} channels do not split into num_groups={groups} groups")
-    stash = "float32" if ctx.opset >= 21 and ctx.attr("stash_type", 1, int) == 1 else dtype
-    if ctx.opset >= 21 and ctx.attr("stash_type", 1, int) not in (0, 1):
-        raise ctx.error(f"attribute stash_type={ctx.attr('stash_type', 1, int)} is not supported (0 or 1)")
+    stash_type = ctx.attr("stash_type", 1, int) if ctx.opset >= 21 else 0
+    if stash_type not in (0, 1):
+        raise ctx.error(f"attribute stash_type={stash_type} is not supported (0 or 1)")
+    work = "float32" if stash_type == 1 else dtype
+    x, scale, bias = (_as_dtype(ctx, v, work) for v in (x, scale, bias))
     grouped = ctx.emit("reshape", [x], {"shape": (dims[0], groups, -1)})
-    if stash != dtype:
-        grouped = ctx.emit("cast", [grouped], {"dtype": stash})
     y = _standardize(ctx, grouped, (2,), eps)
-    if stash != dtype:
-        y = ctx.emit("cast", [y], {"dtype": dtype})
     if ctx.opset < 21:  # scale and bias of shape (G,)
         y = ctx.emit("multiply", [y, _along_axis(ctx, scale, 3, 1)])
         y = ctx.emit("add", [y, _along_axis(ctx, bias, 3, 1)])
-        return ctx.emit("reshape", [y], {"shape": dims})
+        return _as_dtype(ctx, ctx.emit("reshape", [y], {"shape": dims}), dtype)
     y = ctx.emit("reshape", [y], {"shape": dims})
     y = ctx.emit("multiply", [y, _along_axis(ctx, scale, rank, 1)])
-    return ctx.emit("add", [y, _along_axis(ctx, bias, rank, 1)])
+    return _as_dtype(ctx, ctx.emit("add", [y, _along_axis(ctx, bias, rank, 1)]), dtype)
 
 
 @converter("LRN")
