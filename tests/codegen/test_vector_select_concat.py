@@ -8,6 +8,8 @@ the C and LLVM backends and compared with ONNX Runtime and numpy, at
 several sizes of a symbolic batch and of a symbolic width (a remainder
 after the vector lanes)."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from onnx import helper
@@ -67,3 +69,22 @@ def test_the_kernel_holds_a_vector_select_of_a_blend_and_a_load(tmp_path):
     assert art.backend == "c"
     assert " ? (rxe_v8f32)(rxe_v8f32_blend(" in text and " : (rxe_v8f32)(rxe_v8f32_load(" in text
 
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["c", "llvm"])
+def test_light_inception_v2_compiles_and_matches_onnxruntime(backend, tmp_path):
+    """The model where the mismatch was found: the onnx package's light
+    Inception v2 (constant weights, so the uniform softmax output says
+    little: its input, the logits, is compared too)."""
+    import onnx
+    path = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_inception_v2.onnx"
+    model = onnx.load(path)
+    softmax = [n for n in model.graph.node if n.op_type == "Softmax"][-1]
+    model.graph.output.append(helper.make_tensor_value_info(softmax.input[0], onnx.TensorProto.FLOAT, None))
+    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    expected = ort(model, x)
+    art = rxe.build(rxe.from_onnx(model), board="host", backend=backend, out_dir=tmp_path, name="inception_v2",
+                    quiet=True)
+    for got, want in zip(rxe.connect("host").load(art).run(x), expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max()))
