@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..ir.shape import as_expr
 from ..op.reduce import reduce_axes
 from ..tir.compute import Reduce, compute, reduce_axis, reduce_max, reduce_min, reduce_sum
-from ..tir.expr import cast, const, eq, intrinsic, is_float, select, wrap
+from ..tir.expr import cast, const, eq, intrinsic, is_float, maximum, select, wrap
 from .common import broadcast_indices, legalization
 
 
@@ -55,10 +55,11 @@ def _abs(v):
 
 
 def _divide(v, count):
-    """v / count: floats in their dtype, integers in float64 (the cast back truncates)."""
+    """v / count: floats in their dtype (an empty set gives NaN, as numpy), integers in
+    float64 over at least 1 (the cast back truncates; an empty set gives 0, never 0 / 0)."""
     if is_float(v.dtype):
         return v / cast(count, v.dtype)
-    return cast(v, "float64") / cast(count, "float64")
+    return cast(v, "float64") / cast(maximum(count, const(1, "int64")), "float64")
 
 
 def _product(src, raxes):

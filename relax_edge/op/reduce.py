@@ -49,7 +49,10 @@ def _sum_ref(x, axis, keepdims):
 
 
 def _mean_ref(x, axis, keepdims):
-    return np.mean(x.astype(np.float64), axis=reduce_axes(axis, x.ndim), keepdims=keepdims).astype(x.dtype)
+    axes = reduce_axes(axis, x.ndim)
+    if x.size == 0 and x.dtype.kind in "iub":   # an empty integer mean is 0, as ONNX Runtime gives
+        return np.zeros_like(np.sum(x, axis=axes, keepdims=keepdims), dtype=x.dtype)
+    return np.mean(x.astype(np.float64), axis=axes, keepdims=keepdims).astype(x.dtype)
 
 
 _ATTRS = {"axis": None, "keepdims": False}

@@ -22,7 +22,8 @@ from relax_edge import op
 from relax_edge.errors import TypeInferenceError
 from relax_edge.frontend.onnx import node_tests
 from relax_edge.frontend.onnx.context import ONNX_DTYPES
-from relax_edge.ir import SizeVar, TensorType, Var
+from relax_edge.ir import Builder, SizeVar, TensorType, Var
+from relax_edge.op.registry import make_call
 
 OPS = frozenset("""ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceSumSquare ReduceL1 ReduceL2
 ReduceLogSum ReduceLogSumExp ArgMax ArgMin LpNormalization MeanVarianceNormalization LRN
@@ -373,3 +374,27 @@ def test_light_zoo_models_with_lrn(path):
     ours = rxe.interpret(rxe.from_onnx(model), *feeds.values())
     for got, want in zip(ours, expected):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * float(np.abs(want).max()))
+
+
+@pytest.mark.parametrize("backend", ["c", "llvm"])
+def test_integer_mean_of_an_empty_set_is_zero_as_onnx_runtime(backend, tmp_path):
+    """An empty reduced axis: ONNX Runtime gives 0 for an integer mean; the
+    compiled division never computes 0 / 0."""
+    graph = helper.make_graph(
+        [helper.make_node("ReduceMean", ["x", "axes"], ["y"], keepdims=0)], "empty_mean",
+        [helper.make_tensor_value_info("x", TensorProto.INT32, [3, 0])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [3])],
+        initializer=[numpy_helper.from_array(np.array([1], np.int64), "axes")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    x = np.zeros((3, 0), np.int32)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = sess.run(None, {"x": x})[0]
+    v = Var("x", TensorType((3, 0), "int32"))
+    bb = Builder()
+    with bb.function("main", [v]):
+        bb.ret(bb.emit(make_call("mean", [v], {"axis": (1,), "keepdims": False})))
+    art = rxe.build(bb.get(), board="host", backend=backend, out_dir=tmp_path, name="m")
+    np.testing.assert_array_equal(rxe.interpret(bb.get(), x), expected)
+    with rxe.connect("host") as dev:
+        np.testing.assert_array_equal(dev.load(art).run(x)[0], expected)
