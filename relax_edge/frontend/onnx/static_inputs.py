@@ -18,6 +18,7 @@ STATIC_SLOTS = {
     "ReduceLogSumExp": {1},
     "Squeeze": {1}, "Unsqueeze": {1}, "Range": {0, 1, 2}, "ConstantOfShape": {0},
     "Resize": {1, 2, 3}, "Trilu": {1}, "Dropout": {1, 2},
+    "OneHot": {1}, "CumSum": {1},
 }
 
 
