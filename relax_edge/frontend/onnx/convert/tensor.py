@@ -345,3 +345,76 @@ def convert_pad(ctx, inputs):
 @converter("GatherElements")
 def convert_gather_elements(ctx, inputs):
     return ctx.emit("gather_elements", inputs, {"axis": ctx.attr("axis", 0, int)})
+
+
+def _block_dims(ctx, data, what):
+    """The four dims (N, C, H, W) of a DepthToSpace / SpaceToDepth input and its blocksize."""
+    dims = _dims(ctx, data)
+    if len(dims) != 4:
+        raise ctx.error(f"the input must have rank 4 (N, C, H, W), got rank {len(dims)}")
+    b = ctx.attr("blocksize", None, int)
+    if b is None:
+        raise ctx.error("attribute blocksize is required")
+    if b < 1:
+        raise ctx.error(f"blocksize must be positive, got {b}")
+    for axis, div in what:
+        d = dims[axis]
+        if not d.is_const:
+            raise ctx.error(f"dim {axis} ({d}) must be static: blocksize {b} must divide it")
+        if d.value % div:
+            raise ctx.error(f"blocksize {b} does not divide dim {axis} of size {d.value}"
+                            f"{' (needs a multiple of ' + str(div) + ')' if div != b else ''}")
+    return dims, b
+
+
+@converter("DepthToSpace")
+def convert_depth_to_space(ctx, inputs):
+    data = inputs[0]
+    b = ctx.attr("blocksize", 1, int)
+    (n, c, h, w), b = _block_dims(ctx, data, [(1, max(b, 1) ** 2)])
+    mode = ctx.attr("mode", "DCR", str)
+    c_out = as_expr(c.value // (b * b))
+    if mode == "DCR":
+        split, perm = (n, as_expr(b), as_expr(b), c_out, h, w), (0, 3, 4, 1, 5, 2)
+    elif mode == "CRD":
+        split, perm = (n, c_out, as_expr(b), as_expr(b), h, w), (0, 1, 4, 2, 5, 3)
+    else:
+        raise ctx.error(f"mode {mode!r} is not supported (DCR or CRD)")
+    x = ctx.emit("reshape", [data], {"shape": split})
+    x = ctx.emit("transpose", [x], {"axes": perm})
+    return ctx.emit("reshape", [x], {"shape": (n, c_out, h * b, w * b)})
+
+
+@converter("SpaceToDepth")
+def convert_space_to_depth(ctx, inputs):
+    data = inputs[0]
+    b = max(ctx.attr("blocksize", 1, int), 1)
+    (n, c, h, w), b = _block_dims(ctx, data, [(2, b), (3, b)])
+    hb, wb = as_expr(h.value // b), as_expr(w.value // b)
+    mode = ctx.attr("mode", "DCR", str)  # newer node cases give a mode; DCR when absent
+    if mode not in ("DCR", "CRD"):
+        raise ctx.error(f"mode {mode!r} is not supported (DCR or CRD)")
+    x = ctx.emit("reshape", [data], {"shape": (n, c, hb, as_expr(b), wb, as_expr(b))})
+    x = ctx.emit("transpose", [x], {"axes": (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4)})
+    return ctx.emit("reshape", [x], {"shape": (n, c * (b * b), hb, wb)})
+
+
+@converter("EyeLike")
+def convert_eye_like(ctx, inputs):
+    """Ones on the diagonal j - i == k: a tensor of ones kept by an upper and a lower Trilu at k."""
+    from ..context import ONNX_DTYPE_NAMES, ONNX_DTYPES
+    t = ctx.type_of(inputs[0])
+    if len(t.shape) != 2:
+        raise ctx.error(f"the input must have rank 2, got rank {len(t.shape)}")
+    dtype = t.dtype
+    if ctx.has_attr("dtype"):
+        code = ctx.attr("dtype", kind=int)
+        if code not in ONNX_DTYPES:
+            name = ONNX_DTYPE_NAMES.get(code, f"type {code}")
+            raise ctx.error(f"attribute dtype: element type {name} is not supported")
+        dtype = ONNX_DTYPES[code]
+    k = ctx.attr("k", 0, int)
+    one = True if dtype == "bool" else (1.0 if dtype.startswith("float") else 1)
+    ones = ctx.emit("full", [], {"shape": tuple(t.shape), "value": one, "dtype": dtype})
+    upper = ctx.emit("trilu", [ones], {"k": k, "upper": True})
+    return ctx.emit("trilu", [upper], {"k": k, "upper": False})
