@@ -60,7 +60,7 @@ def convert_one_hot(ctx, inputs):
     hit = ctx.emit("equal", [_insert_unit_dim(ctx, idx, axis), _positions(ctx, depth, rank, axis)])
     known = ctx.known(values)
     if known is not None:
-        off, on = known[0].reshape(()), known[1].reshape(())
+        off, on = known[0:1].reshape(()), known[1:2].reshape(())
     else:
         off, on = (ctx.emit("reshape", [ctx.emit("strided_slice", [values], {"begin": (i,), "end": (i + 1,),
                                                                               "axes": (0,)})], {"shape": ()})
