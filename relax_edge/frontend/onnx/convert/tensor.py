@@ -391,7 +391,7 @@ def convert_space_to_depth(ctx, inputs):
     b = max(ctx.attr("blocksize", 1, int), 1)
     (n, c, h, w), b = _block_dims(ctx, data, [(2, b), (3, b)])
     hb, wb = as_expr(h.value // b), as_expr(w.value // b)
-    mode = ctx.attr("mode", "DCR", str)  # newer node cases give a mode; DCR when absent
+    mode = ctx.attr("mode", "DCR", str)  # an attribute since opset 28; DCR before
     if mode not in ("DCR", "CRD"):
         raise ctx.error(f"mode {mode!r} is not supported (DCR or CRD)")
     x = ctx.emit("reshape", [data], {"shape": (n, c, hb, as_expr(b), wb, as_expr(b))})
