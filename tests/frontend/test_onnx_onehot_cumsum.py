@@ -15,6 +15,7 @@ from onnx.reference import ReferenceEvaluator
 
 import relax_edge as rxe
 from relax_edge.frontend.onnx import node_tests
+from tests.frontend.one_node import assert_matches, compiled
 
 _TYPES = {"float32": TensorProto.FLOAT, "int32": TensorProto.INT32, "int64": TensorProto.INT64}
 NODE_CASES = [c for c in node_tests.collect_cases() if c.name.startswith(("test_onehot_", "test_cumsum_"))
@@ -123,12 +124,7 @@ CASES = [
 
 
 def _check(actual, expected):
-    actual = np.asarray(actual)
-    assert actual.shape == expected.shape and actual.dtype == expected.dtype, (actual.shape, expected.shape)
-    if expected.dtype.kind == "f":
-        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
-    else:
-        np.testing.assert_array_equal(actual, expected)
+    assert_matches(actual, expected, tol=1e-5)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -144,9 +140,7 @@ def test_interpreted_matches_reference(case):
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_compiled_matches_reference(case, backend, tmp_path):
     model = _model(case)
-    art = rxe.build(rxe.from_onnx(model), board="host", backend=backend, out_dir=tmp_path, name="m")
-    with rxe.connect("host") as dev:
-        loaded = dev.load(art)
+    with compiled(model, backend, tmp_path) as loaded:
         for n in SIZES:
             arrays = _arrays(case, n)
             _check(loaded.run(*arrays)[0], _expected(case, model, arrays))

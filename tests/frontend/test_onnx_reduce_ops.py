@@ -24,6 +24,7 @@ from relax_edge.frontend.onnx import node_tests
 from relax_edge.frontend.onnx.context import ONNX_DTYPES
 from relax_edge.ir import Builder, SizeVar, TensorType, Var
 from relax_edge.op.registry import make_call
+from tests.frontend.one_node import assert_matches, compiled
 
 OPS = frozenset("""ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceSumSquare ReduceL1 ReduceL2
 ReduceLogSum ReduceLogSumExp ArgMax ArgMin LpNormalization MeanVarianceNormalization LRN
@@ -204,13 +205,7 @@ CASES = [
 
 
 def _check(actual, expected):
-    assert actual.shape == expected.shape and actual.dtype == expected.dtype, (actual.shape, expected.shape)
-    if expected.dtype == np.float16:  # one float16 rounding apart at most
-        np.testing.assert_allclose(actual.astype(np.float32), expected, rtol=1e-3, atol=1e-3)
-    elif expected.dtype.kind == "f":
-        np.testing.assert_allclose(actual, expected, rtol=2e-5, atol=2e-5)
-    else:
-        np.testing.assert_array_equal(actual, expected)
+    assert_matches(actual, expected, tol=2e-5, float16_tol=1e-3)   # float16: one rounding apart at most
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -232,9 +227,7 @@ COMPILED = [c for c in CASES if c.name in {
 @pytest.mark.parametrize("case", COMPILED, ids=[c.name for c in COMPILED])
 def test_compiled_matches_reference(case, backend, tmp_path):
     model = _model(case)
-    art = rxe.build(rxe.from_onnx(model), board="host", backend=backend, out_dir=tmp_path, name="m")
-    with rxe.connect("host") as dev:
-        loaded = dev.load(art)
+    with compiled(model, backend, tmp_path) as loaded:
         for n in BATCH:
             arrays = _arrays(case, n)
             _check(loaded.run(*arrays)[0], _expected(case, model, arrays))

@@ -16,6 +16,7 @@ from onnx import TensorProto, helper
 import relax_edge as rxe
 from relax_edge.frontend.onnx import node_tests
 from relax_edge.frontend.onnx.context import ONNX_DTYPES
+from tests.frontend.one_node import assert_matches, compiled
 
 OPS = frozenset({"DepthToSpace", "SpaceToDepth", "EyeLike"})
 PREFIXES = ("test_depthtospace", "test_spacetodepth", "test_eyelike")
@@ -175,9 +176,7 @@ def _concrete(case: Case, n: int) -> Case:
 
 
 def _check(actual, expected):
-    assert actual.shape == expected.shape and actual.dtype == expected.dtype, \
-        (actual.shape, actual.dtype, expected.shape, expected.dtype)
-    np.testing.assert_array_equal(actual, expected)
+    assert_matches(actual, expected)
 
 
 def test_references_agree_with_onnx_runtime():
@@ -216,9 +215,7 @@ COMPILED = [c for c in CASES if c.name in {
 @pytest.mark.parametrize("case", COMPILED, ids=[c.name for c in COMPILED])
 def test_compiled_matches_reference(case, backend, tmp_path):
     model = _model(case)
-    art = rxe.build(rxe.from_onnx(model), board="host", backend=backend, out_dir=tmp_path, name="m")
-    with rxe.connect("host") as dev:
-        loaded = dev.load(art)
+    with compiled(model, backend, tmp_path) as loaded:
         for n in BATCH:
             x = _array(_concrete(case, n), n)
             _check(loaded.run(x)[0], _expected(case, _model(_concrete(case, n)), x))
