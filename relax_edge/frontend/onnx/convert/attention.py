@@ -1,0 +1,1 @@
+"""ONNX import: the attention family (Attention, RMSNormalization, RotaryEmbedding, ...) over existing operators."""

@@ -1,0 +1,1 @@
+"""ONNX import: control flow (If, Loop, Scan)."""

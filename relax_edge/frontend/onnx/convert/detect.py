@@ -1,0 +1,1 @@
+"""ONNX import: detection-head operators with data-dependent output sizes (TopK, NonMaxSuppression, ...)."""

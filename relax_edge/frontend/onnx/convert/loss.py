@@ -1,0 +1,1 @@
+"""ONNX import: the loss operators (SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss) over existing operators."""

@@ -1,0 +1,1 @@
+"""ONNX import: operators expressed over existing ones (pooling, windows, cropping, ...)."""

@@ -1,0 +1,1 @@
+"""ONNX import: recurrent networks (RNN, GRU, LSTM)."""

@@ -1,0 +1,1 @@
+"""ONNX import: scatter, gather-nd and sampling operators."""

@@ -1,0 +1,1 @@
+"""Detection-head operators as tensor programs."""

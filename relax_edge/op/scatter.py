@@ -1,0 +1,1 @@
+"""Scatter, gather-nd and sampling operators: type rules and numpy references."""
