@@ -26,15 +26,34 @@ STATIC_SLOTS = {
 _SHAPE_ONLY = {"Shape", "Size"}
 
 
+def _nodes(graph):
+    """The graph's nodes, each followed by those of its subgraphs (If, Loop, Scan)."""
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                yield from _nodes(sub)
+
+
+def _reads(node) -> set:
+    """The names a node reads, those its subgraphs read from outer scopes included."""
+    names = set(node.input)
+    for attr in node.attribute:
+        for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+            names |= {i for n in _nodes(sub) for i in n.input} | {o.name for o in sub.output}
+    return names
+
+
 def static_graph_inputs(model: onnx.ModelProto) -> set:
     """Graph inputs that feed, directly or through other nodes, a slot that
-    must be known at compile time."""
+    must be known at compile time (in subgraphs too)."""
     needed = set()
-    for node in model.graph.node:
+    nodes = list(_nodes(model.graph))
+    for node in nodes:
         for index in STATIC_SLOTS.get(node.op_type, ()):
             if index < len(node.input) and node.input[index]:
                 needed.add(node.input[index])
-    for node in reversed(model.graph.node):
+    for node in reversed(nodes):
         if node.op_type not in _SHAPE_ONLY and any(o in needed for o in node.output):
-            needed.update(i for i in node.input if i)
+            needed.update(i for i in _reads(node) if i)
     return needed & {i.name for i in model.graph.input}
