@@ -10,8 +10,8 @@ from ..ir.shape import IntExpr, Proof, as_expr, bounds, max_expr, prove_equal
 from ..ir.types import TensorType, shape_str
 from .registry import RuleError
 
-FLOAT_DTYPES = ("float32", "float16")
-INT_DTYPES = ("int8", "uint8", "int32", "int64")
+FLOAT_DTYPES = ("float32", "float16", "float64")
+INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
 
 def tensor(t, index: int = 0, need_shape: bool = True) -> TensorType:

@@ -22,8 +22,6 @@ KNOWN_UNSUPPORTED = {
     "test_training_dropout_zero_ratio_mask": "training-mode Dropout",
     "test_maxpool_with_argmax_2d_precomputed_pads": "MaxPool's Indices output",
     "test_maxpool_with_argmax_2d_precomputed_strides": "MaxPool's Indices output",
-    "test_attention_local_window_gqa_rank4_mask_expanded": "Cast to double",
-    "test_reduce_log_sum_exp_empty_set_expanded": "Cast to double",
 }
 
 # ONNX Runtime and relax_edge follow the spec (align_corners divides by the

@@ -50,10 +50,13 @@ def converter(*op_types: str):
 
 
 # ONNX TensorProto element types that relax_edge supports
-ONNX_DTYPES = {1: "float32", 10: "float16", 3: "int8", 2: "uint8", 6: "int32", 7: "int64", 9: "bool"}
+ONNX_DTYPES = {1: "float32", 10: "float16", 11: "float64", 3: "int8", 5: "int16", 6: "int32", 7: "int64",
+               2: "uint8", 4: "uint16", 12: "uint32", 13: "uint64", 9: "bool"}
 ONNX_DTYPE_NAMES = {1: "float", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
                     8: "string", 9: "bool", 10: "float16", 11: "double", 12: "uint32", 13: "uint64",
-                    14: "complex64", 15: "complex128", 16: "bfloat16"}
+                    14: "complex64", 15: "complex128", 16: "bfloat16", 17: "float8e4m3fn", 18: "float8e4m3fnuz",
+                    19: "float8e5m2", 20: "float8e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4e2m1",
+                    24: "float8e8m0", 25: "uint2", 26: "int2"}
 
 
 def onnx_dtype(elem_type: int, what: str) -> str:
@@ -203,8 +206,6 @@ class ConvertContext:
         if isinstance(value, Expr):
             return value
         if isinstance(value, np.ndarray):
-            if value.dtype == np.float64:
-                value = value.astype(np.float32)
             try:
                 return Constant(value)
             except RelaxEdgeError as err:
@@ -297,7 +298,7 @@ class ConvertContext:
                 raise self.error(f"expected a tensor, got {value.type}")
             return value.type
         if isinstance(value, np.ndarray):
-            return TensorType(value.shape, value.dtype if value.dtype != np.float64 else "float32")
+            return TensorType(value.shape, value.dtype)
         if isinstance(value, SymInts):
             return TensorType(value.shape, value.dtype)
         raise self.error("a required input is missing")
