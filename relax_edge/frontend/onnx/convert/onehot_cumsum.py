@@ -16,7 +16,7 @@ import numpy as np
 from ....ir.shape import IntExpr, as_expr
 from ..context import converter
 
-_CUMSUM_DTYPES = ("float32", "float16", "int32", "int64")
+_CUMSUM_DTYPES = ("float32", "float16", "float64", "int32", "int64", "uint32", "uint64")
 
 
 def _axis(ctx, axis: int, rank: int) -> int:
