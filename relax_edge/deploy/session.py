@@ -93,7 +93,7 @@ def prepare_inputs(signature: dict, inputs) -> list:
             raise RuntimeCheckError(3, f"{what}: rank {arr.ndim}, expected {rank}")
         if not arr.dtype.isnative:
             arr = arr.astype(arr.dtype.newbyteorder("="))
-        arrays.append(np.ascontiguousarray(arr))
+        arrays.append(np.ascontiguousarray(arr).reshape(arr.shape))  # ascontiguousarray makes 0-d 1-d
     return arrays
 
 
