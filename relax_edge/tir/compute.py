@@ -102,6 +102,8 @@ def _lowest(dtype):
     import numpy as np
     if dtype.startswith("float"):
         return float("-inf")
+    if dtype == "bool":
+        return 0
     return int(np.iinfo(dtype).min)
 
 
@@ -109,6 +111,8 @@ def _highest(dtype):
     import numpy as np
     if dtype.startswith("float"):
         return float("inf")
+    if dtype == "bool":
+        return 1
     return int(np.iinfo(dtype).max)
 
 
