@@ -22,7 +22,7 @@ import numpy as np
 from ....ir.shape import as_expr
 from ..context import converter
 
-_FLOATS = ("float32", "float16")
+_FLOATS = ("float32", "float16", "float64")
 _REDUCTIONS = ("none", "sum", "mean")
 
 
