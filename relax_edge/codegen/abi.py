@@ -17,15 +17,20 @@ STATUS_NAMES = {
     9: "RXE_ERR_ABI", 10: "RXE_ERR_INTERNAL", 11: "RXE_ERR_INDEX", 12: "RXE_ERR_PROTOCOL", 13: "RXE_ERR_NO_MEMORY",
 }
 
-# dtype name -> (DLPack code, bits, C type)
+# dtype name -> (DLPack code, bits, C type); float16 and bfloat16 have no C type (kernels widen them)
 DTYPES = {
     "float32": (2, 32, "float"),
     "float16": (2, 16, None),
     "float64": (2, 64, "double"),
+    "bfloat16": (4, 16, None),
     "int8": (0, 8, "int8_t"),
+    "int16": (0, 16, "int16_t"),
     "int32": (0, 32, "int32_t"),
     "int64": (0, 64, "int64_t"),
     "uint8": (1, 8, "uint8_t"),
+    "uint16": (1, 16, "uint16_t"),
+    "uint32": (1, 32, "uint32_t"),
+    "uint64": (1, 64, "uint64_t"),
     "bool": (6, 8, "uint8_t"),
 }
 

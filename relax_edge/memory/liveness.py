@@ -36,8 +36,8 @@ INPLACE_KINDS = frozenset({"elementwise", "broadcast"})
 
 
 def itemsize(dtype: str) -> int:
-    return {"float32": 4, "float16": 2, "float64": 8, "int8": 1, "uint8": 1, "int32": 4, "int64": 8,
-            "bool": 1}[dtype]
+    return {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1, "uint8": 1, "int16": 2,
+            "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "bool": 1}[dtype]
 
 
 def nbytes(t: TensorType):

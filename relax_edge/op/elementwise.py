@@ -72,6 +72,8 @@ def _divide(a, b):
     if np.issubdtype(a.dtype, np.integer):
         if np.any(b == 0):
             raise ZeroDivisionError("integer division by zero")
+        if np.issubdtype(a.dtype, np.unsignedinteger):
+            return (a // b).astype(a.dtype)
         q = np.abs(a.astype(np.int64)) // np.abs(b.astype(np.int64))  # truncating, as C and ONNX
         return (np.sign(a) * np.sign(b) * q).astype(a.dtype)
     return np.divide(a, b).astype(a.dtype)

@@ -130,7 +130,8 @@ class PythonRenderer(Renderer):
             return f"float({x})"
         if dst == "bool":
             return f"bool({x})"
-        return f"_int({x})" if is_float(src) else f"int({x})"
+        value = f"_int({x})" if is_float(src) else f"int({x})"
+        return value if dst == "int64" else f"_wrap_int({value}, {_INT_WIDTH[dst][0]}, {_INT_WIDTH[dst][1]})"
 
     def intrinsic(self, name, args, dtype):
         text = self.INTRINSICS[name].format(*args)
@@ -146,8 +147,12 @@ class _PythonStatements(IndentedLines, StmtVisitor):
     def visit_Store(self, s: Store):
         r = self.r
         target = f"{r.name(s.buffer, s.buffer.name)}[{r.expr(s.buffer.flat_index(s.indices))}]"
-        value = r.expr(s.value)
-        self.line(f"{target} = {'_f32(' + value + ')' if s.buffer.dtype == 'float32' else value}")
+        value, dtype = r.expr(s.value), s.buffer.dtype
+        if dtype == "float32":
+            value = f"_f32({value})"
+        elif dtype in _INT_WIDTH and dtype != "int64":   # stored integers wrap to their width, as in C and LLVM
+            value = f"_wrap_int({value}, {_INT_WIDTH[dtype][0]}, {_INT_WIDTH[dtype][1]})"
+        self.line(f"{target} = {value}")
 
     def visit_For(self, s: For):
         self.line(f"for {self.r.name(s.var, s.var.name)} in range({self.r.int_expr(s.extent)}):")

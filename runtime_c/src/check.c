@@ -4,7 +4,10 @@
 static const char* dtype_name(uint8_t code, uint8_t bits) {
   if (code == RXE_DTYPE_FLOAT) return bits == 32 ? "float32" : bits == 16 ? "float16" : bits == 64 ? "float64" : "float";
   if (code == RXE_DTYPE_INT) return bits == 8 ? "int8" : bits == 32 ? "int32" : bits == 64 ? "int64" : bits == 16 ? "int16" : "int";
-  if (code == RXE_DTYPE_UINT) return bits == 8 ? "uint8" : "uint";
+  if (code == RXE_DTYPE_UINT) {
+    return bits == 8 ? "uint8" : bits == 16 ? "uint16" : bits == 32 ? "uint32" : bits == 64 ? "uint64" : "uint";
+  }
+  if (code == RXE_DTYPE_BFLOAT) return bits == 16 ? "bfloat16" : "bfloat";
   if (code == RXE_DTYPE_BOOL) return "bool";
   return "unknown";
 }

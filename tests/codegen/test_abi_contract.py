@@ -22,8 +22,8 @@ STRUCTS = {abi.DType: "rxe_dtype_t", abi.Tensor: "rxe_tensor_t", abi.Error: "rxe
 RPC_TYPES = {"HELLO": rpc.HELLO, "LIST": rpc.LIST, "SELECT": rpc.SELECT, "SET_INPUT": rpc.SET_INPUT,
              "RUN": rpc.RUN, "GET_OUTPUT": rpc.GET_OUTPUT, "TIME": rpc.TIME, "PROFILE": rpc.PROFILE,
              "WORKSPACE": rpc.WORKSPACE, "SHUTDOWN": rpc.SHUTDOWN, "OK": rpc.OK, "ERROR": rpc.ERROR}
-DTYPE_KINDS = {"INT": ("int8", "int32", "int64"), "UINT": ("uint8",), "FLOAT": ("float16", "float32", "float64"),
-               "BOOL": ("bool",)}
+DTYPE_KINDS = {"INT": ("int8", "int16", "int32", "int64"), "UINT": ("uint8", "uint16", "uint32", "uint64"),
+               "FLOAT": ("float16", "float32", "float64"), "BFLOAT": ("bfloat16",), "BOOL": ("bool",)}
 
 
 def _source(path) -> str:

@@ -24,8 +24,12 @@ from ..kernel_skeleton import KernelSkeleton, VectorSkeleton
 
 C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern float for
 goto if inline int long register restrict return short signed sizeof static struct switch typedef union
-unsigned void volatile while _Bool int8_t int16_t int32_t int64_t uint8_t uint64_t size_t main
+unsigned void volatile while _Bool int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t size_t main
 err ctx task begin end thread""".split())
+# libm's functions (RXE_EXP is `exp` on hosted targets): a buffer must not shadow them
+LIBM_NAMES = ("exp", "log", "sqrt", "tanh", "erf", "pow", "fabs", "floor", "ceil", "rint", "sin", "cos", "tan",
+              "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "fmod")
+C_KEYWORDS |= frozenset(LIBM_NAMES) | frozenset(name + "f" for name in LIBM_NAMES)
 
 
 def c_string(text: str) -> str:
@@ -39,6 +43,8 @@ def c_type(dtype: str) -> str:
     return ctype
 
 
+UNSIGNED = ("uint8", "uint16", "uint32", "uint64", "bool")
+NARROW_UNSIGNED = ("uint8", "uint16")
 F32_MATH = ("exp", "erf", "tanh")   # kernel.h's rxe_f32_NAME and, per vector type T, T_NAME
 
 
@@ -59,6 +65,8 @@ class CRenderer(Renderer):
     def int_const(self, k):
         if k == -2 ** 63:
             return "INT64_MIN"
+        if k >= 2 ** 63:   # a uint64 constant
+            return f"UINT64_C({k})"
         return f"INT64_C({k})" if abs(k) >= 2 ** 31 else str(k)
 
     def int_division(self, kind, x, y, nonneg):
@@ -73,11 +81,15 @@ class CRenderer(Renderer):
         if op in ("floordiv", "floormod"):
             if is_float(dtype):
                 raise RelaxEdgeError(f"{op} on {dtype} is not supported by the C backend")
+            if dtype in UNSIGNED:   # floor is truncation; uint64 does not fit the int64 helpers
+                return f"({a} {'/' if op == 'floordiv' else '%'} {b})"
             return f"rxe_{op}_i64({a}, {b})"
         if op in ("min", "max"):
             return f"RXE_{op.upper()}({a}, {b})"
         if op == "pow":
             return self.intrinsic("pow", [a, b], dtype)
+        if op == "mul" and dtype in NARROW_UNSIGNED:   # C promotes to int: 65535 * 65535 would overflow it
+            return f"((uint32_t)({a}) * ({b}))"
         return super().binary(op, a, b, dtype)
 
     def constant(self, value, dtype):

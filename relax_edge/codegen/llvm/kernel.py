@@ -47,15 +47,16 @@ from ...tir.render import IndexLowering
 from ...tir.stmt import Allocate, Assert, For, IfThenElse, Let, Store
 from ..kernel_skeleton import KernelSkeleton, VectorSkeleton
 
-I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
 RXE_OK, RXE_ERR_INDEX = 0, 11
 
 # dtype -> type in registers; bool is stored as a byte
-TYPES = {"float32": ir.FloatType(), "float64": ir.DoubleType(), "int8": I8, "int32": I32, "int64": I64,
-         "uint8": I8, "bool": I1}
-BITS = {"float32": 32, "float64": 64, "int8": 8, "int32": 32, "int64": 64, "uint8": 8, "bool": 1}
-UNSIGNED = ("uint8", "bool")
+TYPES = {"float32": ir.FloatType(), "float64": ir.DoubleType(), "int8": I8, "int16": I16, "int32": I32,
+         "int64": I64, "uint8": I8, "uint16": I16, "uint32": I32, "uint64": I64, "bool": I1}
+BITS = {"float32": 32, "float64": 64, "int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8, "uint16": 16,
+        "uint32": 32, "uint64": 64, "bool": 1}
+UNSIGNED = ("uint8", "uint16", "uint32", "uint64", "bool")
 
 # node kind -> IRBuilder method, by operand kind
 FLOAT_BINARY = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv"}

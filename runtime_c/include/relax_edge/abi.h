@@ -62,14 +62,14 @@ typedef enum {
   RXE_ERR_NO_MEMORY = 13      /* an allocation failed (the RPC server's inputs, outputs, replies) */
 } rxe_status_t;
 
-/* DLPack-compatible dtype: code 0 int, 1 uint, 2 float, 6 bool. */
+/* DLPack-compatible dtype: code 0 int, 1 uint, 2 float, 4 bfloat, 6 bool. */
 typedef struct {
   uint8_t code;
   uint8_t bits;
   uint16_t lanes;
 } rxe_dtype_t;
 
-enum { RXE_DTYPE_INT = 0, RXE_DTYPE_UINT = 1, RXE_DTYPE_FLOAT = 2, RXE_DTYPE_BOOL = 6 };
+enum { RXE_DTYPE_INT = 0, RXE_DTYPE_UINT = 1, RXE_DTYPE_FLOAT = 2, RXE_DTYPE_BFLOAT = 4, RXE_DTYPE_BOOL = 6 };
 
 /* DLPack DLTensor layout (device fields kept for compatibility; CPU = 1). */
 typedef struct {
