@@ -185,3 +185,6 @@ def legalize_tensor_scatter(ctx):
         src[axis] = select(src[axis] < wrap(seq, I64), src[axis], wrap(max_expr(as_expr(seq) - 1, 0), I64))
         return select(inside, upd[tuple(src)], past[p])
     return compute(ctx.out_shape, element, "tensor_scatter", ctx.out_dtype)
+
+
+from . import sampling  # noqa: E402,F401  (registers grid_sample and roi_align)

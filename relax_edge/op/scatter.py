@@ -235,3 +235,4 @@ def _tensor_scatter_ref(past, update, write_indices, mode, axis):
 register(Op("tensor_scatter", _tensor_scatter_rule, _tensor_scatter_ref,
             attrs={"mode": "linear", "axis": -2}, kind="opaque", num_args=(3, 3)))
 
+from . import sampling  # noqa: E402,F401  (registers grid_sample and roi_align)
