@@ -23,9 +23,15 @@ as C (codegen/c/host.py) and as LLVM IR (codegen/llvm/host.py).
    relax_edge/abi.h): `run` is PREFIX_main, `plan` PREFIX_main_plan_shapes,
    `workspace` PREFIX_main_workspace_size; `bind` is internal.
 
+5. An `if` (linearized by memory/liveness.py, each step with its guard)
+   becomes `Branch` ... `EndBranch` around each branch's operations: the
+   condition's byte read at run time, then the branch's kernels and the
+   copy of its result into the if's storage.
+
 Library kernels (call_extern of runtime_c/kernels) are called like
 generated ones, their constant weights packed at compile time. Not supported
-here yet: `if`, match_cast, calls between graph functions.
+here yet: match_cast (so an `if` whose branches differ in a dim), calls
+between graph functions.
 """
 
 from __future__ import annotations
@@ -184,6 +190,19 @@ class Copy:
     dst: Address
     src: Address
     bytes: IntExpr
+
+
+@dataclass
+class Branch:
+    """`if (the bool at cond is taken) {`: the operations up to the matching EndBranch run only then."""
+    cond: Address
+    taken: bool
+    what: str
+
+
+@dataclass
+class EndBranch:
+    """The end of the innermost Branch."""
 
 
 FALLIBLE = (CheckTensor, BindSize, CheckDim, CheckBroadcast, Bind, CallKernel)
@@ -406,15 +425,34 @@ class HostLowering:
             ops.append(CheckTensor("outputs", k, f"output {k}", code, bits, len(v.type.shape)))
             ops += [CheckDim(Dim("outputs", k, d), self.sized(dim), f"output {k} dimension {d}", None)
                     for d, dim in enumerate(v.type.shape)]
+        guard: tuple = ()
         for step in self.live.steps:
+            ops += self.enter_guard(guard, step.guard)
+            guard = step.guard
             ops += self.step(step)
+        ops += self.enter_guard(guard, ())
         for k, v in self.live.copies:
             ops.append(Copy(Address("outputs", k), self.address(v), self.sized(nbytes(v.type))))
         return ops
 
+    def enter_guard(self, current: tuple, wanted: tuple) -> list:
+        """The EndBranch and Branch operations that take the code from inside
+        the branches `current` to inside `wanted` (each outermost first)."""
+        common = 0
+        while common < min(len(current), len(wanted)) and current[common] == wanted[common]:
+            common += 1
+        ops: list = [EndBranch() for _ in current[common:]]
+        for number, taken, cond in wanted[common:]:
+            ops.append(Branch(self.address(cond, "bool"), taken,
+                              f"if {number} ({'then' if taken else 'else'} branch, on {getattr(cond, 'name', cond)})"))
+        return ops
+
     def step(self, step) -> list:
-        """Run-time broadcast checks, then the kernel (views run none)."""
+        """Run-time broadcast checks, then the kernel (views run none); a copy
+        step copies an if branch's result into the if's storage."""
         call, var = step.call, step.var
+        if call is None:
+            return [Copy(self.address(var), self.address(step.copy_from), self.sized(nbytes(var.type)))]
         if isinstance(call, CallExtern):
             return self.library_step(step)
         program = self.mod.tensor_programs[call.program.name]

@@ -156,9 +156,11 @@ class Builder:
         return var
 
     def emit_if(self, cond: Expr, then_body: Callable[["Builder"], Expr],
-                else_body: Callable[["Builder"], Expr], name: str | None = None) -> Var:
+                else_body: Callable[["Builder"], Expr], name: str | None = None,
+                join: Callable[[Type, Type], Type] | None = None) -> Var:
         """Emit `if cond` whose branches are built by the two callbacks; each
-        callback emits bindings and returns the branch's value."""
+        callback emits bindings and returns the branch's value. The if's type
+        is `join(then type, else type)` (default: the then branch's)."""
         if self._frame().in_dataflow:
             raise RelaxEdgeError(f"function {self._func_name}: an if cannot be inside a dataflow block")
         cond = self._leaf(cond)
@@ -172,7 +174,8 @@ class Builder:
                 branches.append(SeqExpr(frame.blocks, result))
             finally:
                 self._frames.pop()
-        return self.emit(If(cond, branches[0], branches[1]), name)
+        joined = join(branches[0].type, branches[1].type) if join is not None else None
+        return self.emit(If(cond, branches[0], branches[1], joined), name)
 
     # module contents --------------------------------------------------
     def add_extern(self, decl: ExternDecl) -> None:

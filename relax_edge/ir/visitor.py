@@ -163,5 +163,5 @@ class ExprMutator:
         cond, then_b, else_b = self.visit(e.cond), self.visit_SeqExpr(e.then_branch), self.visit_SeqExpr(e.else_branch)
         if cond is e.cond and then_b is e.then_branch and else_b is e.else_branch:
             return e
-        return If(cond, then_b, else_b)
+        return If(cond, then_b, else_b, e.type)
 

@@ -16,6 +16,11 @@
 4. Values that are function outputs are computed straight into the caller's
    output tensors when their producer is a kernel; others are copied there
    at the end.
+5. An `if` is linearized: the then branch's steps, then the else branch's,
+   each step carrying its guard (the enclosing branches, outermost first);
+   each branch ends with a copy step writing its result into the if's
+   storage. Lifetimes over this order cover both branches (a value read in
+   either lives through both), so the plan is sound whichever runs.
 
 Values are grouped (views, in-place results) and each group is one buffer.
 """
@@ -25,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import RelaxEdgeError
-from ..ir.expr import CallExtern, CallTensor, Constant, Function, IRModule, MatchCast, Tuple, Var
+from ..ir.expr import CallExtern, CallTensor, Constant, Function, If, IRModule, MatchCast, Tuple, TupleGetItem, Var
 from ..ir.shape import Proof, as_expr, prove_equal, substitute
 from ..ir.types import TensorType, TupleType
 from ..op.registry import OPS
@@ -50,10 +55,18 @@ def nbytes(t: TensorType):
 @dataclass
 class Step:
     var: Var
-    call: CallTensor | CallExtern
+    call: CallTensor | CallExtern | None   # None: a copy step (copy_from into var's storage)
     view_of: Var | None = None          # a view: no kernel, shares this value's storage
     inplace_over: Var | None = None     # writes over this argument's storage
     scratch: list = field(default_factory=list)   # buffer indices of its scratch
+    copy_from: object = None            # a copy step's source (an if branch's result)
+    guard: tuple = ()                   # (if number, branch taken, condition Var) per enclosing branch
+
+    @property
+    def reads(self) -> tuple:
+        """The values the step reads, its guards' conditions included."""
+        args = self.call.args if self.call is not None else (self.copy_from,)
+        return tuple(args) + tuple(cond for _, _, cond in self.guard)
 
 
 @dataclass
@@ -102,17 +115,19 @@ class _Analysis:
         self.storage: dict = {p: ("input", i) for i, p in enumerate(func.params)}
         self.alias: dict = {}          # Var -> Var whose storage it uses
         self.steps: list[Step] = []
+        self.fields: dict = {}         # a tuple-valued if's Var -> one Var per field
+        self.ifs = 0
         for block in func.body.blocks:
             for b in block.bindings:
-                self.bind(b)
+                self.bind(b, ())
         self.outputs = output_vars(func)
         self.producers = {s.var: s for s in self.steps}
         self.claimed = self.claim_outputs()
         self.last_use = self.last_uses()
         self.group: dict = {}          # Var -> a Var whose storage it shares (views, in-place results)
 
-    def bind(self, b) -> None:
-        """A binding as a step, an alias or a constant."""
+    def bind(self, b, guard: tuple) -> None:
+        """A binding as a step, an alias or a constant (an if as its branches' steps)."""
         name = self.func.name
         if isinstance(b, MatchCast):
             raise RelaxEdgeError(f"function {name}: match_cast ({b.var.name}) is not supported by the C backend yet")
@@ -120,7 +135,11 @@ class _Analysis:
         if isinstance(v, (CallTensor, CallExtern)):
             if not isinstance(v.type, TensorType):
                 raise RelaxEdgeError(f"{b.var.name}: tuple-valued kernels are not supported yet")
-            self.steps.append(Step(b.var, v))
+            self.steps.append(Step(b.var, v, guard=guard))
+        elif isinstance(v, If):
+            self.bind_if(b.var, v, guard)
+        elif isinstance(v, TupleGetItem) and v.tuple_value in self.fields:
+            self.alias[b.var] = self.fields[v.tuple_value][v.index]
         elif isinstance(v, Var):
             self.alias[b.var] = v
         elif isinstance(v, Constant):
@@ -128,6 +147,34 @@ class _Analysis:
         elif not isinstance(v, Tuple):
             raise RelaxEdgeError(f"function {name}: binding {b.var.name} ({type(v).__name__}) is not "
                                  "supported by the C backend yet")
+
+    def bind_if(self, var: Var, e: If, guard: tuple) -> None:
+        """Both branches' steps under their guards, each ending with copies of
+        its result into the if's storage (one Var per field of a tuple)."""
+        where = f"function {self.func.name}: if {var.name}"
+        types = var.type.fields if isinstance(var.type, TupleType) else (var.type,)
+        if not all(isinstance(t, TensorType) and t.shape is not None for t in types):
+            raise RelaxEdgeError(f"{where}: the branches must give tensors of known shape (a dim that differs "
+                                 f"between them is not supported by the compiled code yet), got {var.type}")
+        if not isinstance(e.cond, (Var, Constant)):
+            raise RelaxEdgeError(f"{where}: the condition must be a variable or a constant")
+        targets = [var]
+        if isinstance(var.type, TupleType):
+            targets = [Var(f"{var.name}_{i}", t) for i, t in enumerate(types)]
+            self.fields[var] = targets
+        self.ifs += 1
+        number = self.ifs
+        for taken, branch in ((True, e.then_branch), (False, e.else_branch)):
+            inner = guard + ((number, taken, e.cond),)
+            for block in branch.blocks:
+                for b in block.bindings:
+                    self.bind(b, inner)
+            result = branch.body
+            results = result.fields if isinstance(result, Tuple) else (result,)
+            if len(results) != len(targets) or not all(isinstance(r, (Var, Constant)) for r in results):
+                raise RelaxEdgeError(f"{where}: each branch must end in {len(targets)} variables or constants")
+            for target, r in zip(targets, results):
+                self.steps.append(Step(target, None, copy_from=r, guard=inner))
 
     def root(self, x):
         """The value an alias stands for."""
@@ -154,7 +201,7 @@ class _Analysis:
         """The last step reading each value (outputs: past the last step)."""
         last_use: dict = {}
         for t, s in enumerate(self.steps):
-            for a in s.call.args:
+            for a in s.reads:
                 if isinstance(a, Var):
                     last_use[self.root(a)] = t
         for var in self.outputs:
@@ -164,7 +211,7 @@ class _Analysis:
     def share_storage(self, inplace: bool, views: bool) -> None:
         """Views share their source's storage; pointwise kernels write over a dying input."""
         for t, s in enumerate(self.steps):
-            if isinstance(s.call, CallExtern):   # library kernels write their own output, never in place
+            if s.call is None or isinstance(s.call, CallExtern):   # copies and library kernels: never in place
                 continue
             program = self.mod.tensor_programs[s.call.program.name]
             op = program.attrs.get("op")
@@ -212,6 +259,7 @@ class _Analysis:
                     index_of_group[g] = len(buffers)
                     buffers.append(Buffer(g.name, nbytes(g.type), t, t))
                 self.storage[s.var] = ("buffer", index_of_group[g])
+                buffers[index_of_group[g]].last = max(buffers[index_of_group[g]].last, t)  # each if branch writes
         for var, (kind, idx) in list(self.storage.items()):
             if kind == "buffer":
                 buf = buffers[idx]
@@ -221,6 +269,8 @@ class _Analysis:
     def add_scratch(self, buffers: list) -> None:
         """Each kernel's scratch, a buffer living for its step only."""
         for t, s in enumerate(self.steps):
+            if s.call is None:
+                continue
             if isinstance(s.call, CallExtern):
                 if s.call.attrs.get("scratch_bytes") is not None:
                     s.scratch.append(len(buffers))

@@ -23,6 +23,7 @@ from ..host_program import (
     Address,
     Bind,
     BindSize,
+    Branch,
     CallKernel,
     CheckBroadcast,
     CheckDim,
@@ -31,6 +32,7 @@ from ..host_program import (
     CodegenError,
     Copy,
     Dim,
+    EndBranch,
     HostFunction,
     Layout,
     ProfileBegin,
@@ -55,6 +57,7 @@ RENDER = {
     CheckTensor: "check_tensor", BindSize: "bind_size", CheckDim: "check_dim", CheckBroadcast: "check_broadcast",
     Bind: "bind", Layout: "layout", CheckWorkspace: "check_workspace", StoreShape: "store_shape", View: "view",
     ProfileBegin: "profile_begin", ProfileEnd: "profile_end", CallKernel: "call_kernel", Copy: "copy",
+    Branch: "branch", EndBranch: "end_branch",
 }
 
 
@@ -194,6 +197,13 @@ class CHostEmitter:
         args = [self.address(a) for a in op.buffers] + [self.r.int_expr(s) for s in op.sizes] + ["err"]
         note = f"  /* {op.note} */" if op.note else ""
         return [f"  st = {op.symbol}({', '.join(args)});{note}"]
+
+    def branch(self, op: Branch) -> list:
+        test = "!=" if op.taken else "=="
+        return [f"  if (*{self.address(op.cond)} {test} 0) {{  /* {op.what} */"]
+
+    def end_branch(self, op: EndBranch) -> list:
+        return ["  }"]
 
     def copy(self, op: Copy) -> list:
         return [f"  rxe_mem_copy({self.address(op.dst)}, {self.address(op.src)}, "

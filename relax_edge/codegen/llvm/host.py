@@ -34,6 +34,7 @@ from ..host_program import (
     Address,
     Bind,
     BindSize,
+    Branch,
     CallKernel,
     CheckBroadcast,
     CheckDim,
@@ -42,6 +43,7 @@ from ..host_program import (
     CodegenError,
     Copy,
     Dim,
+    EndBranch,
     HostFunction,
     HostModule,
     Layout,
@@ -80,6 +82,7 @@ RENDER = {
     CheckTensor: "check_tensor", BindSize: "bind_size", CheckDim: "check_dim", CheckBroadcast: "check_broadcast",
     Bind: "bind", Layout: "layout", CheckWorkspace: "check_workspace", StoreShape: "store_shape", View: "view",
     ProfileBegin: "profile_begin", ProfileEnd: "profile_end", CallKernel: "call_kernel", Copy: "copy",
+    Branch: "branch", EndBranch: "end_branch",
 }
 
 
@@ -147,6 +150,7 @@ class LLVMHostEmitter(IndexArithmetic):
         self.b: ir.IRBuilder | None = None
         self.params: dict = {}
         self.s = self.offsets = self.needed = self.t0 = None
+        self.joins: list = []              # the join block of each open Branch, innermost last
 
     def emit(self) -> dict:
         self.functions["layout"] = self.emit_layout()
@@ -313,6 +317,20 @@ class LLVMHostEmitter(IndexArithmetic):
             kernel = ir.Function(self.module, ir.FunctionType(I32, params), op.symbol)
         args = [self.address(a) for a in op.buffers] + [self.int_expr(s) for s in op.sizes] + [self.params["err"]]
         return self.b.call(kernel, args)
+
+    def branch(self, op: Branch) -> None:
+        b = self.b
+        flag = b.load(self.address(op.cond), typ=I8)
+        cond = b.icmp_unsigned("!=" if op.taken else "==", flag, ir.Constant(I8, 0))
+        then, join = b.append_basic_block("branch"), b.append_basic_block("join")
+        b.cbranch(cond, then, join)
+        b.position_at_end(then)
+        self.joins.append(join)
+
+    def end_branch(self, op: EndBranch) -> None:
+        join = self.joins.pop()
+        self.b.branch(join)
+        self.b.position_at_end(join)
 
     def copy(self, op: Copy) -> None:
         self.call("rxe_mem_copy", [self.address(op.dst), self.address(op.src), self.int_expr(op.bytes)])

@@ -11,20 +11,29 @@
 3. Each node is converted by the converter registered for its op type
    (convert_*.py); its name becomes the span of the calls it emits.
 4. Before converting anything, every unsupported operator of the model is
-   listed at once with its count.
+   listed at once with its count, those inside If, Loop and Scan bodies
+   included.
 5. Bad input fails safe: validate.py checks the model's structure, node
    schemas, every tensor's dims and data, and external data locations
    before anything is converted; constants computed at import time are
    capped by `max_constant_bytes` before they are made; and any error
    escaping a converter still becomes an OnnxImportError naming the node.
 
-Not handled: control flow (If, Loop, Scan), sparse initializers, external
+6. Subgraphs (If branches, Loop and Scan bodies) are converted by
+   `run_graph` in a scope over the enclosing one (ONNX lexical scoping),
+   their nodes' spans prefixed by the holding node's. convert/control.py
+   folds an If whose condition is known, unrolls Loop and Scan, and emits
+   the IR's `If` otherwise; an `If` cannot stand in a dataflow block, so a
+   model that needs one is imported again without dataflow blocks.
+
+Not handled: sequence and optional values, sparse initializers, external
 data outside the model's folder, domains other than the default.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import re
 
@@ -82,6 +91,33 @@ def _identifier(name: str, fallback: str) -> str:
     return ident
 
 
+class NeedsBindingBlocks(Exception):
+    """Raised by a converter that must emit an `If` while the importer builds
+    a dataflow block: the importer starts again without dataflow blocks."""
+
+
+class ImportContext(ConvertContext):
+    """A ConvertContext that can also convert the node's subgraphs."""
+
+    def __init__(self, importer: "OnnxImporter", *args):
+        super().__init__(*args)
+        self.importer = importer
+
+    def graph_attr(self, name: str) -> onnx.GraphProto:
+        if not self.has_attr(name):
+            raise self.error(f"attribute {name} (a graph) is required")
+        return self._attrs[name].g
+
+    def run_graph(self, graph, inputs: list, label: str) -> list:
+        """Convert subgraph `graph` with its inputs bound to `inputs`; its outputs' values."""
+        return self.importer.run_graph(graph, inputs, f"{self.span}/{label}", self)
+
+    def emit_if(self, cond, then_body, else_body, join):
+        if self.importer.dataflow:
+            raise NeedsBindingBlocks
+        return self.builder.emit_if(cond, then_body, else_body, join=join)
+
+
 class OnnxImporter:
     def __init__(self, model, dim_bounds=None, input_shapes=None, constant_inputs=None,
                  max_constant_bytes=None):
@@ -97,8 +133,9 @@ class OnnxImporter:
         self.input_shapes = dict(input_shapes or {})
         self.constant_inputs = dict(constant_inputs or {})
         self.size_vars: dict[str, SizeVar] = {}
-        self.values: dict = {}
+        self.values = collections.ChainMap()
         self.builder = Builder()
+        self.dataflow = True  # build the main function as one dataflow block (see NeedsBindingBlocks)
 
     # checks -------------------------------------------------------------
     def check_model(self) -> None:
@@ -115,21 +152,12 @@ class OnnxImporter:
         validate.check_names(self.graph)
         if self.opset < MIN_OPSET:
             self.check_old_opset()
-        missing = collections.Counter()
-        for node in self.graph.node:
-            if node.domain not in ("", "ai.onnx"):
-                missing[f"{node.domain}.{node.op_type}"] += 1
-            elif node.op_type and node.op_type not in CONVERTERS:
-                missing[node.op_type] += 1
-        if missing:
-            listed = ", ".join(f"{op} ({n} node{'s' * (n > 1)})" for op, n in sorted(missing.items()))
-            raise OnnxImportError(f"unsupported ONNX operators: {listed}")
+        self.check_operators()
         validate.check_graph(self.graph)
         if self.graph.sparse_initializer:
             raise OnnxImportError(f"initializer {self.graph.sparse_initializer[0].values.name}: "
                                   "sparse initializers are not supported")
-        for index, node in enumerate(self.graph.node):
-            validate.check_node_schema(node, index, self.opset)
+        validate.check_schemas(self.graph, self.opset)
         validate.load_external_data(self.model, self.base_dir)
         for tensor, what in validate.model_tensors(self.graph):
             validate.check_tensor(tensor, what)
@@ -139,11 +167,32 @@ class OnnxImporter:
                                   f"dimension uses (the model's named dims: "
                                   f"{', '.join(sorted(self._dim_params())) or 'none'})")
 
+    def check_operators(self) -> None:
+        """List every operator without a converter at once, subgraphs included."""
+        missing = collections.Counter()
+        inside = collections.defaultdict(set)
+        for node, _, where in validate.walk_nodes(self.graph):
+            if node.domain not in ("", "ai.onnx"):
+                op = f"{node.domain}.{node.op_type}"
+            elif node.op_type and node.op_type not in CONVERTERS:
+                op = node.op_type
+            else:
+                continue
+            missing[op] += 1
+            if where:
+                inside[op].add(where.split(": ")[0])
+        if missing:
+            def entry(op, n):
+                where = f", inside {'; '.join(sorted(inside[op]))}" if inside[op] else ""
+                return f"{op} ({n} node{'s' * (n > 1)}{where})"
+            listed = ", ".join(entry(op, n) for op, n in sorted(missing.items()))
+            raise OnnxImportError(f"unsupported ONNX operators: {listed}")
+
     def check_old_opset(self) -> None:
         """Below opset 7 (legacy broadcasting, consumed_inputs), accept a model
         only if each of its operators is defined as it is at opset 7."""
         changed = set()
-        for node in self.graph.node:
+        for node, _, _ in validate.walk_nodes(self.graph):
             try:
                 old = onnx.defs.get_schema(node.op_type, self.opset, "").since_version
                 new = onnx.defs.get_schema(node.op_type, MIN_OPSET, "").since_version
@@ -231,6 +280,14 @@ class OnnxImporter:
 
     def convert(self) -> IRModule:
         self.check_model()
+        try:
+            return self.convert_main()
+        except NeedsBindingBlocks:
+            self.dataflow = False
+            self.values, self.builder = collections.ChainMap(), Builder()
+            return self.convert_main()
+
+    def convert_main(self) -> IRModule:
         for init in self.graph.initializer:
             self.where = f"initializer {init.name}"
             try:
@@ -250,7 +307,7 @@ class OnnxImporter:
             params.append(var)
         self.values[""] = None  # an omitted optional input
         with self.builder.function("main", params):
-            with self.builder.dataflow():
+            with self.builder.dataflow() if self.dataflow else contextlib.nullcontext():
                 for index, node in enumerate(self.graph.node):
                     self.where = validate.node_label(node, index)
                     self.convert_node(index, node)
@@ -262,9 +319,53 @@ class OnnxImporter:
             self.builder.ret(result)
         return self.builder.get()
 
-    def convert_node(self, index: int, node) -> None:
-        span = node.name or f"{node.op_type}_{index}"
-        ctx = ConvertContext(self.builder, node, self.opset, span, self.max_constant_bytes)
+    def run_graph(self, graph, inputs: list, prefix: str, holder: ConvertContext) -> list:
+        """Convert subgraph `graph` in a new scope over the current one, its
+        inputs bound to `inputs`, its nodes' spans prefixed by `prefix`; the
+        values of its outputs."""
+        if len(inputs) != len(graph.input):
+            raise holder.error(f"the subgraph {graph.name or prefix} takes {len(graph.input)} inputs, "
+                               f"{len(inputs)} are given")
+        saved, saved_where = self.values, self.where
+        self.values = self.values.new_child()
+        try:
+            for init in graph.initializer:
+                try:
+                    self.values[init.name] = numpy_helper.to_array(init)
+                except Exception as err:
+                    raise holder.error(f"initializer {init.name} of {prefix}: cannot be read ({err})") from None
+            for inp, value in zip(graph.input, inputs):
+                self.check_bound_input(inp, value, prefix, holder)
+                self.values[inp.name] = value
+            for index, node in enumerate(graph.node):
+                self.where = f"{prefix}: {validate.node_label(node, index)}"
+                self.convert_node(index, node, f"{prefix}/")
+            outs = []
+            for o in graph.output:
+                if o.name not in self.values:
+                    raise holder.error(f"output {o.name} of {prefix} is not produced by any node")
+                outs.append(self.values[o.name])
+            return outs
+        finally:
+            self.values, self.where = saved, saved_where
+
+    def check_bound_input(self, inp, value, prefix: str, holder: ConvertContext) -> None:
+        """A subgraph input's declared type, where given, against the value bound to it."""
+        if not inp.HasField("type"):
+            return
+        if not inp.type.HasField("tensor_type"):
+            raise holder.error(f"input {inp.name} of {prefix} is not a tensor: sequence and optional "
+                               "values are not supported")
+        elem = inp.type.tensor_type.elem_type
+        if elem and value is not None:
+            dtype = onnx_dtype(elem, f"input {inp.name} of {prefix}")
+            got = holder.type_of(value).dtype
+            if got != dtype:
+                raise holder.error(f"input {inp.name} of {prefix} is declared {dtype}, the value given is {got}")
+
+    def convert_node(self, index: int, node, prefix: str = "") -> None:
+        span = prefix + (node.name or f"{node.op_type}_{index}")
+        ctx = ImportContext(self, self.builder, node, self.opset, span, self.max_constant_bytes)
         names = list(node.input)
         while names and not names[-1]:
             names.pop()  # trailing omitted optional inputs
@@ -296,7 +397,8 @@ class OnnxImporter:
         ctx = ConvertContext(self.builder, onnx.helper.make_node("Identity", [out.name], [out.name]),
                              self.opset, f"output {out.name}", self.max_constant_bytes)
         expr = ctx.tensor(value)
-        return self.builder.emit_output(expr, name=_identifier(out.name, "output"))
+        emit = self.builder.emit_output if self.dataflow else self.builder.emit
+        return emit(expr, name=_identifier(out.name, "output"))
 
 
 def from_onnx(model, dim_bounds=None, input_shapes=None, constant_inputs=None,

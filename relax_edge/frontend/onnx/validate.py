@@ -19,9 +19,15 @@
    attribute the schema does not declare, and every attribute of the type
    the schema declares (tensor attributes are checked as in 1).
 
+5. Subgraphs (If branches, Loop and Scan bodies) are checked as graphs of
+   their own, 1 to 4, with the names of the enclosing scopes visible inside
+   (ONNX lexical scoping): a name defined before the node that holds the
+   subgraph, in its graph or in any graph around it. A subgraph may shadow
+   an outer name.
+
 Every failure is an OnnxImportError naming the tensor, the input, the output
-or the node (name and op type) at fault. Subgraphs (If, Loop, Scan) are not
-walked: the importer does not convert those operators.
+or the node (name and op type) at fault; inside a subgraph, also the node
+and attribute holding it.
 """
 
 from __future__ import annotations
@@ -53,6 +59,30 @@ _ATTR_TYPE_NAMES = {v: _SCALAR_NAMES.get(k) or (f"list of {_SCALAR_NAMES[k[:-1]]
 def node_label(node, index: int) -> str:
     """How messages name a node: its name (or op type and position) and op type."""
     return f"node {node.name or f'{node.op_type}_{index}'} ({node.op_type})"
+
+
+def subgraphs(node):
+    """(attribute name, GraphProto) for every graph attribute of a node."""
+    for attr in node.attribute:
+        if attr.type == AttributeProto.GRAPH or attr.HasField("g"):
+            yield attr.name, attr.g
+        for j, g in enumerate(attr.graphs):
+            yield f"{attr.name}[{j}]", g
+
+
+def walk_nodes(graph, where: str = ""):
+    """(node, index, where) for every node of the graph and of its subgraphs,
+    depth first; `where` names the node and attribute holding a subgraph
+    ("" in the main graph)."""
+    for index, node in enumerate(graph.node):
+        yield node, index, where
+        for name, sub in subgraphs(node):
+            inner = f"{node_label(node, index)} attribute {name}"
+            yield from walk_nodes(sub, f"{where}: {inner}" if where else inner)
+
+
+def _inside(where: str, msg: str) -> str:
+    return f"{where}: {msg}" if where else msg
 
 
 # tensors ------------------------------------------------------------------
@@ -157,16 +187,20 @@ def read_external_data(tensor, what: str, base_dir: str | None) -> None:
     tensor.raw_data = data
 
 
-def model_tensors(graph):
-    """(tensor, description) for every initializer and tensor attribute of the graph."""
+def model_tensors(graph, where: str = ""):
+    """(tensor, description) for every initializer and tensor attribute of the
+    graph and of its subgraphs."""
     for init in graph.initializer:
-        yield init, f"initializer {init.name}"
+        yield init, _inside(where, f"initializer {init.name}")
     for index, node in enumerate(graph.node):
+        label = _inside(where, node_label(node, index))
         for attr in node.attribute:
             if attr.type == AttributeProto.TENSOR or attr.HasField("t"):
-                yield attr.t, f"{node_label(node, index)}: attribute {attr.name}"
+                yield attr.t, f"{label}: attribute {attr.name}"
             for j, t in enumerate(attr.tensors):
-                yield t, f"{node_label(node, index)}: attribute {attr.name}[{j}]"
+                yield t, f"{label}: attribute {attr.name}[{j}]"
+        for name, sub in subgraphs(node):
+            yield from model_tensors(sub, f"{label} attribute {name}")
 
 
 def load_external_data(model, base_dir: str | None) -> None:
@@ -178,9 +212,19 @@ def load_external_data(model, base_dir: str | None) -> None:
 
 # the graph ----------------------------------------------------------------
 
-def check_names(graph) -> None:
+def check_names(graph, where: str = "") -> None:
     """Every name is text (protobuf hands back bytes where a string field
-    holds invalid UTF-8)."""
+    holds invalid UTF-8), in the graph and its subgraphs."""
+    try:
+        _check_names(graph)
+    except OnnxImportError as err:
+        raise OnnxImportError(_inside(where, str(err))) from None
+    for index, node in enumerate(graph.node):
+        for name, sub in subgraphs(node):
+            check_names(sub, _inside(where, f"{node_label(node, index)} attribute {name}"))
+
+
+def _check_names(graph) -> None:
     def bad(value):
         return not isinstance(value, str)
     for what, items in (("graph input", graph.input), ("graph output", graph.output),
@@ -207,9 +251,21 @@ def check_names(graph) -> None:
                                       "is not valid UTF-8")
 
 
-def check_graph(graph) -> None:
+def check_graph(graph, outer: frozenset = frozenset(), where: str = "") -> None:
+    """The structure of `graph` (3 of the module docstring) and of its
+    subgraphs (5); `outer` holds the names visible from enclosing scopes."""
+    try:
+        _check_graph(graph, outer, where)
+    except OnnxImportError as err:
+        raise OnnxImportError(_inside(where, str(err))) from None
+
+
+def _check_graph(graph, outer: frozenset, where: str) -> None:
     if not graph.output:
         raise OnnxImportError("the graph has no outputs")
+    if where and graph.sparse_initializer:
+        raise OnnxImportError(f"initializer {graph.sparse_initializer[0].values.name}: "
+                              "sparse initializers are not supported")
     known: dict[str, str] = {}
     for init in graph.initializer:
         if init.name in known:
@@ -238,7 +294,7 @@ def check_graph(graph) -> None:
         if not node.op_type:
             raise OnnxImportError(f"{node_label(node, index)}: the node has no op type")
         for name in node.input:
-            if not name or name in available:
+            if not name or name in available or (name in outer and name not in producer):
                 continue
             if name in producer:
                 later = producer[name]
@@ -247,9 +303,16 @@ def check_graph(graph) -> None:
                                       f"{node_label(graph.node[later], later)} ({kind})")
             raise OnnxImportError(f"{node_label(node, index)}: input '{name}' is not produced by any node, "
                                   "initializer or graph input")
+        for attr, sub in subgraphs(node):
+            scope = frozenset(outer | available)
+            inner = f"{node_label(node, index)} attribute {attr}"
+            try:
+                _check_graph(sub, scope, inner)
+            except OnnxImportError as err:
+                raise OnnxImportError(f"{inner}: {err}") from None
         available.update(o for o in node.output if o)
     for out in graph.output:
-        if out.name not in available:
+        if out.name not in available and out.name not in outer:
             raise OnnxImportError(f"graph output {out.name} is not produced by any node, initializer or input")
 
 
@@ -268,6 +331,15 @@ def _reaches(graph, producer, start: int, target: int) -> bool:
 
 
 # nodes against their schemas ----------------------------------------------
+
+def check_schemas(graph, opset: int) -> None:
+    """Every node of the graph and of its subgraphs against its schema (4)."""
+    for node, index, where in walk_nodes(graph):
+        try:
+            check_node_schema(node, index, opset)
+        except OnnxImportError as err:
+            raise OnnxImportError(_inside(where, str(err))) from None
+
 
 def check_node_schema(node, index: int, opset: int) -> None:
     label = node_label(node, index)
