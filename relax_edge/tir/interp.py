@@ -131,7 +131,9 @@ class PythonRenderer(Renderer):
         if dst == "bool":
             return f"bool({x})"
         value = f"_int({x})" if is_float(src) else f"int({x})"
-        return value if dst == "int64" else f"_wrap_int({value}, {_INT_WIDTH[dst][0]}, {_INT_WIDTH[dst][1]})"
+        if dst == "int64" and src != "uint64":   # every other value fits
+            return value
+        return f"_wrap_int({value}, {_INT_WIDTH[dst][0]}, {_INT_WIDTH[dst][1]})"
 
     def intrinsic(self, name, args, dtype):
         text = self.INTRINSICS[name].format(*args)
