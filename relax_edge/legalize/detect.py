@@ -6,10 +6,11 @@
    output position p holds the j whose rank is p. O(n^2 + n*k) per row
    (the compute language has no sequential selection); a k beyond the axis
    is a run-time assertion, never a read out of bounds.
-2. `non_max_suppression` and `unique` are not compiled: their result's
-   length is only known after the kernel runs, and the runtime's ABI reports
-   every output shape before the run (plan_shapes). Legalizing them is a
-   clear error naming the node; the interpreter runs them.
+2. `non_max_suppression` and `unique` have no tensor program: their
+   result's length is only known after the kernel runs, and the runtime's ABI
+   reports every output shape before the run (plan_shapes). Compiling them is
+   transform/legalize.py's "no legalization for" error; the interpreter runs
+   them.
 """
 
 from __future__ import annotations
@@ -60,9 +61,3 @@ def legalize_topk_indices(ctx):
         ok = logical_and(kk >= const(0, "int64"), kk <= big)
         return [(ok, f"k={{}} is outside [0, {{}}] (the size of axis {axis})", (kk, big))]
     return compute(ctx.out_shape, element, "topk_indices", "int64", asserts=k_in_range)
-
-
-@legalization("non_max_suppression", "unique")
-def refuse_data_dependent(ctx):
-    raise ctx.error("the result's length depends on the data, which compiled code cannot report yet "
-                    "(output shapes are planned before the run); run the model with the interpreter")
