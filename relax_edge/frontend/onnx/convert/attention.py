@@ -457,7 +457,10 @@ def convert_linear_attention(ctx, inputs):
     else:
         state = _as(ctx, past, "float32")
     if gating or delta:
-        steps = _static_dim(ctx, t_len, "the sequence length (recurrent update rules unroll over it)")
+        if not t_len.is_const:
+            raise ctx.error(f"update_rule {rule!r} over a symbolic sequence length ({t_len}) is not supported "
+                            "(it unrolls over a static length; 'linear' takes any)")
+        steps = int(t_len)
         if steps > MAX_UNROLLED_STEPS:
             raise ctx.error(f"a sequence of {steps} steps is not supported for update_rule {rule!r} "
                             f"(unrolled: at most {MAX_UNROLLED_STEPS})")
