@@ -87,6 +87,7 @@ class _Dispatcher:
         self.kernels = set(kernels)
         self.externs = dict(mod.externs)
         self.count = 0
+        self.biases: dict = {}  # one bias Constant per source constant (or per zero length): shared in the weights
 
     # -- the block ----------------------------------------------------------------
     def block(self, block, info: Bindings):
@@ -188,8 +189,11 @@ class _Dispatcher:
         return CallExtern(symbol, args, out_type, attrs, span)
 
     def bias_arg(self, bias, n):
-        data = np.zeros(n, np.float32) if bias is None else np.ascontiguousarray(bias.data, np.float32).reshape(n)
-        return Constant(data)
+        key = ("zeros", n) if bias is None else id(bias)
+        if key not in self.biases:
+            data = np.zeros(n, np.float32) if bias is None else np.ascontiguousarray(bias.data, np.float32).reshape(n)
+            self.biases[key] = Constant(data)
+        return self.biases[key]
 
     def dense(self, call, w, bias, act, out_type):
         k, n = w.data.shape
