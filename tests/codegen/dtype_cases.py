@@ -138,3 +138,24 @@ def compare(selected: dict, got, want, what: str) -> None:
                                        err_msg=f"{what}: {name}")
         else:
             np.testing.assert_array_equal(g, w, err_msg=f"{what}: {name}")
+
+
+
+
+def combined_module(names_by_dtype: dict):
+    """One function main over (x, y) of each dtype of `names_by_dtype` (cases of x and y only), returning
+    the named cases of each dtype in order: one build for several dtypes. Returns the module and
+    [(dtype, selected)] in the order of the inputs and outputs."""
+    n = SizeVar("n")
+    params, plan = [], []
+    for dtype, names in names_by_dtype.items():
+        x, y = (Var(f"{v}_{dtype}", TensorType((n, WIDTH), dtype)) for v in "xy")
+        params += [x, y]
+        selected = {k: v for k, v in cases(dtype).items() if k in names}
+        assert all(set(args) <= set("xy") for _, _, args, _ in selected.values())
+        plan.append((dtype, selected, {"x": x, "y": y}))
+    bb = Builder()
+    with bb.function("main", params):
+        bb.ret(Tuple([bb.emit(make_call(op, [by_name[a] for a in args], attrs))
+                      for _, selected, by_name in plan for op, attrs, args, _ in selected.values()]))
+    return bb.get(), [(dtype, selected) for dtype, selected, _ in plan]

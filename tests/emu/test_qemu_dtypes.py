@@ -1,0 +1,33 @@
+"""float64, int16, uint16, uint32 and uint64 cross-compiled for the emulated
+Linux boards and run under qemu-user against numpy: representative
+operators per dtype (add, a compare, a cast, a sum; float64 exp), in two
+builds per board and backend (the RPC server takes at most 16 outputs)."""
+
+import pytest
+
+import relax_edge as rxe
+from tests.codegen.dtype_cases import arrays, combined_module, compare, expected
+
+OPS = ("add", "less", "cast_float32", "sum")
+GROUPS = [{"float64": OPS + ("exp",), "int16": OPS, "uint16": OPS}, {"uint32": OPS, "uint64": OPS}]
+RUNS = [(board, backend) for board in ("qemu-aarch64", "qemu-armv7", "qemu-riscv64") for backend in ("c", "llvm")]
+
+
+@pytest.mark.slow
+@pytest.mark.emu
+@pytest.mark.parametrize("board, backend", RUNS, ids=[f"{b}-{k}" for b, k in RUNS])
+def test_new_dtypes_on_emulated_board(board, backend, tmp_path):
+    for k, group in enumerate(GROUPS):
+        mod, plan = combined_module(group)
+        art = rxe.build(mod, board=board, backend=backend, out_dir=tmp_path / str(k), name="dtypes", quiet=True)
+        with rxe.connect(board) as dev:
+            loaded = dev.load(art)
+            for rows in (1, 3):
+                inputs = {d: arrays(d, rows, seed=rows) for d in group}
+                got = loaded.run(*[inputs[d][v] for d, _ in plan for v in "xy"])
+                start = 0
+                for dtype, selected in plan:
+                    end = start + len(selected)
+                    compare(selected, got[start:end], expected(selected, inputs[dtype]),
+                            f"{board} {backend} {dtype}")
+                    start = end
