@@ -177,6 +177,23 @@ def test_topk_k_from_a_shape_compiled_with_a_fixed_arena(backend, tmp_path):
             loaded.run(np.zeros((9, 8), np.float32))
 
 
+def test_topk_k_as_the_smaller_of_a_shape_and_a_constant(tmp_path):
+    """K = Min(Shape(x)[1], 3), as detection heads cap their candidates: symbolic min(w, 3), never beyond w."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Slice", ["s", "one", "two"], ["s1"]),
+             helper.make_node("Min", ["s1", "three"], ["k"]),
+             helper.make_node("TopK", ["x", "k"], ["v", "i"], name="capped", axis=1)]
+    inits = [helper.make_tensor(name, TensorProto.INT64, [1], [v]) for name, v in (("one", 1), ("two", 2),
+                                                                                   ("three", 3))]
+    model = _model(nodes, [("x", "float32", [2, "w"])], ["v", "i"], 13, inits)
+    mod = rxe.from_onnx(model)
+    with compiled(model, "c", tmp_path) as loaded:
+        for w in (1, 2, 5):
+            x = _topk_input("capped", "float32", (2, w))
+            want = _ort(model, {"x": x})
+            _check_all(_outputs(rxe.interpret(mod, x)), want)
+            _check_all(loaded.run(x), want)
+
+
 @pytest.mark.slow
 @pytest.mark.emu
 def test_topk_compiled_on_qemu_aarch64(tmp_path):
