@@ -408,8 +408,14 @@ class _Generator:
         if len(shape) >= 3 and self.chance(0.4):
             batch = [self.representable(d) for d in shape[:-2]]
             dims = [b if b is not None else 1 for b in batch] + [self.representable(k), n]
-        else:
-            dims = [self.representable(k), n] if len(shape) > 1 or self.chance(0.7) else [self.representable(k)]
+        elif len(shape) > 1 or self.chance(0.5):
+            dims = [self.representable(k), n] if len(shape) > 1 or self.chance(0.5) else [self.representable(k)]
+        else:   # w @ x for a 1-D x
+            dims = [n, self.representable(k)]
+            if dims[1] is None:
+                return None
+            w = self.add_input(dims, x.dtype)
+            return self.emit("matmul", [w, x], {}, x.bound * w.bound * bounds(k)[1])
         if dims[-2 if len(dims) > 1 else -1] is None:
             return None
         if all(isinstance(d, int) for d in dims) and self.chance(0.6):
@@ -417,8 +423,7 @@ class _Generator:
         else:
             w = self.add_input(dims, x.dtype)
         kmax = bounds(k)[1]
-        return self.emit("matmul", [x, w] if len(shape) > 1 or self.chance(0.5) else [w, x], {},
-                         x.bound * w.bound * kmax)
+        return self.emit("matmul", [x, w], {}, x.bound * w.bound * kmax)
 
     def conv2d(self, x):
         if len(x.type.shape) != 4 or not x.type.shape[1].is_const:
@@ -430,12 +435,63 @@ class _Generator:
         pads = [int(self.rng.integers(0, k)) if self.chance(0.5) else 0 for k in (kh, kw, kh, kw)]
         strides = (int(self.choice((1, 1, 2))), int(self.choice((1, 2))))
         dilation = (int(self.choice((1, 1, 2))), 1)
-        w = self.add_constant(self.random_data((out, c // groups, kh, kw), x.dtype))
+        if self.chance(0.7):
+            w = self.add_constant(self.random_data((out, c // groups, kh, kw), x.dtype))
+        else:
+            w = self.add_input([out, c // groups, kh, kw], x.dtype)
         attrs = {"strides": strides, "padding": tuple(pads), "dilation": dilation, "groups": groups}
-        return self.emit("conv2d", [x, w], attrs, x.bound * w.bound * (c // groups) * kh * kw)
+        y = self.emit("conv2d", [x, w], attrs, x.bound * w.bound * (c // groups) * kh * kw)
+        if y is not None and self.chance(0.5):   # the library kernel's pattern: + per-channel bias, activation
+            return self.epilogue(y, self.add_constant(self.random_data((out, 1, 1), x.dtype)))
+        return y
+
+    def epilogue(self, y, bias):
+        y = self.emit("add", [y, bias], {}, y.bound + bias.bound)
+        if y is None or self.chance(0.3):
+            return y
+        if self.chance(0.5):
+            return self.emit("relu", [y], {}, y.bound)
+        lo, hi = (0.0, 6.0) if _kind(y.dtype) == "f" else (0, 6)
+        return self.emit("clip", [y], {"min": lo, "max": hi}, 6.0)
+
+    def dense(self, x):
+        """matmul by a constant (K, N) matrix, + a constant bias, relu or clip(0, 6)."""
+        k = x.type.shape[-1]
+        if len(x.type.shape) < 2 or not k.is_const:
+            return None
+        n = int(self.choice((1, 3, 4, 8)))
+        w = self.add_constant(self.random_data((int(k.value), n), x.dtype))
+        y = self.emit("matmul", [x, w], {}, x.bound * w.bound * int(k.value))
+        if y is None:
+            return None
+        return self.epilogue(y, self.add_constant(self.random_data((n,), x.dtype)))
+
+    def duplicate(self, x):
+        """A step again, same operator, operands and attributes (for cse)."""
+        if not self.graph.steps:
+            return None
+        step = self.choice(self.graph.steps)
+        value = next(v for v in self.values if v.name == step.name)
+        args = [next((v for v in self.values if v.name == a), None) for a in step.args]
+        if any(a is None for a in args):
+            return None
+        return self.emit(step.op, args, dict(step.attrs), value.bound, value.exact)
+
+    def folded(self, x):
+        """An operator over a constant of x's shape (fold_constants computes it), then combined with x."""
+        if any(not d.is_const for d in x.type.shape):
+            return None
+        c = self.add_constant(self.random_data(tuple(int(d.value) for d in x.type.shape), x.dtype))
+        y = self.choice((self.unary, self.cast, self.transpose, self.reduce_any))(c)
+        if y is None or y.type != x.type:
+            return y
+        return self.emit(self.choice(("add", "maximum")), [x, y], {}, x.bound + y.bound)
+
+    def reduce_any(self, x):
+        return self.reduce(x, self.choice(REDUCE)) if x.type.shape else None
 
     def pool(self, x, op):
-        if len(x.type.shape) != 4:
+        if len(x.type.shape) != 4 or x.dtype == "bool":   # bool: the rule accepts it, the reference fails
             return None
         kernel = (int(self.choice((1, 2, 3))), int(self.choice((2, 3))))
         pads = tuple(int(self.rng.integers(0, k)) if self.chance(0.4) else 0 for k in kernel + kernel)
@@ -449,6 +505,8 @@ class _Generator:
     def step(self) -> bool:
         x = self.operand()
         family = self.choice(_WEIGHTED)
+        if len(x.type.shape) == 4 and self.chance(0.25):
+            family = self.choice(("conv2d", "conv2d", "max_pool2d", "avg_pool2d"))
         if not x.type.shape and family in _NEED_RANK:
             return False
         if family in REDUCE:
@@ -459,12 +517,20 @@ class _Generator:
 
     def first_input(self) -> None:
         dtype = self.choice(self.dtypes)
-        if self.chance(0.2):
-            c = int(self.choice((1, 2, 3)))
-            dims = [self.dim(), c, self.dim(lower=3), self.dim(lower=3)]
-        else:
-            dims = [self.dim() for _ in range(int(self.rng.integers(1, 5)))]
+        image = self.chance(0.2)
+        while True:
+            if image:
+                dims = [self.dim(), int(self.choice((1, 2, 3))), self.dim(lower=3), self.dim(lower=3)]
+            else:
+                dims = [self.dim() for _ in range(int(self.rng.integers(1, 5)))]
+            most = 1
+            for d in dims:
+                most *= d.upper if isinstance(d, SizeVar) else d
+            if most <= MAX_ELEMENTS // 4:
+                break
         self.add_input(dims, dtype)
+        self.graph.size_vars = {d.name: (d.lower, d.upper) for d in dims if isinstance(d, SizeVar)}
+        self.svars = {d.name: d for d in dims if isinstance(d, SizeVar)}
 
     def generate(self) -> Graph:
         self.first_input()
@@ -478,7 +544,7 @@ class _Generator:
             self.emit("reshape", [x], {"shape": tuple((a,) for a in range(len(x.type.shape)))}, x.bound)
         self.graph.outputs = [self.graph.steps[-1].name]
         used = {a for s in self.graph.steps for a in s.args}
-        spare = [s.name for s in self.graph.steps[:-1] if s.name not in used]
+        spare = [s.name for s in self.graph.steps[:-1] if s.name not in used or self.chance(0.15)]
         for name in spare[:int(self.rng.integers(0, 3))]:
             self.graph.outputs.insert(0, name)
         self.graph.dataflow = self.chance(0.85)
@@ -496,9 +562,10 @@ class _Generator:
 
 _WEIGHTS = {"binary": 6, "divide": 1, "compare": 2, "logical": 2, "where": 1, "unary": 5, "cast": 2, "concat": 2,
             "strided_slice": 2, "transpose": 2, "reshape": 2, "sum": 1, "mean": 1, "max": 1, "min": 1,
-            "softmax": 1, "matmul": 2, "conv2d": 2, "max_pool2d": 1, "avg_pool2d": 1}
-_NEED_RANK = {"concat", "strided_slice", "transpose", "sum", "mean", "max", "min", "softmax", "matmul", "conv2d",
-              "max_pool2d", "avg_pool2d"}
+            "softmax": 1, "matmul": 2, "conv2d": 2, "max_pool2d": 1, "avg_pool2d": 1, "dense": 1, "duplicate": 1,
+            "folded": 1}
+_NEED_RANK = {"dense", "folded", "concat", "strided_slice", "transpose", "sum", "mean", "max", "min", "softmax",
+              "matmul", "conv2d", "max_pool2d", "avg_pool2d"}
 _WEIGHTED = tuple(itertools.chain.from_iterable([f] * w for f, w in _WEIGHTS.items()))
 
 

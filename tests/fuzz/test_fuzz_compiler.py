@@ -60,7 +60,7 @@ def test_generator_covers_every_family_and_dtype():
 
 
 def test_generated_graphs_interpret_at_every_size():
-    for i in range(40):
+    for i in range(200):
         graph, sizes_list, seed = _graph(i)
         mod, _ = build_module(graph)
         for sizes in sizes_list:
