@@ -1,7 +1,7 @@
 """The LLM operators: Attention, RMSNormalization, RotaryEmbedding, SwiGLU,
 CausalConvWithState and LinearAttention. The ONNX backend node cases that use
 them; one-node models over symbolic sequence dims (`s` the new tokens, `p`
-the cached ones), imported and interpreted at several sizes and compiled on
+the cached ones) and a symbolic batch `b`, imported and interpreted at several sizes and compiled on
 the host with the C and LLVM backends, against ONNX Runtime (onnx.reference
 where ONNX Runtime lacks the operator); bad attributes refused with the node
 named; one row compiled for qemu-aarch64."""
@@ -16,6 +16,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import relax_edge as rxe
+from relax_edge.deploy.session import RuntimeCheckError
 from relax_edge.frontend.onnx import node_tests
 from relax_edge.frontend.onnx.context import ONNX_DTYPES, OnnxImportError
 from tests.frontend.one_node import assert_matches, compiled
@@ -61,7 +62,7 @@ def test_near_miss_node_case_is_one_float16_step_off():
 
 _TYPES = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16, "int64": TensorProto.INT64,
           "bool": TensorProto.BOOL}
-SIZES = [{"s": 1, "p": 2}, {"s": 3, "p": 1}, {"s": 6, "p": 4}]
+SIZES = [{"s": 1, "p": 2, "b": 2}, {"s": 3, "p": 1, "b": 1}, {"s": 6, "p": 4, "b": 3}]
 
 
 @dataclass
@@ -128,20 +129,20 @@ def _attention(name, inputs, attrs=None, outputs=("Y",), opset=23, **kw):
     return Case(name, "Attention", inputs, list(outputs), attrs or {}, opset, **kw)
 
 
-Q4, K4, V4 = ("Q", "float32", [2, 4, "s", 8]), ("K", "float32", [2, 2, "s", 8]), ("V", "float32", [2, 2, "s", 6])
+Q4, K4, V4 = ("Q", "float32", ["b", 4, "s", 8]), ("K", "float32", ["b", 2, "s", 8]), ("V", "float32", ["b", 2, "s", 6])
 CASES = [
     _attention("attn_4d_gqa_causal", [Q4, K4, V4], {"is_causal": 1}),
-    _attention("attn_4d_cross_scaled", [Q4, ("K", "float32", [2, 4, "p", 8]), ("V", "float32", [2, 4, "p", 8])],
+    _attention("attn_4d_cross_scaled", [Q4, ("K", "float32", ["b", 4, "p", 8]), ("V", "float32", ["b", 4, "p", 8])],
                {"scale": 0.3}),
-    _attention("attn_4d_past_causal", [Q4, K4, V4, ("", "", []), ("past_key", "float32", [2, 2, "p", 8]),
-                                       ("past_value", "float32", [2, 2, "p", 6])],
+    _attention("attn_4d_past_causal", [Q4, K4, V4, ("", "", []), ("past_key", "float32", ["b", 2, "p", 8]),
+                                       ("past_value", "float32", ["b", 2, "p", 6])],
                {"is_causal": 1}, ("Y", "present_key", "present_value"), opset=24),
     _attention("attn_3d_past_float_mask", [("Q", "float32", [1, "s", 24]), ("K", "float32", [1, "s", 12]),
                                            ("V", "float32", [1, "s", 12]), ("attn_mask", "float32", ["s", "t"]),
                                            ("past_key", "float32", [1, 2, "p", 6]),
                                            ("past_value", "float32", [1, 2, "p", 6])],
                {"q_num_heads": 4, "kv_num_heads": 2}, ("Y", "present_key", "present_value")),
-    _attention("attn_4d_bool_mask_causal_softcap_qk", [Q4, K4, V4, ("attn_mask", "bool", [2, 1, "s", "s"])],
+    _attention("attn_4d_bool_mask_causal_softcap_qk", [Q4, K4, V4, ("attn_mask", "bool", ["b", 1, "s", "s"])],
                {"is_causal": 1, "softcap": 2.5, "qk_matmul_output_mode": 1}, ("Y", "", "", "qk")),
     _attention("attn_4d_short_bool_mask_qk_bias", [Q4, K4, V4, ("attn_mask", "bool", ["s", 1])],
                {"qk_matmul_output_mode": 2}, ("Y", "", "", "qk"), ort=False),  # ONNX Runtime pads no short mask
@@ -154,7 +155,7 @@ CASES = [
                                              ("V", "float16", [1, 2, "s", 8])],
                {"is_causal": 1, "softmax_precision": 1}, tol=3e-3),
     _attention("attn_4d_window", [Q4, K4, V4], {"left_window_size": 1, "right_window_size": 0}, opset=25),
-    Case("rms_last_axis", "RMSNormalization", [("X", "float32", [2, "s", 16]), ("scale", "float32", [16])], ["Y"]),
+    Case("rms_last_axis", "RMSNormalization", [("X", "float32", ["b", "s", 16]), ("scale", "float32", [16])], ["Y"]),
     Case("rms_axis1_eps", "RMSNormalization", [("X", "float32", ["s", 3, 8]), ("scale", "float32", [3, 8])],
          ["Y"], {"axis": 1, "epsilon": 0.1}),
     Case("rms_fp16", "RMSNormalization", [("X", "float16", [2, "s", 16]), ("scale", "float16", [16])], ["Y"],
@@ -163,20 +164,20 @@ CASES = [
                                         ("sin_cache", "float32", [16, 4]), ("position_ids", "int64", [1, "s"])],
          ["Y"]),
     Case("rope_3d_interleaved_partial", "RotaryEmbedding",
-         [("X", "float32", [2, "s", 16]), ("cos_cache", "float32", [16, 2]), ("sin_cache", "float32", [16, 2]),
-          ("position_ids", "int64", [2, "s"])], ["Y"], {"num_heads": 2, "interleaved": 1, "rotary_embedding_dim": 4}),
+         [("X", "float32", ["b", "s", 16]), ("cos_cache", "float32", [16, 2]), ("sin_cache", "float32", [16, 2]),
+          ("position_ids", "int64", ["b", "s"])], ["Y"], {"num_heads": 2, "interleaved": 1, "rotary_embedding_dim": 4}),
     Case("rope_no_position_ids", "RotaryEmbedding",
          [("X", "float32", [2, 3, "s", 8]), ("cos_cache", "float32", [2, "s", 4]),
           ("sin_cache", "float32", [2, "s", 4])], ["Y"], {"interleaved": 1}),
     Case("causal_conv_past_silu", "CausalConvWithState",
-         [("input", "float32", [2, 4, "s"]), ("weight", "float32", [4, 1, 3]), ("bias", "float32", [4]),
-          ("past_state", "float32", [2, 4, 2])], ["output", "present_state"], {"activation": "silu"}, opset=27),
+         [("input", "float32", ["b", 4, "s"]), ("weight", "float32", [4, 1, 3]), ("bias", "float32", [4]),
+          ("past_state", "float32", ["b", 4, 2])], ["output", "present_state"], {"activation": "silu"}, opset=27),
     Case("causal_conv_no_state", "CausalConvWithState",
          [("input", "float32", [1, 3, "s"]), ("weight", "float32", [3, 1, 4])], ["output", "present_state"],
          opset=27),
     Case("linear_attention_linear_gqa", "LinearAttention",
-         [("query", "float32", [2, "s", 16]), ("key", "float32", [2, "s", 8]), ("value", "float32", [2, "s", 6]),
-          ("past_state", "float32", [2, 2, 4, 3])], ["output", "present_state"],
+         [("query", "float32", ["b", "s", 16]), ("key", "float32", ["b", "s", 8]), ("value", "float32", ["b", "s", 6]),
+          ("past_state", "float32", ["b", 2, 4, 3])], ["output", "present_state"],
          {"update_rule": "linear", "q_num_heads": 4, "kv_num_heads": 2}, opset=27),
     Case("linear_attention_gated_delta", "LinearAttention",
          [("query", "float32", [1, 3, 16]), ("key", "float32", [1, 3, 16]), ("value", "float32", [1, 3, 8]),
@@ -300,3 +301,23 @@ LIN = [("query", "float32", [1, "s", 8]), ("key", "float32", [1, "s", 8]), ("val
 def test_bad_input_is_refused(model, message):
     with pytest.raises(OnnxImportError, match=r"node node \(\w+\): .*" + message):
         rxe.from_onnx(model)
+
+
+def test_mask_of_a_symbolic_length(tmp_path):
+    """A float mask of (s, t) beside p cached and s new keys: shorter than p + s it is padded
+    with -inf (as onnx.reference; ONNX Runtime refuses it), longer it fails the run-time check."""
+    case = BY_NAME["attn_3d_past_float_mask"]
+    model = _model(case)
+    arrays = _arrays(case, {"s": 2, "p": 3})
+    short = arrays[:3] + [arrays[3][:, :4]] + arrays[4:]
+    want = ReferenceEvaluator(model).run(None, dict(zip(["Q", "K", "V", "attn_mask", "past_key", "past_value"],
+                                                        short)))
+    long = arrays[:3] + [np.zeros((2, 6), np.float32)] + arrays[4:]  # 6 key positions for 5 keys
+    mod = rxe.from_onnx(model)
+    _check(case, rxe.interpret(mod, *short), want)
+    with pytest.raises(rxe.RelaxEdgeError, match=r"broadcast"):
+        rxe.interpret(mod, *long)
+    with compiled(model, "c", tmp_path) as loaded:
+        _check(case, loaded.run(*short), want)
+        with pytest.raises(RuntimeCheckError):
+            loaded.run(*long)

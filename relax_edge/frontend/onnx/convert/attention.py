@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from ....ir.shape import as_expr
+from ....ir.shape import as_expr, max_expr
 from ....ir.types import DTYPES
 from ..context import converter
 
@@ -99,13 +99,16 @@ def _neg_inf_where_not(ctx, allowed, dtype):
 
 
 def _padded_mask(ctx, mask, kv_len):
-    """A mask shorter than the keys padded at the end: False, or -inf for a float mask."""
+    """A mask shorter than the keys padded at the end: False, or -inf for a float mask.
+    Over a symbolic difference the padding is max(keys - mask length, 0) wide: a longer
+    mask then fails the run-time broadcast check of the scores."""
     dims = _dims(ctx, mask)
     missing = as_expr(kv_len) - dims[-1]
     if missing.is_const and missing.value == 0:
         return mask
     if missing.is_const and missing.value < 0:
         raise ctx.error(f"attn_mask has {dims[-1]} key positions, more than the {kv_len} keys")
+    missing = max_expr(missing, 0)
     dtype = ctx.type_of(mask).dtype
     value = False if dtype == "bool" else -np.inf
     fill = ctx.emit("full", [], {"shape": dims[:-1] + (missing,), "value": value, "dtype": dtype})
