@@ -43,9 +43,10 @@ from onnx import numpy_helper
 
 from ...errors import RelaxEdgeError
 from ...ir.builder import Builder
-from ...ir.expr import IRModule, Tuple, Var
+from ...ir.expr import BindingBlock, DataflowBlock, Function, If, IRModule, SeqExpr, Tuple, Var
 from ...ir.shape import SizeVar
 from ...ir.types import TensorType
+from ...ir.verify import verify
 from . import context, validate
 from .context import CONVERTERS, MAX_RANK, ConvertContext, OnnxImportError, onnx_dtype
 
@@ -115,7 +116,7 @@ class ImportContext(ConvertContext):
     def emit_if(self, cond, then_body, else_body, join):
         if self.importer.dataflow:
             raise NeedsBindingBlocks
-        return self.builder.emit_if(cond, then_body, else_body, join=join)
+        return self.builder.emit_if(cond, then_body, else_body, name=_identifier(self.span, "if"), join=join)
 
 
 class OnnxImporter:
@@ -170,7 +171,7 @@ class OnnxImporter:
     def check_operators(self) -> None:
         """List every operator without a converter at once, subgraphs included."""
         missing = collections.Counter()
-        inside = collections.defaultdict(set)
+        inside = collections.defaultdict(collections.Counter)
         for node, _, where in validate.walk_nodes(self.graph):
             if node.domain not in ("", "ai.onnx"):
                 op = f"{node.domain}.{node.op_type}"
@@ -180,10 +181,13 @@ class OnnxImporter:
                 continue
             missing[op] += 1
             if where:
-                inside[op].add(where.split(": ")[0])
+                inside[op][where.split(": ")[0]] += 1
         if missing:
             def entry(op, n):
-                where = f", inside {'; '.join(sorted(inside[op]))}" if inside[op] else ""
+                where = ""
+                if inside[op]:
+                    k = sum(inside[op].values())
+                    where = f", {'' if k == n else f'{k} of them '}inside {'; '.join(sorted(inside[op]))}"
                 return f"{op} ({n} node{'s' * (n > 1)}{where})"
             listed = ", ".join(entry(op, n) for op, n in sorted(missing.items()))
             raise OnnxImportError(f"unsupported ONNX operators: {listed}")
@@ -317,7 +321,8 @@ class OnnxImporter:
                     outputs.append(self.output_value(o))
             result = outputs[0] if len(outputs) == 1 else self.builder.emit(Tuple(outputs))
             self.builder.ret(result)
-        return self.builder.get()
+        mod = self.builder.get(verify=self.dataflow)
+        return mod if self.dataflow else _dataflow_runs(mod)
 
     def run_graph(self, graph, inputs: list, prefix: str, holder: ConvertContext) -> list:
         """Convert subgraph `graph` in a new scope over the current one, its
@@ -399,6 +404,27 @@ class OnnxImporter:
         expr = ctx.tensor(value)
         emit = self.builder.emit_output if self.dataflow else self.builder.emit
         return emit(expr, name=_identifier(out.name, "output"))
+
+
+def _dataflow_runs(mod: IRModule) -> IRModule:
+    """Main with each run of bindings between its ifs made a dataflow block
+    (its variables stay visible after it), so that passes such as fusion
+    still see them; the module verified."""
+    func = mod.functions["main"]
+    blocks, run = [], []
+    for block in func.body.blocks:
+        for b in block.bindings:
+            if isinstance(b.value, If):
+                if run:
+                    blocks.append(DataflowBlock(run))
+                blocks.append(BindingBlock([b]))
+                run = []
+            else:
+                run.append(b)
+    if run:
+        blocks.append(DataflowBlock(run))
+    main = Function(func.params, SeqExpr(blocks, func.body.body), func.ret_type, func.name, func.attrs)
+    return verify(mod.with_function(main))
 
 
 def from_onnx(model, dim_bounds=None, input_shapes=None, constant_inputs=None,
