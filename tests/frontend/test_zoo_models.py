@@ -1,0 +1,124 @@
+"""Models nobody here wrote, against ONNX Runtime.
+
+- torchvision and transformers architectures exported fresh (tests/zoo_models.py):
+  interpreted at two sizes of their dynamic dims, compiled on the host with
+  the C and LLVM backends, and the image classifiers on qemu-aarch64;
+- the nine "light" model-zoo models shipped in the onnx package: compiled on
+  the host and on qemu-aarch64 (their weights are constants, so the softmax
+  they end in is uniform: the logits before it are compared too).
+"""
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+import relax_edge as rxe
+from tests.zoo_models import ZOO, feeds, get_zoo_model
+
+REL = 1e-4  # of the largest |reference| value of each output
+CNN = [n for n, (_, _, kind) in ZOO.items() if kind == "cnn"]
+LIGHT = sorted(p for p in Path(onnx.__file__).parent.glob("backend/test/data/light/light_*.onnx"))
+# VGG-19 (20 GFLOP at 224x224) takes over five minutes under qemu-user: host only
+QEMU_LIGHT = [p for p in LIGHT if p.stem != "light_vgg19"]
+
+
+def _close(got, want, what):
+    assert len(got) == len(want), what
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g.shape == w.shape, f"{what} output {i}: shape {g.shape} != {w.shape}"
+        scale = float(np.abs(w).max()) or 1.0
+        err = float(np.max(np.abs(g.astype(np.float64) - w))) if w.size else 0.0
+        assert err <= REL * scale + 1e-6, f"{what} output {i}: max abs error {err:.3g} (max |ref| {scale:.3g})"
+
+
+def _sizes(spec):
+    dims = spec["dynamic"]
+    return [{d: s[i] for d, s in dims.items()} for i in range(2)] if dims else [{}]
+
+
+def _reference(path, inputs):
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return session.run(None, inputs)
+
+
+def _imported(name):
+    path, spec = get_zoo_model(name)
+    bounds = {d: 64 for d in spec["dynamic"]} or None
+    return path, spec, rxe.from_onnx(str(path), dim_bounds=bounds)
+
+
+@pytest.mark.parametrize("name", list(ZOO))
+def test_zoo_model_interpreted_matches_onnxruntime(name):
+    path, spec, mod = _imported(name)
+    rxe.verify(mod)
+    for seed, sizes in enumerate(_sizes(spec)):
+        inputs = feeds(spec, seed=seed, **sizes)
+        want = _reference(path, inputs)
+        assert all(float(w.std()) > 0 for w in want), "a constant reference output says nothing"
+        got = rxe.interpret(mod, *inputs.values())
+        _close(list(got) if isinstance(got, (tuple, list)) else [got], want, f"{name} at {sizes}")
+
+
+def _compiled_matches(name, board, backend, tmp_path):
+    path, spec, mod = _imported(name)
+    art = rxe.build(mod, board=board, backend=backend, out_dir=tmp_path / "art", name="zoo", quiet=True)
+    loaded = rxe.connect(board).load(art)
+    for seed, sizes in enumerate(_sizes(spec)):
+        inputs = feeds(spec, seed=seed, **sizes)
+        _close(list(loaded.run(*inputs.values())), _reference(path, inputs), f"{name} {backend} at {sizes}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["c", "llvm"])
+@pytest.mark.parametrize("name", list(ZOO))
+def test_zoo_model_compiled_on_host(name, backend, tmp_path):
+    _compiled_matches(name, "host", backend, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.emu
+@pytest.mark.parametrize("name", CNN)
+def test_zoo_cnn_on_qemu_aarch64(name, tmp_path):
+    _compiled_matches(name, "qemu-aarch64", "c", tmp_path)
+
+
+def _light(path):
+    model = onnx.load(path)
+    softmax = [n for n in model.graph.node if n.op_type == "Softmax"]
+    if softmax:
+        model.graph.output.append(helper.make_tensor_value_info(softmax[-1].input[0], TensorProto.FLOAT, None))
+    weights = {i.name for i in model.graph.initializer}
+    rng = np.random.default_rng(0)
+    inputs = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+              for i in model.graph.input if i.name not in weights}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, inputs)
+    return model, inputs, want
+
+
+def _light_compiled(path, board, backend, tmp_path):
+    model, inputs, want = _light(path)
+    art = rxe.build(rxe.from_onnx(model), board=board, backend=backend, out_dir=tmp_path / "art", name="light",
+                    quiet=True)
+    _close(list(rxe.connect(board).load(art).run(*inputs.values())), want, f"{path.stem} {backend} on {board}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["c", "llvm"])
+@pytest.mark.parametrize("path", LIGHT, ids=[p.stem for p in LIGHT])
+def test_light_zoo_model_compiled_on_host(path, backend, tmp_path):
+    _light_compiled(path, "host", backend, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.emu
+@pytest.mark.parametrize("path", QEMU_LIGHT, ids=[p.stem for p in QEMU_LIGHT])
+def test_light_zoo_model_on_qemu_aarch64(path, tmp_path):
+    _light_compiled(path, "qemu-aarch64", "c", tmp_path)
+
+
+def test_light_zoo_is_the_nine_models():
+    assert len(LIGHT) == 9, [p.stem for p in LIGHT]

@@ -1,0 +1,238 @@
+"""Architectures nobody here wrote, exported fresh from torchvision and transformers.
+
+The reference models of ``tests/onnx_models.py`` are the ones relax_edge was
+tuned on. These are the models users bring: torchvision classifiers at their
+usual export, transformers encoders and decoders built from small configs.
+Every model gets seeded random weights (BatchNorm statistics too), is exported
+with the TorchScript exporter at opset 17 with its sequence or batch dims
+dynamic, and is cached like the reference models (``get_zoo_model(name)``).
+
+Each entry of ``ZOO`` is ``(builder, spec, kind)``: ``kind`` is "cnn" for the
+image classifiers (also run on an emulated board by the tests) or "nlp".
+"""
+
+import fcntl
+import hashlib
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from tests.onnx_models import (
+    OPSET,
+    _dynamic_axes,
+    _import_torchvision,
+    _import_transformers,
+    _make_spec,
+    _name_output_dims,
+    _randomize_batchnorm,
+    _tensor,
+    cache_dir,
+    cache_key,
+)
+
+_TRACE_SIZE = 7
+_VOCAB = 256
+
+
+def _image_spec(size, classes):
+    return _make_spec({"input": _tensor("float32", 1, 3, size, size)},
+                      {"logits": _tensor("float32", 1, classes)}, {})
+
+
+def _vision(arch, seed, **kwargs):
+    import torch
+    torch.manual_seed(seed)
+    model = getattr(_import_torchvision().models, arch)(**kwargs)
+    _randomize_batchnorm(model, seed)
+    return model.eval()
+
+
+def _vit(seed):
+    import torch
+    torch.manual_seed(seed)
+    vt = _import_torchvision().models.vision_transformer
+    model = vt.VisionTransformer(image_size=64, patch_size=16, num_layers=2, num_heads=4, hidden_dim=64,
+                                 mlp_dim=128, num_classes=10)
+    with torch.no_grad():  # torchvision starts the head at zero: give it weights so the logits say something
+        model.heads.head.weight.normal_(0.0, 0.2)
+        model.heads.head.bias.normal_(0.0, 0.1)
+    return model.eval()
+
+
+def _tokens_spec(outputs):
+    inputs = {"input_ids": _tensor("int64", 1, "seq", value_range=(0, _VOCAB)),
+              "attention_mask": _tensor("int64", 1, "seq", value_range=(1, 2))}
+    return _make_spec(inputs, outputs, {"seq": (5, 12)})
+
+
+def _wrap(forward):
+    import torch
+
+    class Wrapper(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *args):
+            return forward(self.inner, *args)
+
+    return Wrapper
+
+
+def _minilm(seed):
+    """A sentence-transformers MiniLM: BERT, mean pooling over the mask, L2 normalization."""
+    import torch
+    tf = _import_transformers()
+    torch.manual_seed(seed)
+    config = tf.BertConfig(vocab_size=_VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                           intermediate_size=128, max_position_embeddings=64, attn_implementation="eager")
+
+    def forward(bert, input_ids, attention_mask):
+        hidden = bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        return torch.nn.functional.normalize(pooled, p=2, dim=1)
+
+    return _wrap(forward)(tf.BertModel(config)).eval()
+
+
+def _distilbert(seed):
+    import torch
+    tf = _import_transformers()
+    torch.manual_seed(seed)
+    config = tf.DistilBertConfig(vocab_size=_VOCAB, dim=64, n_layers=2, n_heads=4, hidden_dim=128,
+                                 max_position_embeddings=64, attn_implementation="eager")
+    return _wrap(lambda m, ids, mask: m(input_ids=ids, attention_mask=mask).last_hidden_state)(
+        tf.DistilBertModel(config)).eval()
+
+
+def _causal_lm(config_class, model_class, seed, **config):
+    import torch
+    tf = _import_transformers()
+    torch.manual_seed(seed)
+    cfg = getattr(tf, config_class)(vocab_size=_VOCAB, attn_implementation="eager", **config)
+    return _wrap(lambda m, ids, mask: m(input_ids=ids, attention_mask=mask, use_cache=False).logits)(
+        getattr(tf, model_class)(cfg)).eval()
+
+
+def _gpt_neox(seed):
+    return _causal_lm("GPTNeoXConfig", "GPTNeoXForCausalLM", seed, hidden_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, intermediate_size=128, max_position_embeddings=64, rotary_pct=0.25)
+
+
+def _phi(seed):
+    return _causal_lm("PhiConfig", "PhiForCausalLM", seed, hidden_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, intermediate_size=128, max_position_embeddings=64,
+                      partial_rotary_factor=0.5)
+
+
+def _t5(seed):
+    """T5 encoder-decoder: encoder over input_ids, decoder over decoder_input_ids."""
+    import torch
+    tf = _import_transformers()
+    torch.manual_seed(seed)
+    config = tf.T5Config(vocab_size=_VOCAB, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2,
+                         num_heads=4, relative_attention_num_buckets=8, decoder_start_token_id=0,
+                         attn_implementation="eager")
+    return _wrap(lambda m, ids, mask, dec: m(input_ids=ids, attention_mask=mask, decoder_input_ids=dec,
+                                             use_cache=False).last_hidden_state)(tf.T5Model(config)).eval()
+
+
+def _t5_spec():
+    inputs = {"input_ids": _tensor("int64", 1, "seq", value_range=(0, _VOCAB)),
+              "attention_mask": _tensor("int64", 1, "seq", value_range=(1, 2)),
+              "decoder_input_ids": _tensor("int64", 1, "dec", value_range=(0, _VOCAB))}
+    return _make_spec(inputs, {"hidden": _tensor("float32", 1, "dec", 64)}, {"seq": (5, 12), "dec": (3, 6)})
+
+
+def _whisper_encoder(seed):
+    import torch
+    tf = _import_transformers()
+    torch.manual_seed(seed)
+    config = tf.WhisperConfig(num_mel_bins=16, d_model=64, encoder_layers=2, encoder_attention_heads=4,
+                              encoder_ffn_dim=128, decoder_layers=1, decoder_attention_heads=4, decoder_ffn_dim=128,
+                              max_source_positions=32, attn_implementation="eager")
+    return _wrap(lambda m, feats: m(input_features=feats).last_hidden_state)(
+        tf.WhisperModel(config).get_encoder()).eval()
+
+
+def _whisper_spec():
+    return _make_spec({"input_features": _tensor("float32", 1, 16, 64)},
+                      {"hidden": _tensor("float32", 1, 32, 64)}, {})
+
+
+ZOO = {
+    "mobilenet_v3_small": (lambda s: _vision("mobilenet_v3_small", s), lambda: _image_spec(128, 1000), "cnn"),
+    "efficientnet_b0": (lambda s: _vision("efficientnet_b0", s), lambda: _image_spec(128, 1000), "cnn"),
+    "shufflenet_v2_x0_5": (lambda s: _vision("shufflenet_v2_x0_5", s), lambda: _image_spec(128, 1000), "cnn"),
+    "regnet_y_400mf": (lambda s: _vision("regnet_y_400mf", s), lambda: _image_spec(128, 1000), "cnn"),
+    "convnext_tiny": (lambda s: _vision("convnext_tiny", s), lambda: _image_spec(96, 1000), "cnn"),
+    "vit_small_image": (_vit, lambda: _image_spec(64, 10), "cnn"),
+    "minilm_l2_normalized": (_minilm, lambda: _tokens_spec({"embedding": _tensor("float32", 1, 64)}), "nlp"),
+    "distilbert": (_distilbert, lambda: _tokens_spec({"hidden": _tensor("float32", 1, "seq", 64)}), "nlp"),
+    "gpt_neox": (_gpt_neox, lambda: _tokens_spec({"logits": _tensor("float32", 1, "seq", _VOCAB)}), "nlp"),
+    "phi": (_phi, lambda: _tokens_spec({"logits": _tensor("float32", 1, "seq", _VOCAB)}), "nlp"),
+    "t5_small_config": (_t5, _t5_spec, "nlp"),
+    "whisper_tiny_encoder": (_whisper_encoder, _whisper_spec, "nlp"),
+}
+
+
+def zoo_spec(name):
+    return ZOO[name][1]()
+
+
+def export_zoo_model(name, path, seed=0):
+    """Build ``name`` with seeded weights and export it to ``path``; returns ``(path, spec)``."""
+    import torch
+    builder, spec_fn, _ = ZOO[name]
+    spec = spec_fn()
+    model = builder(seed)
+    trace = spec["make_inputs"](**{d: _TRACE_SIZE for d in spec["dynamic"]})
+    args = tuple(torch.from_numpy(a) for a in trace.values())
+    fastpath = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)  # the fused attention kernel has no ONNX export
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, args, str(path), dynamo=False, opset_version=OPSET,
+                          input_names=list(spec["inputs"]), output_names=list(spec["outputs"]),
+                          dynamic_axes=_dynamic_axes(spec))
+    torch.backends.mha.set_fastpath_enabled(fastpath)
+    _name_output_dims(path, spec)
+    return Path(path), spec
+
+
+def _zoo_key():
+    h = hashlib.sha256(Path(__file__).read_bytes())
+    h.update(cache_key().encode())
+    return h.hexdigest()[:16]
+
+
+def get_zoo_model(name):
+    """``(path, spec)`` of zoo model ``name``, exported once into the shared cache folder
+    (under a file lock, written to a temporary name and renamed when complete)."""
+    if name not in ZOO:
+        raise KeyError(f"unknown zoo model {name!r}; known: {', '.join(ZOO)}")
+    directory = cache_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"zoo-{name}-{_zoo_key()}.onnx"
+    if not path.exists():
+        with open(directory / f"zoo-{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not path.exists():
+                tmp = path.with_name(f".{path.stem}.{os.getpid()}.onnx")
+                try:
+                    export_zoo_model(name, tmp)
+                    os.replace(tmp, path)
+                finally:
+                    tmp.unlink(missing_ok=True)
+                for old in directory.glob(f"zoo-{name}-*.onnx"):
+                    if old != path:
+                        old.unlink(missing_ok=True)
+    return path, zoo_spec(name)
+
+
+def feeds(spec, seed=0, **sizes):
+    """Valid inputs for ``spec`` at ``sizes`` (small sizes by default)."""
+    return {k: np.ascontiguousarray(v) for k, v in spec["make_inputs"](seed=seed, **sizes).items()}
