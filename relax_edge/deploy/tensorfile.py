@@ -20,7 +20,7 @@ _BY_CODE = {(code, bits): name for name, (code, bits, _) in abi.DTYPES.items()}
 def encode(arrays) -> bytes:
     parts = [b"RXT1", struct.pack("<I", len(arrays))]
     for a in arrays:
-        a = np.ascontiguousarray(a)
+        a = np.ascontiguousarray(a).reshape(np.shape(a))  # ascontiguousarray makes 0-d 1-d
         name = "bool" if a.dtype == np.bool_ else a.dtype.name
         if name not in abi.DTYPES:
             raise RelaxEdgeError(f"dtype {name} cannot be sent to a device")
