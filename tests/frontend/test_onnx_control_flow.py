@@ -236,8 +236,8 @@ def test_loop_refusals():
     body = m.graph.node[0].attribute[0].g
     body.node.insert(0, helper.make_node("ReduceSum", ["y_in"], ["y_in_sum"], keepdims=0))
     body.node.insert(0, helper.make_node("Constant", [], ["zero"], value=helper.make_tensor("z", T.FLOAT, [], [0])))
-    with pytest.raises(OnnxImportError, match=r"node loop \(Loop\): the body's condition output at iteration 0 is "
-                                              r"computed at run time.*not supported"):
+    with pytest.raises(OnnxImportError, match=r"node loop \(Loop\): the condition after iteration 0 is computed at "
+                                              r"run time; .* only with a trip count M and no scan outputs"):
         rxe.from_onnx(m)
     with pytest.raises(OnnxImportError, match=r"node loop \(Loop\): the loop runs more than 4096 iterations"):
         rxe.from_onnx(loop_model(5000))
@@ -249,6 +249,33 @@ def test_loop_refusals():
         rxe.from_onnx(m)
     mod = rxe.from_onnx(m, constant_inputs={"M": np.array(2, np.int64)})
     assert rxe.interpret(mod, rand(1, 2), rand(1, 2))[1].shape == (2, 1, 2)
+
+
+def while_model():
+    """y doubles while its sum stays below `limit` (a runtime condition), at most 5 times."""
+    body = graph([helper.make_node("Add", ["y_in", "y_in"], ["y_out"]),
+                  helper.make_node("ReduceSum", ["y_out"], ["total"], keepdims=0),
+                  helper.make_node("Less", ["total", "limit"], ["cond_out"])], "body",
+                 [vi("i", [], T.INT64), vi("cond_in", [], T.BOOL), vi("y_in", ["n", 2])],
+                 [vi("cond_out", [], T.BOOL), vi("y_out", ["n", 2])])
+    nodes = [helper.make_node("ReduceSum", ["y0"], ["t0"], keepdims=0),
+             helper.make_node("Less", ["t0", "limit"], ["c0"]),
+             helper.make_node("Loop", ["M", "c0", "y0"], ["y"], name="grow", body=body)]
+    return model(nodes, [vi("y0", ["n", 2]), vi("limit", [])], [vi("y", ["n", 2])],
+                 [helper.make_tensor("M", T.INT64, [], [5])])
+
+
+def test_loop_with_a_runtime_condition_runs_guarded_copies(tmp_path):
+    m = while_model()
+    mod = rxe.from_onnx(m)
+    assert str(mod).count("if ") == 5
+    cases = [(np.ones((2, 2), np.float32), 10.0), (np.ones((1, 2), np.float32), 1.0),
+             (np.ones((3, 2), np.float32), 1000.0), (np.ones((2, 2), np.float32), 30.0)]
+    for y0, limit in cases:
+        check(m, {"y0": y0, "limit": np.array(limit, np.float32)}, interpreted(mod))
+    with compiled(m, "c", tmp_path) as loaded:
+        for y0, limit in cases:
+            check(m, {"y0": y0, "limit": np.array(limit, np.float32)}, loaded.run)
 
 
 def test_loop_body_with_a_sequence_input_is_refused():

@@ -6,10 +6,13 @@
    differs becomes a fresh size variable bound by a match_cast after the if.
    Branches must agree on each output's dtype and rank.
 2. Loop: unrolled at import. The trip count M must be known at compile time
-   (or absent), and so must the condition: the initial one and the body's
-   `cond` output at every iteration (a condition computed at run time is
-   refused). Carried values flow from one copy to the next; scan outputs
-   are the per-iteration values stacked on a new axis 0.
+   (or absent). While the condition (the initial one, then the body's
+   `cond` output) is known, each copy is inlined and a false one stops the
+   loop; once it is computed at run time, each further copy runs inside an
+   if on it (its else branch passes the carried values on), which needs a
+   trip count and no scan outputs (their length would be a run-time value).
+   Carried values flow from one copy to the next; scan outputs are the
+   per-iteration values stacked on a new axis 0.
 3. Scan (opset 8 with its batch axis and sequence_lens, opset 9+ with
    scan_input_axes/directions and scan_output_axes/directions): unrolled at
    import over the scanned axis, whose length must be known at compile
@@ -48,7 +51,15 @@ def convert_if(ctx, inputs):
             raise ctx.error(f"the condition must hold one value, got shape {known.shape}")
         name = "then_branch" if bool(known.reshape(-1)[0]) else "else_branch"
         return ctx.run_graph(branches[name], [], name)
-    cond = _scalar_condition(ctx, inputs[0])
+    def branch(name):
+        return lambda: ctx.run_graph(branches[name], [], name)
+    return emit_if(ctx, inputs[0], branch("then_branch"), branch("else_branch"), n_out)
+
+
+def emit_if(ctx, cond, then_values, else_values, n_out: int) -> list:
+    """The IR's if on the runtime `cond`, each branch the values its callback
+    converts; the outputs, a fresh size where the branches disagree on a dim."""
+    cond = _scalar_condition(ctx, cond)
     common: dict = {}
 
     def join(then_type, else_type):
@@ -56,16 +67,16 @@ def convert_if(ctx, inputs):
         joined = [_join_types(ctx, i, a, b, common) for i, (a, b) in enumerate(zip(*fields))]
         return joined[0] if n_out == 1 else type(then_type)(joined)
 
-    def build(name):
+    def build(values, name):
         def body(_builder):
-            outs = ctx.run_graph(branches[name], [], name)
+            outs = values()
             if any(v is None for v in outs):
-                raise ctx.error(f"{name} leaves an output empty; optional values are not supported")
+                raise ctx.error(f"the {name} branch leaves an output empty; optional values are not supported")
             exprs = [ctx.tensor(v) for v in outs]
             return exprs[0] if n_out == 1 else Tuple(exprs)
         return body
 
-    result = ctx.emit_if(cond, build("then_branch"), build("else_branch"), join)
+    result = ctx.emit_if(cond, build(then_values, "then"), build(else_values, "else"), join)
     outs = [result] if n_out == 1 else [ctx.builder.emit(TupleGetItem(result, i)) for i in range(n_out)]
     for i, value in enumerate(outs):
         if i in common:  # the branches disagree on a dim: fresh size variables, checked at run time
@@ -115,29 +126,47 @@ def convert_loop(ctx, inputs):
     if any(v is None for v in carried):
         raise ctx.error("an empty loop-carried value is not supported (optional values)")
     count = None if trip is None else int(ctx.scalar(trip, 0, "trip count M", integer=True))
-    go = True if cond is None else _known_condition(ctx, cond, "the initial condition (input 1)")
+    n_scans = len(body.output) - 1 - n_carried
+    go = np.array(True) if cond is None else cond
     limit = MAX_UNROLL if count is None else min(count, MAX_UNROLL)
-    scans: list = [[] for _ in range(len(body.output) - 1 - n_carried)]
+    scans: list = [[] for _ in range(n_scans)]
     i = 0
-    while go and i < limit:
-        outs = _body(ctx, body, [np.array(i, np.int64), np.array(True)] + carried, f"iter{i}")
-        go = _known_condition(ctx, outs[0], f"the body's condition output at iteration {i}")
-        carried = outs[1:1 + n_carried]
+    while i < limit:
+        known = _condition(ctx, go, "the initial condition (input 1)" if i == 0 else
+                           f"the body's condition output at iteration {i - 1}")
+        if known is False:
+            break
+        values = [np.array(i, np.int64), np.array(True)] + carried
+        if known is None:   # a runtime condition: this copy runs only while it holds
+            if count is None or n_scans:
+                raise ctx.error(f"{'the initial condition' if i == 0 else f'the condition after iteration {i - 1}'}"
+                                " is computed at run time; relax_edge unrolls such a Loop (each copy guarded) "
+                                "only with a trip count M and no scan outputs (a runtime condition here is "
+                                "not supported)")
+            outs = emit_if(ctx, go, lambda values=values, i=i: _body(ctx, body, values, f"iter{i}")[:1 + n_carried],
+                           lambda carried=carried: [np.array(False)] + carried, 1 + n_carried)
+        else:
+            outs = _body(ctx, body, values, f"iter{i}")
+        go, carried = outs[0], outs[1:1 + n_carried]
         for acc, value in zip(scans, outs[1 + n_carried:]):
             acc.append(value)
         i += 1
-    if go and i == MAX_UNROLL and (count is None or count > MAX_UNROLL):
+    if i == MAX_UNROLL and (count is None or count > MAX_UNROLL) and \
+            _condition(ctx, go, f"the body's condition output at iteration {i - 1}") is not False:
         raise ctx.error(f"the loop runs more than {MAX_UNROLL} iterations (trip count "
                         f"{'none' if count is None else count}); relax_edge unrolls at most {MAX_UNROLL} body copies")
     stacked = [_stack(ctx, acc, 0, body.output[1 + n_carried + k]) for k, acc in enumerate(scans)]
     return carried + stacked
 
 
-def _known_condition(ctx, value, what: str) -> bool:
+def _condition(ctx, value, what: str):
+    """A condition's value when known at import time (True/False), else None."""
     arr = ctx.known(value)
     if arr is None:
-        raise ctx.error(f"{what} is computed at run time; relax_edge unrolls a Loop only when its "
-                        "condition is known at compile time (a runtime condition is not supported)")
+        t = ctx.type_of(value)
+        if t.dtype != "bool":
+            raise ctx.error(f"{what} must be bool, got {t.dtype}")
+        return None
     if arr.size != 1:
         raise ctx.error(f"{what} must hold one value, got shape {arr.shape}")
     return bool(arr.reshape(-1)[0])
