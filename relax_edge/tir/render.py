@@ -46,6 +46,9 @@ class IndexLowering:
         x, y = (self.int_expr(a) for a in atom.args)
         if isinstance(atom, (_FloorDiv, _FloorMod)):
             nonneg = bounds(atom.args[0])[0] >= 0 and bounds(atom.args[1])[0] > 0
+            (mono, k), *rest = atom.args[1].terms or [((), 0)]
+            if not rest and (k != 1) + sum(p for _, p in mono) > 1:  # a product divisor: `x % 2 * n` is not x % (2n)
+                y = self.int_group(y)
             return self.int_division("div" if isinstance(atom, _FloorDiv) else "mod", x, y, nonneg)
         return self.int_minmax("min" if isinstance(atom, _Min) else "max", x, y)
 
@@ -66,6 +69,10 @@ class IndexLowering:
     def int_sum(self, total):
         """A finished sum of two or more terms (text backends parenthesize it)."""
         return total
+
+    def int_group(self, product):
+        """A product used as a divisor (text backends parenthesize it)."""
+        return product
 
     def int_division(self, kind: str, x, y, nonneg: bool):
         """Floor division (`div`) or modulo (`mod`); `nonneg`: the prover shows x >= 0 and y > 0."""
@@ -121,6 +128,9 @@ class Renderer(IndexLowering, NodeFunctor):
 
     def int_sum(self, total: str) -> str:
         return f"({total})"
+
+    def int_group(self, product: str) -> str:
+        return f"({product})"
 
     # expressions -----------------------------------------------------------
     def expr(self, e) -> str:
