@@ -278,6 +278,27 @@ def test_loop_with_a_runtime_condition_runs_guarded_copies(tmp_path):
             check(m, {"y0": y0, "limit": np.array(limit, np.float32)}, loaded.run)
 
 
+def test_if_inside_an_unrolled_loop_with_a_constant_branch(tmp_path):
+    """Each Loop copy holds an If on an outer runtime condition; its then branch is a constant."""
+    then_b = graph([helper.make_node("Constant", [], ["k"], value=helper.make_tensor("k", T.FLOAT, [2], [0.5, -1.0]))],
+                   "then", [], [vi("k", [2])])
+    else_b = graph([helper.make_node("Mul", ["y_in", "y_in"], ["sq"])], "else", [], [vi("sq", [2])])
+    body = graph([helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+                  helper.make_node("If", ["c"], ["step"], then_branch=then_b, else_branch=else_b),
+                  helper.make_node("Add", ["y_in", "step"], ["y_out"])], "body",
+                 [vi("i", [], T.INT64), vi("cond_in", [], T.BOOL), vi("y_in", [2])],
+                 [vi("cond_out", [], T.BOOL), vi("y_out", [2])])
+    m = model([helper.make_node("Loop", ["M", "", "y0"], ["y"], body=body)], [vi("c", [], T.BOOL), vi("y0", [2])],
+              [vi("y", [2])], [helper.make_tensor("M", T.INT64, [], [3])])
+    mod = rxe.from_onnx(m)
+    feeds = [{"c": np.array(c), "y0": rand(2)} for c in (True, False)]
+    for f in feeds:
+        check(m, f, interpreted(mod))
+    with compiled(m, "c", tmp_path) as loaded:
+        for f in feeds:
+            check(m, f, loaded.run)
+
+
 def test_loop_body_with_a_sequence_input_is_refused():
     body = graph([helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Identity", ["s"], ["s2"])],
                  "body", [vi("i", [], T.INT64), vi("cond_in", [], T.BOOL),
