@@ -18,7 +18,9 @@ matmul + bias + residual add becomes one).
    bounded: (total reads per element - 1) * arithmetic cost <= 4, where
    reads come from `reads_per_element` (a matmul re-reads each element of
    an operand once per output column: unbounded, so nothing costly is
-   inlined into it; pure data movement, cost 0, may be: see 4).
+   inlined into it; pure data movement, cost 0, may be: see 4). An
+   inlined 8/16-bit integer value is cast back to its dtype, so it wraps
+   around as the producer's store made it (C computes in int).
 2. Epilogue: the only user of a producer that is not inlined (REDUCTION or
    OUTPUT_FUSABLE: matmul, conv, softmax, layer_norm; or too costly to
    recompute) is applied at the producer's final store, when that user is
@@ -61,7 +63,7 @@ from ..ir.expr import CallTensor, DataflowBlock, Function, GlobalVar, IRModule, 
 from ..ir.shape import Proof, as_expr, prove_equal, substitute
 from ..ir.visitor import ExprVisitor
 from ..legalize.common import broadcast_checks
-from ..tir.expr import Index, Intrinsic, Load, ScalarVar
+from ..tir.expr import BinOp, Cast, Index, Intrinsic, Load, ScalarVar
 from ..tir.program import TensorProgram
 from ..tir.stmt import Assert, Buffer, Let, Seq, Store
 from ..tir.visit import StmtMutator, map_expr, walk_stmt
@@ -181,6 +183,19 @@ class _Merge:
         self.inputs.append(table[buf])
 
 
+_NARROW_INTS = ("int8", "uint8", "int16", "uint16")
+
+
+def _as_stored(value, dtype: str):
+    """An inlined value as its producer's store left it: C computes 8/16-bit
+    integer arithmetic in int, so arithmetic is cast back to the dtype (the
+    wrap-around the store did before fusion)."""
+    if dtype in _NARROW_INTS and (isinstance(value, Intrinsic)
+                                  or isinstance(value, BinOp) and value.op not in ("min", "max")):
+        return Cast(value, dtype)
+    return value
+
+
 def _inline(producer: _Member, consumer: _Member, value_var, form) -> tuple:
     """The consumer with the producer computed at each of its loads."""
     ploops, value, asserts = form
@@ -200,7 +215,7 @@ def _inline(producer: _Member, consumer: _Member, value_var, form) -> tuple:
 
     def on_load(buf, idx):
         if buf in tmp:
-            return _rewrite_expr(value, substitution(idx), merge.other_buffers)
+            return _as_stored(_rewrite_expr(value, substitution(idx), merge.other_buffers), buf.dtype)
         return None
 
     def ex(e):
@@ -239,7 +254,7 @@ def _epilogue(producer: _Member, consumer: _Member, value_var, form) -> tuple:
         value = new.value
         uses = sum(ld.buffer in tmp for e in (cvalue, *_assert_exprs(casserts)) for ld in loads_in(e))
         scalar = ScalarVar(f"{nest.store.buffer.name}_value", value.dtype) if uses > 1 else None
-        loaded = value if scalar is None else scalar
+        loaded = _as_stored(value, nest.store.buffer.dtype) if scalar is None else scalar
         sub = dict(merge.other_sizes)
         sub.update({loop.var: i.value for loop, i in zip(cloops, new.indices)})
 

@@ -8,7 +8,7 @@ import pytest
 
 import relax_edge as rxe
 from relax_edge import op
-from relax_edge.ir import Builder, TensorType, Tuple, Var
+from relax_edge.ir import Builder, SizeVar, TensorType, Tuple, Var
 from relax_edge.ir.types import DTYPES
 from relax_edge.op import make_call
 
@@ -48,6 +48,19 @@ def test_rank0_input(backend, tmp_path):
     assert total.dtype == np.uint8 and ge.dtype == np.bool_
 
 
+@pytest.mark.slow
+@pytest.mark.emu
+def test_rank0_input_on_qemu_aarch64(tmp_path):
+    """The same over RPC: tensorfile.encode made the 0-d input 1-d too."""
+    s = Var("s", TensorType((), "float64"))
+    v = Var("v", TensorType((1, 2), "float64"))
+    mod = _module([s, v], lambda bb: op.make_call("maximum", [v, s]))
+    art = rxe.build(mod, board="qemu-aarch64", backend="c", out_dir=tmp_path, name="fuzz")
+    with rxe.connect("qemu-aarch64") as dev:
+        (got,) = dev.load(art).run(np.float64(0.5), np.array([[0.25, 1.5]]))
+    np.testing.assert_array_equal(got, [[0.5, 1.5]])
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_bool_min_max_reductions(backend, tmp_path):
     """max / min over bool crashed legalization: np.iinfo(bool) raised in
@@ -65,25 +78,40 @@ def test_bool_min_max_reductions(backend, tmp_path):
     np.testing.assert_array_equal(all_col, rxe.interpret(mod, data)[2])
 
 
-_C_PROMOTION = pytest.mark.xfail(
-    strict=True, reason="C kernels compute 8/16-bit integer arithmetic in C's int without narrowing it "
-    "before max/min, compares or reductions (codegen/c/kernel.py, reported to its owner)")
-
-
-@pytest.mark.parametrize("backend", [pytest.param("c", marks=_C_PROMOTION), "llvm"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_uint8_negative_wraps_before_maximum(backend, tmp_path):
-    """negative(uint8) then maximum, fused into one kernel: C rendered
-    RXE_MAX((0 - x), y) in int, so -1 stayed below 0 instead of being 255."""
-    x = Var("x", TensorType((4,), "uint8"))
+    """negative(uint8) inlined into maximum by fuse: C rendered
+    RXE_MAX((0 - x), y) in int, so -1 stayed below 0 instead of being 255
+    (transform/fuse.py now casts an inlined 8/16-bit value back)."""
+    n = SizeVar("n", upper=64)
+    x = Var("x", TensorType((n,), "uint8"))
     y = Var("y", TensorType((), "uint8"))
     mod = _module([x, y], lambda bb: op.make_call("maximum", [bb.emit(make_call("negative", [x])), y]))
-    data, zero = np.array([0, 1, 3, 200], np.uint8), np.array(0, np.uint8)
-    (got,) = _run(mod, backend, tmp_path, data, zero)
-    np.testing.assert_array_equal(got, np.array([0, 255, 253, 56], np.uint8))
+    art = rxe.build(mod, board="host", backend=backend, out_dir=tmp_path / backend, name="fuzz")
+    with rxe.connect("host") as dev:
+        loaded = dev.load(art)
+        for size in (4, 61):
+            data = (np.arange(size) * 37 % 256).astype(np.uint8)
+            (got,) = loaded.run(data, np.array(3, np.uint8))
+            want = np.maximum((256 - data.astype(np.int64)) % 256, 3).astype(np.uint8)
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_int8_add_wraps_before_compare(backend, tmp_path):
+    """add(int8) that overflows, inlined into less: 100 + 100 is -56."""
+    a = Var("a", TensorType((5,), "int8"))
+    b = Var("b", TensorType((5,), "int8"))
+    mod = _module([a, b], lambda bb: make_call("less", [bb.emit(op.add(a, b)), b]))
+    x = np.array([100, -100, 1, 127, -128], np.int8)
+    y = np.array([100, -100, 2, 1, -1], np.int8)
+    (got,) = _run(mod, backend, tmp_path, x, y)
+    wrapped = (x.astype(np.int64) + y + 128) % 256 - 128          # [-56, 56, 3, -128, 127]
+    np.testing.assert_array_equal(got, wrapped < y)
 
 
 @pytest.mark.skipif("uint16" not in DTYPES, reason="uint16 is not a dtype of this tree yet")
-@pytest.mark.parametrize("backend", [pytest.param("c", marks=_C_PROMOTION), "llvm"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_uint16_subtract_wraps_before_mean(backend, tmp_path):
     """subtract(uint16) wraps; its mean is of the wrapped values (C summed
     the negative int differences instead)."""
