@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 import relax_edge as rxe
-from relax_edge.testing.differential import check_graph, failure_persists, reduce_graph, supported_dtypes
+from relax_edge.testing.differential import check_graph, failure_persists, locate, reduce_graph, supported_dtypes
 from relax_edge.testing.generate import family_of, generate_graph, pick_sizes
 from relax_edge.testing.graphs import to_snippet
 
@@ -55,6 +55,8 @@ def keep_failure(args, index: int, graph, failure, seed: int, dev) -> str | None
     note = (f"fuzz_compiler seed {args.seed} graph {index}: {failure.kind} on {args.board} with "
             f"{failure.backend}, sizes {failure.sizes}, {len(graph.steps)} steps after reduction.\n\n"
             f"{failure.message}")
+    if failure.kind == "mismatch":
+        note += "\n\n" + locate(graph, failure, args.board, seed)
     sizes = {n: v for n, v in failure.sizes.items() if n in graph.size_vars}
     path.write_text(to_snippet(graph, sizes, seed, note.replace('"""', "'''"), args.board, failure.backend))
     return str(path)

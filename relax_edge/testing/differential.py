@@ -34,7 +34,7 @@ from ..interp import interpret
 from ..ir.types import DTYPES
 from .graphs import Graph, Step, build_module, input_arrays
 
-__all__ = ["Failure", "check_graph", "compare", "failure_persists", "graph_tolerance", "reduce_graph",
+__all__ = ["Failure", "check_graph", "compare", "failure_persists", "graph_tolerance", "locate", "reduce_graph",
            "supported_dtypes", "TOLERANCE"]
 
 TOLERANCE = {"float16": 2e-2, "float32": 1e-4, "float64": 1e-9}
@@ -245,6 +245,22 @@ def reduce_graph(graph: Graph, still_fails, sizes: dict | None = None, max_check
             if checks >= max_checks:
                 break
     return graph
+
+
+def locate(graph: Graph, failure: Failure, board: str, seed: int) -> str:
+    """Where a mismatch arises: the optimized module (before code
+    generation) run by the interpreters, against the unoptimized one."""
+    from ..pipeline import optimize
+    mod, types = build_module(graph)
+    inputs = input_arrays(graph, {n: v for n, v in failure.sizes.items() if n in graph.size_vars}, seed)
+    try:
+        optimized = interpret(optimize(mod, board, verify=True), *inputs)
+    except Exception as err:  # noqa: BLE001
+        return f"the optimized module does not interpret: {_short(err)}"
+    why = compare(optimized, interpret(mod, *inputs), graph_tolerance(types))
+    if why:
+        return f"the optimized module, interpreted, already differs (a pass is wrong): {why}"
+    return "the optimized module, interpreted, agrees (code generation or the runtime is wrong)"
 
 
 def supported_dtypes(dev, board: str, backends, dtypes=None) -> tuple:
