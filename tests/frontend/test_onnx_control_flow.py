@@ -102,6 +102,23 @@ def test_if_on_a_runtime_condition_is_the_irs_if_and_interprets():
             check(m, if_feeds(c, d, n), interpreted(mod))
 
 
+def test_if_memory_plan_covers_both_branches():
+    """Linearized, every step of both branches (guarded) reads and writes
+    buffers live at that step: a value read in either branch, a branch
+    condition and the if's result (written by each branch's copy)."""
+    from relax_edge.memory import plan_module
+    live = plan_module(rxe.optimize(rxe.from_onnx(if_model())))["main"].liveness
+    guards = {tuple(taken for _, taken, _ in s.guard) for s in live.steps}
+    assert {(True, True), (True, False), (True,), (False,)} <= guards
+    copies = [s for s in live.steps if s.call is None]
+    assert len(copies) == 6   # the inner if's result twice, the outer if's two results twice
+    for t, s in enumerate(live.steps):
+        for v in (*s.reads, s.var):
+            kind, index = live.storage.get(v, (None, None)) if hasattr(v, "name") else (None, None)
+            if kind == "buffer":
+                assert live.buffers[index].first <= t <= live.buffers[index].last, (t, v)
+
+
 @pytest.mark.parametrize("backend", ["c", "llvm"])
 def test_if_compiled_on_the_host(backend, tmp_path):
     m = if_model()
