@@ -43,7 +43,7 @@ def _as(ctx, v, dtype):
     return v if ctx.type_of(v).dtype == dtype else ctx.emit("cast", [v], {"dtype": dtype})
 
 
-def _const(ctx, value, dtype):
+def _const(value, dtype):
     return np.array(value, dtype)
 
 
@@ -75,7 +75,7 @@ def _precision(ctx, name, default=None):
 
 # ------------------------------------------------------------------ Attention
 
-def _heads_4d(ctx, x, heads, head_size, what):
+def _heads_4d(ctx, x, heads, what):
     """(B, S, heads * head_size) -> (B, heads, S, head_size)."""
     b, s, hidden = _dims(ctx, x)
     if hidden.is_const and int(hidden) % heads:
@@ -95,7 +95,7 @@ def _repeat_heads(ctx, x, reps):
 
 
 def _neg_inf_where_not(ctx, allowed, dtype):
-    return ctx.emit("where", [allowed, _const(ctx, 0, dtype), _const(ctx, -np.inf, dtype)])
+    return ctx.emit("where", [allowed, _const(0, dtype), _const(-np.inf, dtype)])
 
 
 def _padded_mask(ctx, mask, kv_len):
@@ -188,9 +188,9 @@ def _attention_inputs(ctx, inputs):
             raise ctx.error("3-D inputs need the q_num_heads and kv_num_heads attributes")
         if q_heads < 1 or kv_heads < 1:
             raise ctx.error(f"q_num_heads={q_heads} and kv_num_heads={kv_heads} must be positive")
-        q = _heads_4d(ctx, q, q_heads, None, "Q")
-        k = _heads_4d(ctx, k, kv_heads, None, "K")
-        v = _heads_4d(ctx, v, kv_heads, None, "V")
+        q = _heads_4d(ctx, q, q_heads, "Q")
+        k = _heads_4d(ctx, k, kv_heads, "K")
+        v = _heads_4d(ctx, v, kv_heads, "V")
         return q, k, v, True
     for name, given, x in (("q_num_heads", q_heads, q), ("kv_num_heads", kv_heads, k)):
         dim = _dims(ctx, x)[1]
@@ -199,70 +199,80 @@ def _attention_inputs(ctx, inputs):
     return q, k, v, False
 
 
+def _with_cache(ctx, k, v, past_key, past_value, dtype):
+    """K and V after the past ones (the present key and value), and the past length."""
+    if (past_key is None) != (past_value is None):
+        raise ctx.error("past_key and past_value must be given together")
+    if past_key is None:
+        return k, v, as_expr(0)
+    k = ctx.emit("concat", [_as(ctx, past_key, dtype), k], {"axis": 2})
+    v = ctx.emit("concat", [_as(ctx, past_value, dtype), v], {"axis": 2})
+    return k, v, _dims(ctx, past_key)[2]
+
+
+def _scores(ctx, q, k, dtype):
+    """Q K^T with Q and K each scaled by sqrt(scale) (as the spec says), then the softcap:
+    the raw and the capped scores."""
+    scale = ctx.attr("scale", None, float)
+    if scale is None:
+        scale = 1.0 / math.sqrt(_static_dim(ctx, _dims(ctx, q)[3], "the head size (for the default scale)"))
+    root = _const(np.sqrt(np.float32(scale)), dtype)
+    k_t = ctx.emit("transpose", [ctx.emit("multiply", [k, root])], {"axes": (0, 1, 3, 2)})
+    raw = ctx.emit("matmul", [ctx.emit("multiply", [q, root]), k_t])
+    softcap = ctx.attr("softcap", 0.0, float)
+    if softcap < 0:
+        raise ctx.error(f"attribute softcap={softcap} must be nonnegative")
+    if softcap == 0:
+        return raw, raw
+    cap = _const(softcap, dtype)
+    return raw, ctx.emit("multiply", [ctx.emit("tanh", [ctx.emit("divide", [raw, cap])]), cap])
+
+
+def _masked_softmax(ctx, scores, bias, dtype):
+    """softmax(scores + bias) in softmax_precision, rows whose bias masks every key zero."""
+    precision = _precision(ctx, "softmax_precision") or dtype
+    probs = ctx.emit("softmax", [_as(ctx, scores, precision)], {"axis": -1})
+    if bias is None:
+        return _as(ctx, probs, dtype)
+    row_max = ctx.emit("max", [bias], {"axis": (-1,), "keepdims": True})
+    masked = ctx.emit("equal", [row_max, _const(-np.inf, dtype)])
+    return _as(ctx, ctx.emit("where", [masked, _const(0, precision), probs]), dtype)
+
+
 @converter("Attention")
 def convert_attention(ctx, inputs):
     q, k, v, was_3d = _attention_inputs(ctx, inputs)
-    mask, past_key, past_value = (_optional(inputs, i) for i in (3, 4, 5))
-    nonpad = _optional(inputs, 6)
+    mask, past_key, past_value, nonpad = (_optional(inputs, i) for i in (3, 4, 5, 6))
     dtype = _float_dtype(ctx, q, "Q")
-    k, v = _as(ctx, k, dtype), _as(ctx, v, dtype)
-    if (past_key is None) != (past_value is None):
-        raise ctx.error("past_key and past_value must be given together")
-    if nonpad is not None and past_key is not None:
-        raise ctx.error("nonpad_kv_seqlen cannot be combined with past_key / past_value")
-    batch, q_heads, q_len, head_size = _dims(ctx, q)
+    mode = ctx.attr("qk_matmul_output_mode", 0, int)
+    if mode not in (0, 1, 2, 3):
+        raise ctx.error(f"attribute qk_matmul_output_mode={mode} is not supported (0, 1, 2 or 3)")
+    if nonpad is not None:
+        if past_key is not None:
+            raise ctx.error("nonpad_kv_seqlen cannot be combined with past_key / past_value")
+        if ctx.type_of(nonpad).dtype not in ("int32", "int64"):
+            raise ctx.error(f"nonpad_kv_seqlen must be int64, got {ctx.type_of(nonpad).dtype}")
+        nonpad = _as(ctx, nonpad, "int64")
+    batch, q_heads, q_len, _ = _dims(ctx, q)
     kv_heads = _dims(ctx, k)[1]
     if _dims(ctx, v)[1] != kv_heads:
         raise ctx.error(f"K has {kv_heads} heads, V {_dims(ctx, v)[1]}")
-    past_len = as_expr(0)
-    if past_key is not None:
-        past_len = _dims(ctx, past_key)[2]
-        k = ctx.emit("concat", [_as(ctx, past_key, dtype), k], {"axis": 2})
-        v = ctx.emit("concat", [_as(ctx, past_value, dtype), v], {"axis": 2})
-    present_key, present_value = k, v
-    kv_len = _dims(ctx, k)[2]
+    present_key, present_value, past_len = _with_cache(ctx, _as(ctx, k, dtype), _as(ctx, v, dtype),
+                                                       past_key, past_value, dtype)
     hq = _static_dim(ctx, q_heads, "the number of query heads")
     hkv = _static_dim(ctx, kv_heads, "the number of key/value heads")
     if hq % hkv:
         raise ctx.error(f"{hq} query heads are not a multiple of {hkv} key/value heads")
-    k, v = _repeat_heads(ctx, k, hq // hkv), _repeat_heads(ctx, v, hq // hkv)
-
-    scale = ctx.attr("scale", None, float)
-    if scale is None:
-        scale = 1.0 / math.sqrt(_static_dim(ctx, head_size, "the head size (for the default scale)"))
-    root = _const(ctx, np.sqrt(np.float32(scale)), dtype)  # Q and K each scaled by sqrt(scale), as the spec says
-    k_t = ctx.emit("transpose", [ctx.emit("multiply", [k, root])], {"axes": (0, 1, 3, 2)})
-    qk = ctx.emit("matmul", [ctx.emit("multiply", [q, root]), k_t])
-    raw = qk
-    softcap = ctx.attr("softcap", 0.0, float)
-    if softcap < 0:
-        raise ctx.error(f"attribute softcap={softcap} must be nonnegative")
-    if softcap > 0:
-        cap = _const(ctx, softcap, dtype)
-        qk = ctx.emit("multiply", [ctx.emit("tanh", [ctx.emit("divide", [qk, cap])]), cap])
-    capped = qk
-    if nonpad is not None:
-        if ctx.type_of(nonpad).dtype not in ("int32", "int64"):
-            raise ctx.error(f"nonpad_kv_seqlen must be int64, got {ctx.type_of(nonpad).dtype}")
-        nonpad = _as(ctx, nonpad, "int64")
-    bias = _attention_bias(ctx, mask, q_len, kv_len, past_len, nonpad, batch, dtype)
-    if bias is not None:
-        qk = ctx.emit("add", [qk, bias])
-    mode = ctx.attr("qk_matmul_output_mode", 0, int)
-    if mode not in (0, 1, 2, 3):
-        raise ctx.error(f"attribute qk_matmul_output_mode={mode} is not supported (0, 1, 2 or 3)")
-    precision = _precision(ctx, "softmax_precision") or dtype
-    probs = ctx.emit("softmax", [_as(ctx, qk, precision)], {"axis": -1})
-    if bias is not None:  # a row with every key masked gives zeros, not NaN
-        row_max = ctx.emit("max", [bias], {"axis": (-1,), "keepdims": True})
-        masked = ctx.emit("equal", [row_max, _const(ctx, -np.inf, dtype)])
-        probs = ctx.emit("where", [masked, _const(ctx, 0, precision), probs])
-    probs = _as(ctx, probs, dtype)
+    k, v = _repeat_heads(ctx, present_key, hq // hkv), _repeat_heads(ctx, present_value, hq // hkv)
+    raw, capped = _scores(ctx, q, k, dtype)
+    bias = _attention_bias(ctx, mask, q_len, _dims(ctx, k)[2], past_len, nonpad, batch, dtype)
+    biased = capped if bias is None else ctx.emit("add", [capped, bias])
+    probs = _masked_softmax(ctx, biased, bias, dtype)
     y = ctx.emit("matmul", [probs, v])
     if was_3d:
         y = ctx.emit("transpose", [y], {"axes": (0, 2, 1, 3)})
         y = ctx.emit("reshape", [y], {"shape": (batch, q_len, -1)})
-    return [y, present_key, present_value, (raw, capped, qk, probs)[mode]]
+    return [y, present_key, present_value, (raw, capped, biased, probs)[mode]]
 
 
 # ------------------------------------------------------------------ RMSNormalization
@@ -281,7 +291,7 @@ def convert_rms_normalization(ctx, inputs):
     xw = _as(ctx, x, work)
     axes = tuple(range(axis % rank, rank))
     mean_sq = ctx.emit("mean", [ctx.emit("multiply", [xw, xw])], {"axis": axes, "keepdims": True})
-    inv = ctx.emit("reciprocal", [ctx.emit("sqrt", [ctx.emit("add", [mean_sq, _const(ctx, eps, work)])])])
+    inv = ctx.emit("reciprocal", [ctx.emit("sqrt", [ctx.emit("add", [mean_sq, _const(eps, work)])])])
     y = ctx.emit("multiply", [ctx.emit("multiply", [xw, inv]), _as(ctx, scale, work)])
     return _as(ctx, y, dtype)
 
@@ -412,9 +422,9 @@ def convert_causal_conv_with_state(ctx, inputs):
 
 # ------------------------------------------------------------------ LinearAttention
 
-def _kv_first(ctx, x, heads):
+def _kv_first(ctx, x, heads, what):
     """(B, T, heads * d) -> (B, heads, T, d) in float32."""
-    return _heads_4d(ctx, _as(ctx, x, "float32"), heads, None, "an input")
+    return _heads_4d(ctx, _as(ctx, x, "float32"), heads, what)
 
 
 def _gqa_read(ctx, q, state, hkv, hq):
@@ -450,7 +460,8 @@ def convert_linear_attention(ctx, inputs):
         if len(_dims(ctx, t)) != 3:
             raise ctx.error(f"{name} must be 3-D (B, T, H * D), got {ctx.type_of(t)}")
     b, t_len = _dims(ctx, query)[:2]
-    q, k, v = _kv_first(ctx, query, hq), _kv_first(ctx, key, hkv), _kv_first(ctx, value, hkv)
+    q, k, v = (_kv_first(ctx, x, h, what) for x, h, what in ((query, hq, "query"), (key, hkv, "key"),
+                                                              (value, hkv, "value")))
     dk = _static_dim(ctx, _dims(ctx, q)[3], "the key head size")
     dv = _dims(ctx, v)[3]
     scale = ctx.attr("scale", 0.0, float) or 1.0 / math.sqrt(dk)
