@@ -13,7 +13,8 @@
    of the (N, C*K, blocks...) columns with one-hot kernels (one per block
    element); image and block shapes must be constants, C static.
 5. AffineGrid (opset 20): the base grid of the static output size as a
-   constant, times theta by a matmul.
+   constant, times theta by a matmul. An axis of size 1 with align_corners=1
+   sits at -1, as the ONNX reference puts it (ONNX Runtime: 1, PyTorch: 0).
 6. ReverseSequence (opset 10): a gather along the time axis of the index
    t < len ? len - 1 - t : t, sequence_lens read at run time.
 7. Upsample (opsets 7, 9; deprecated): Resize-10's reading (resize.py).
@@ -255,6 +256,8 @@ def convert_affine_grid(ctx, inputs):
     if len(tdims) != 3 or not all(d.is_const for d in tdims[1:]) or \
             (int(tdims[1].value), int(tdims[2].value)) != (nd, nd + 1):
         raise ctx.error(f"theta must have shape (N, {nd}, {nd + 1}) for size {size}, got {tuple(tdims)}")
+    if tdims[0].is_const and int(tdims[0].value) != size[0]:
+        raise ctx.error(f"size[0] ({size[0]}) must be theta's batch ({tdims[0].value})")
     base = affine_base_grid(size[2:], align).astype(dtype)
     ctx.check_constant_size(base.shape, dtype, "the base grid")
     grid = ctx.emit("matmul", [base, ctx.emit("transpose", [theta], {"axes": (0, 2, 1)})])
