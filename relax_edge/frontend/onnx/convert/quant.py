@@ -1,0 +1,323 @@
+"""ONNX import: the quantization operators, over existing graph operators.
+
+1. QuantizeLinear (opsets 10, 13, 19, 21, 23, 24, 25): y = clip(round_half_even(x / scale) + zero_point, qmin,
+   qmax), cast to the zero point's dtype (else output_dtype, else uint8). The division runs in numpy's
+   promotion of x and the scale (or in `precision`, opset 25); per-axis scales are reshaped along `axis`,
+   blocked ones (block_size) repeated along it. Quantized dtypes: int8, uint8, int16, uint16; float8,
+   int4, uint4, int2, uint2 and float4 are refused (`saturate` only matters for float8).
+2. DequantizeLinear (same opsets): y = (x - zero_point) * scale in float32 (float64 for a float64 scale),
+   cast to the scale's dtype or output_dtype; x int8, uint8, int16, uint16 or int32.
+3. DynamicQuantizeLinear (opset 11): uint8, the scale and zero point from min(0, min x) and max(0, max x),
+   as the ONNX reference.
+4. MatMulInteger, ConvInteger (opset 10): operands widened to int32, zero points subtracted (per row of A /
+   per column of B, per output channel of W), matmul / conv on int32 (an int32 accumulator, as ONNX Runtime).
+5. QLinearMatMul (opsets 10, 21), QLinearConv (opset 10): the int32 accumulator (plus QLinearConv's int32
+   bias) times a_scale * b_scale / y_scale, requantized as QuantizeLinear. The multiplication runs in
+   float32 when every accumulator is provably below 2^24 (exact in float32: K * 2^16 < 2^24 for 8-bit
+   operands, K the reduction length), else in float64.
+6. TfIdfVectorizer (opset 9) is in tfidf.py and registers from here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ....ir.shape import as_expr
+from ..context import ONNX_DTYPE_NAMES, ONNX_DTYPES, converter
+from . import tfidf  # noqa: F401  (registers its converter)
+from .conv import _emit_spatial, _spatial_rank, _static_kernel, _window
+
+QUANT_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), "uint16": (0, 65535)}
+_DEQUANT_INPUTS = (*QUANT_RANGES, "int32")
+_FLOATS = ("float32", "float16", "float64")
+_EXACT_F32 = 1 << 24
+
+
+def _dtype_attr(ctx, name):
+    """A dtype attribute (output_dtype, precision) as a relax_edge dtype name, or None when absent or 0."""
+    code = ctx.attr(name, 0, int)
+    if not code:
+        return None
+    if code not in ONNX_DTYPES:
+        raise ctx.error(f"attribute {name}: element type {ONNX_DTYPE_NAMES.get(code, code)} is not supported")
+    return ONNX_DTYPES[code]
+
+
+def _scale_dtype(ctx, scale, index, what="the scale"):
+    dtype = ctx.type_of(scale).dtype
+    if dtype not in _FLOATS:
+        raise ctx.error(f"input {index} ({what}) must be a float tensor (float32, float16, float64), got {dtype}")
+    return dtype
+
+
+def _optional(inputs, index):
+    return inputs[index] if len(inputs) > index else None
+
+
+def _axis(ctx):
+    return ctx.attr("axis", 1, int) if ctx.opset >= 13 else 1
+
+
+def _block_size(ctx):
+    block = ctx.attr("block_size", 0, int) if ctx.opset >= 21 else 0
+    if block < 0:
+        raise ctx.error(f"block_size must be positive (0: not blocked), got {block}")
+    return block
+
+
+def _along(ctx, param, shape, axis, block, what):
+    """`param` (a scale or zero point) made broadcastable to `shape`: a scalar as is, a 1-D one of size
+    shape[axis] along `axis`, a blocked one (block > 0) repeated `block` times along `axis`."""
+    pshape = ctx.type_of(param).shape
+    rank = len(shape)
+    if len(pshape) == 0:
+        return param
+    if len(pshape) == 1 and pshape[0].is_const and pshape[0].value == 1 and not block:
+        return ctx.emit("reshape", [param], {"shape": ()})
+    if not -rank <= axis < rank:
+        raise ctx.error(f"axis {axis} is out of range for an input of rank {rank} (a per-axis {what})")
+    axis %= rank
+    if not block:
+        if len(pshape) != 1:
+            raise ctx.error(f"{what} must be a scalar or 1-D (per axis), got shape {tuple(pshape)}; "
+                            "blocked quantization needs block_size")
+        if pshape[0].is_const and shape[axis].is_const and pshape[0].value != shape[axis].value:
+            raise ctx.error(f"{what} has {pshape[0]} values, the input's axis {axis} has size {shape[axis]}")
+        dims = [as_expr(1)] * rank
+        dims[axis] = pshape[0]
+        return ctx.emit("reshape", [param], {"shape": tuple(dims)})
+    if len(pshape) != rank:
+        raise ctx.error(f"blocked {what} must have the input's rank {rank}, got shape {tuple(pshape)}")
+    for i, (p, d) in enumerate(zip(pshape, shape)):
+        if i != axis and p.is_const and d.is_const and p.value != d.value:
+            raise ctx.error(f"blocked {what} of shape {tuple(pshape)} differs from the input's "
+                            f"{tuple(shape)} on axis {i}")
+    if pshape[axis].is_const and shape[axis].is_const and -(-shape[axis].value // block) != pshape[axis].value:
+        raise ctx.error(f"blocked {what} has {pshape[axis]} blocks on axis {axis}, an axis of size "
+                        f"{shape[axis]} in blocks of {block} needs {-(-shape[axis].value // block)}")
+    wide = (*pshape[:axis + 1], as_expr(block), *pshape[axis + 1:])
+    value = ctx.emit("reshape", [param], {"shape": (*pshape[:axis + 1], as_expr(1), *pshape[axis + 1:])})
+    value = ctx.emit("broadcast_to", [value], {"shape": wide})
+    value = ctx.emit("reshape", [value], {"shape": (*pshape[:axis], pshape[axis] * block, *pshape[axis + 1:])})
+    return ctx.emit("strided_slice", [value], {"begin": (0,), "end": (shape[axis],), "axes": (axis,)})
+
+
+def _zero_point_dtype(ctx, zp, index, allowed, what="the zero point"):
+    dtype = ctx.type_of(zp).dtype
+    if dtype not in allowed:
+        raise ctx.error(f"input {index} ({what}) of type {dtype} is not supported "
+                        f"(supported: {', '.join(allowed)}; float8, int4, uint4, int2, uint2 and float4 are not)")
+    return dtype
+
+
+def requantize(ctx, value, zero_point, qdtype, compute):
+    """round half to even, plus the zero point (either broadcastable), clip to qdtype's range, cast."""
+    lo, hi = QUANT_RANGES[qdtype]
+    y = ctx.emit("round", [value])
+    wide = "float64" if compute == "float64" else "float32"
+    if ctx.type_of(y).dtype != wide:
+        y = ctx.emit("cast", [y], {"dtype": wide})
+    if zero_point is not None:
+        y = ctx.emit("add", [y, ctx.emit("cast", [zero_point], {"dtype": wide})])
+    return ctx.emit("cast", [ctx.emit("clip", [y], {"min": float(lo), "max": float(hi)})], {"dtype": qdtype})
+
+
+@converter("QuantizeLinear")
+def convert_quantize_linear(ctx, inputs):
+    x, scale, zp = inputs[0], inputs[1], _optional(inputs, 2)
+    xt = ctx.type_of(x)
+    if xt.dtype not in (*_FLOATS, "int32"):
+        raise ctx.error(f"input 0 of type {xt.dtype} is not supported (float32, float16, float64, int32 are)")
+    scale_dtype = _scale_dtype(ctx, scale, 1)
+    out_dtype = _dtype_attr(ctx, "output_dtype") if ctx.opset >= 21 else None
+    if zp is not None:
+        zp_dtype = _zero_point_dtype(ctx, zp, 2, tuple(QUANT_RANGES))
+        if out_dtype is not None and out_dtype != zp_dtype:
+            raise ctx.error(f"output_dtype {out_dtype} differs from the zero point's type {zp_dtype}")
+        out_dtype = zp_dtype
+    out_dtype = out_dtype or "uint8"
+    if out_dtype not in QUANT_RANGES:
+        raise ctx.error(f"output_dtype {out_dtype} is not a supported quantized type "
+                        f"({', '.join(QUANT_RANGES)})")
+    precision = _dtype_attr(ctx, "precision") if ctx.opset >= 25 else None
+    if precision is not None and precision not in _FLOATS:
+        raise ctx.error(f"attribute precision {precision} is not supported (float32, float16, float64 are)")
+    compute = precision or np.result_type(np.empty(0, xt.dtype), np.empty(0, scale_dtype)).name
+    axis, block = _axis(ctx), _block_size(ctx)
+    s = _along(ctx, scale, xt.shape, axis, block, "the scale")
+    z = None if zp is None else _along(ctx, zp, xt.shape, axis, block, "the zero point")
+    q = ctx.emit("divide", [ctx.emit("cast", [x], {"dtype": compute}), ctx.emit("cast", [s], {"dtype": compute})])
+    return requantize(ctx, q, z, out_dtype, compute)
+
+
+@converter("DequantizeLinear")
+def convert_dequantize_linear(ctx, inputs):
+    x, scale, zp = inputs[0], inputs[1], _optional(inputs, 2)
+    xt = ctx.type_of(x)
+    if xt.dtype not in _DEQUANT_INPUTS:
+        raise ctx.error(f"input 0 of type {xt.dtype} is not supported (supported: {', '.join(_DEQUANT_INPUTS)}; "
+                        "float8, int4, uint4, int2, uint2 and float4 are not)")
+    scale_dtype = _scale_dtype(ctx, scale, 1)
+    out_dtype = (_dtype_attr(ctx, "output_dtype") if ctx.opset >= 23 else None) or scale_dtype
+    if out_dtype not in _FLOATS:
+        raise ctx.error(f"output_dtype {out_dtype} is not supported (float32, float16, float64 are)")
+    compute = "float64" if "float64" in (scale_dtype, out_dtype) else "float32"
+    axis, block = _axis(ctx), _block_size(ctx)
+    y = ctx.emit("cast", [x], {"dtype": compute})
+    if zp is not None:
+        if ctx.type_of(zp).dtype != xt.dtype:
+            raise ctx.error(f"the zero point's type {ctx.type_of(zp).dtype} differs from the input's {xt.dtype}")
+        z = _along(ctx, zp, xt.shape, axis, block, "the zero point")
+        y = ctx.emit("subtract", [y, ctx.emit("cast", [z], {"dtype": compute})])
+    s = _along(ctx, scale, xt.shape, axis, block, "the scale")
+    y = ctx.emit("multiply", [y, ctx.emit("cast", [s], {"dtype": compute})])
+    return y if out_dtype == compute else ctx.emit("cast", [y], {"dtype": out_dtype})
+
+
+@converter("DynamicQuantizeLinear")
+def convert_dynamic_quantize_linear(ctx, inputs):
+    x = inputs[0]
+    if ctx.type_of(x).dtype != "float32":
+        raise ctx.error(f"input 0 must be float32, got {ctx.type_of(x).dtype}")
+    zero = np.array(0, np.float32)
+    hi = ctx.emit("maximum", [ctx.emit("max", [x]), zero])
+    lo = ctx.emit("minimum", [ctx.emit("min", [x]), zero])
+    span = ctx.emit("where", [ctx.emit("equal", [hi, lo]), np.array(1, np.float32), ctx.emit("subtract", [hi, lo])])
+    scale = ctx.emit("divide", [span, np.array(255, np.float32)])
+    initial = ctx.emit("subtract", [zero, ctx.emit("divide", [lo, scale])])
+    zp = ctx.emit("round", [ctx.emit("clip", [initial], {"min": 0.0, "max": 255.0})])
+    y = requantize(ctx, ctx.emit("divide", [x, scale]), zp, "uint8", "float32")
+    return [y, scale, ctx.emit("cast", [zp], {"dtype": "uint8"})]
+
+
+# ------------------------------------------------------------------ integer matmul and conv
+
+def _int8_operand(ctx, value, index, what):
+    dtype = ctx.type_of(value).dtype
+    if dtype not in ("int8", "uint8"):
+        raise ctx.error(f"input {index} ({what}) must be int8 or uint8, got {dtype}")
+    return dtype
+
+
+def _widened(ctx, value, zp, zp_index, dtype):
+    """int32(value) - int32(zp); zp (already broadcastable) checked to be of `dtype`."""
+    wide = ctx.emit("cast", [value], {"dtype": "int32"})
+    if zp is None:
+        return wide
+    if ctx.type_of(zp).dtype != dtype:
+        raise ctx.error(f"input {zp_index} (a zero point) of type {ctx.type_of(zp).dtype} differs from its "
+                        f"operand's {dtype}")
+    return ctx.emit("subtract", [wide, ctx.emit("cast", [zp], {"dtype": "int32"})])
+
+
+def _per_row(ctx, param, what):
+    """A matmul A-side parameter: 1-D of M values (per row) becomes (M, 1); a scalar or N-D one stays."""
+    shape = ctx.type_of(param).shape
+    if len(shape) == 1 and not (shape[0].is_const and shape[0].value == 1):
+        return ctx.emit("reshape", [param], {"shape": (shape[0], as_expr(1))})
+    if len(shape) == 1:
+        return ctx.emit("reshape", [param], {"shape": ()})
+    return param
+
+
+def _per_channel(ctx, param, rank, axis, what):
+    """A conv parameter: a scalar as is, 1-D of C values along `axis` of a rank-`rank` tensor."""
+    shape = ctx.type_of(param).shape
+    if len(shape) == 0 or (len(shape) == 1 and shape[0].is_const and shape[0].value == 1):
+        return ctx.emit("reshape", [param], {"shape": ()})
+    if len(shape) != 1:
+        raise ctx.error(f"{what} must be a scalar or 1-D (per output channel), got shape {tuple(shape)}")
+    dims = [as_expr(1)] * rank
+    dims[axis] = shape[0]
+    return ctx.emit("reshape", [param], {"shape": tuple(dims)})
+
+
+def _requant_dtype(ctx, reduction):
+    """float32 when every int32 accumulator of a `reduction`-long sum of 8-bit products is exact in it."""
+    return "float32" if reduction.is_const and reduction.value * (1 << 16) < _EXACT_F32 else "float64"
+
+
+@converter("MatMulInteger")
+def convert_matmul_integer(ctx, inputs):
+    a, b, a_zp, b_zp = inputs[0], inputs[1], _optional(inputs, 2), _optional(inputs, 3)
+    za = None if a_zp is None else _per_row(ctx, a_zp, "a_zero_point")
+    return ctx.emit("matmul", [_widened(ctx, a, za, 2, _int8_operand(ctx, a, 0, "A")),
+                               _widened(ctx, b, b_zp, 3, _int8_operand(ctx, b, 1, "B"))])
+
+
+@converter("QLinearMatMul")
+def convert_qlinear_matmul(ctx, inputs):
+    a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp = (list(inputs) + [None] * 8)[:8]
+    for index, s in ((1, a_scale), (4, b_scale), (6, y_scale)):
+        _scale_dtype(ctx, s, index)
+    if y_zp is None:
+        raise ctx.error("input 7 (y_zero_point) is required")
+    out_dtype = _zero_point_dtype(ctx, y_zp, 7, ("int8", "uint8"))
+    a_type = ctx.type_of(a)
+    za = None if a_zp is None else _per_row(ctx, a_zp, "a_zero_point")
+    acc = ctx.emit("matmul", [_widened(ctx, a, za, 2, _int8_operand(ctx, a, 0, "a")),
+                              _widened(ctx, b, b_zp, 5, _int8_operand(ctx, b, 3, "b"))])
+    compute = _requant_dtype(ctx, a_type.shape[-1])
+    scale_dtype = ctx.type_of(a_scale).dtype
+    mult = ctx.emit("multiply", [_per_row(ctx, a_scale, "a_scale"), ctx.emit("cast", [b_scale], {"dtype": scale_dtype})])
+    mult = ctx.emit("divide", [mult, ctx.emit("cast", [y_scale], {"dtype": scale_dtype})])
+    real = ctx.emit("multiply", [ctx.emit("cast", [acc], {"dtype": compute}),
+                                 ctx.emit("cast", [mult], {"dtype": compute})])
+    return requantize(ctx, real, _scalar_zero_point(ctx, y_zp), out_dtype, compute)
+
+
+def _scalar_zero_point(ctx, zp):
+    shape = ctx.type_of(zp).shape
+    if len(shape) > 1 or (len(shape) == 1 and not (shape[0].is_const and shape[0].value == 1)):
+        raise ctx.error(f"the output zero point must be a scalar, got shape {tuple(shape)}")
+    return ctx.emit("reshape", [zp], {"shape": ()}) if shape else zp
+
+
+def _integer_conv(ctx, x, w, x_zp, w_zp, w_index):
+    """The int32 accumulator of ConvInteger (w_index 1) or QLinearConv (w_index 3)."""
+    x_dtype = _int8_operand(ctx, x, 0, "x")
+    w_dtype = _int8_operand(ctx, w, w_index, "w")
+    nd = _spatial_rank(ctx, x)
+    kernel = _static_kernel(ctx, w, nd)
+    zx = None if x_zp is None else _per_channel(ctx, x_zp, nd + 2, 1, "the zero point of x")
+    if zx is not None and ctx.type_of(zx).shape:
+        raise ctx.error("the zero point of x must be a scalar (per-tensor)")
+    zw = None if w_zp is None else _per_channel(ctx, w_zp, nd + 2, 0, "the zero point of w")
+    wx = _widened(ctx, x, zx, 2, x_dtype)
+    ww = _widened(ctx, w, zw, 3 if w_index == 1 else 5, w_dtype)
+    strides, pads, dilations = _window(ctx, nd, kernel, ctx.type_of(x).shape[2:])
+    group = ctx.attr("group", 1, int)
+    acc = _emit_spatial(ctx, "conv{}d", nd, [wx, ww], {"strides": strides, "padding": pads,
+                                                      "dilation": dilations, "groups": group})
+    reduction = ctx.type_of(w).shape[1]
+    for k in kernel:
+        reduction = reduction * k
+    return acc, nd, reduction
+
+
+@converter("ConvInteger")
+def convert_conv_integer(ctx, inputs):
+    return _integer_conv(ctx, inputs[0], inputs[1], _optional(inputs, 2), _optional(inputs, 3), 1)[0]
+
+
+@converter("QLinearConv")
+def convert_qlinear_conv(ctx, inputs):
+    x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias = (list(inputs) + [None] * 9)[:9]
+    for index, s in ((1, x_scale), (4, w_scale), (6, y_scale)):
+        _scale_dtype(ctx, s, index)
+    if y_zp is None:
+        raise ctx.error("input 7 (y_zero_point) is required")
+    out_dtype = _zero_point_dtype(ctx, y_zp, 7, ("int8", "uint8"))
+    acc, nd, reduction = _integer_conv(ctx, x, w, x_zp, w_zp, 3)
+    if bias is not None:
+        if ctx.type_of(bias).dtype != "int32":
+            raise ctx.error(f"input 8 (the bias) must be int32, got {ctx.type_of(bias).dtype}")
+        acc = ctx.emit("add", [acc, _per_channel(ctx, bias, nd + 2, 1, "the bias")])
+    compute = _requant_dtype(ctx, reduction)
+    scale_dtype = ctx.type_of(x_scale).dtype
+    ws = ctx.emit("cast", [_per_channel(ctx, w_scale, nd + 2, 1, "w_scale")], {"dtype": scale_dtype})
+    mult = ctx.emit("divide", [ctx.emit("multiply", [x_scale, ws]),
+                               ctx.emit("cast", [y_scale], {"dtype": scale_dtype})])
+    real = ctx.emit("multiply", [ctx.emit("cast", [acc], {"dtype": compute}),
+                                 ctx.emit("cast", [mult], {"dtype": compute})])
+    return requantize(ctx, real, _scalar_zero_point(ctx, y_zp), out_dtype, compute)
