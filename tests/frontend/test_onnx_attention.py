@@ -331,3 +331,49 @@ def test_mask_of_a_symbolic_length(tmp_path):
         _check(case, loaded.run(*short), want)
         with pytest.raises(RuntimeCheckError):
             loaded.run(*long)
+
+
+def _decoder_block():
+    """RMSNorm, the Q/K/V projections, rotary positions on Q and K, causal GQA attention over
+    a past cache and the output projection: one decoder layer's attention half."""
+    rng = np.random.default_rng(7)
+
+    def weight(name, *shape):
+        return helper.make_tensor(name, TensorProto.FLOAT, shape, rng.standard_normal(shape).astype(np.float32) * 0.3)
+    angles = np.arange(64)[:, None] / 10000 ** (np.arange(4)[None, :] / 4)
+    inits = [weight("norm", 32), weight("wq", 32, 32), weight("wk", 32, 16), weight("wv", 32, 16),
+             weight("wo", 32, 32),
+             helper.make_tensor("cos", TensorProto.FLOAT, (64, 4), np.cos(angles).astype(np.float32)),
+             helper.make_tensor("sin", TensorProto.FLOAT, (64, 4), np.sin(angles).astype(np.float32))]
+    nodes = [helper.make_node("RMSNormalization", ["x", "norm"], ["h"]),
+             helper.make_node("MatMul", ["h", "wq"], ["q"]), helper.make_node("MatMul", ["h", "wk"], ["k"]),
+             helper.make_node("MatMul", ["h", "wv"], ["v"]),
+             helper.make_node("RotaryEmbedding", ["q", "cos", "sin", "pos"], ["qr"], num_heads=4),
+             helper.make_node("RotaryEmbedding", ["k", "cos", "sin", "pos"], ["kr"], num_heads=2),
+             helper.make_node("Attention", ["qr", "kr", "v", "", "past_key", "past_value"],
+                              ["y", "present_key", "present_value"], q_num_heads=4, kv_num_heads=2, is_causal=1),
+             helper.make_node("MatMul", ["y", "wo"], ["out"])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "s", 32]),
+              helper.make_tensor_value_info("pos", TensorProto.INT64, [1, "s"]),
+              helper.make_tensor_value_info("past_key", TensorProto.FLOAT, [1, 2, "p", 8]),
+              helper.make_tensor_value_info("past_value", TensorProto.FLOAT, [1, 2, "p", 8])]
+    outputs = [helper.make_empty_tensor_value_info(n) for n in ("out", "present_key", "present_value")]
+    model = helper.make_model(helper.make_graph(nodes, "decoder_block", inputs, outputs, inits),
+                              opset_imports=[helper.make_opsetid("", 23)])
+    model.ir_version = 10
+    return model
+
+
+def test_decoder_block_compiled(tmp_path):
+    """The layers composed over symbolic new and cached lengths, compiled (C) against ONNX Runtime."""
+    model = _decoder_block()
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(3)
+    with compiled(model, "c", tmp_path) as loaded:
+        for s, p in ((1, 5), (4, 2), (7, 9)):
+            feeds = {"x": rng.standard_normal((1, s, 32)).astype(np.float32),
+                     "pos": (p + np.arange(s, dtype=np.int64))[None],
+                     "past_key": rng.standard_normal((1, 2, p, 8)).astype(np.float32),
+                     "past_value": rng.standard_normal((1, 2, p, 8)).astype(np.float32)}
+            for ours, want in zip(loaded.run(*feeds.values()), session.run(None, feeds), strict=True):
+                np.testing.assert_allclose(ours, want, rtol=1e-4, atol=1e-5)
