@@ -189,6 +189,15 @@ CASES = [
          [("query", "float32", ["b", "s", 16]), ("key", "float32", ["b", "s", 8]), ("value", "float32", ["b", "s", 6]),
           ("past_state", "float32", ["b", 2, 4, 3])], ["output", "present_state"],
          {"update_rule": "linear", "q_num_heads": 4, "kv_num_heads": 2}, opset=27),
+    Case("linear_attention_gated_gqa_past", "LinearAttention",
+         [("query", "float32", ["b", "s", 16]), ("key", "float32", ["b", "s", 8]), ("value", "float32", ["b", "s", 6]),
+          ("past_state", "float32", ["b", 2, 4, 3]), ("decay", "float32", ["b", "s", 8])],
+         ["output", "present_state"], {"update_rule": "gated", "q_num_heads": 4, "kv_num_heads": 2}, opset=27),
+    Case("linear_attention_gated_per_head", "LinearAttention",
+         [("query", "float32", [1, "s", 8]), ("key", "float32", [1, "s", 8]), ("value", "float32", [1, "s", 8]),
+          ("", "", []), ("decay", "float32", [1, "s", 2])],
+         ["output", "present_state"], {"update_rule": "gated", "q_num_heads": 2, "kv_num_heads": 2, "scale": 0.5},
+         opset=27),
     Case("linear_attention_gated_delta", "LinearAttention",
          [("query", "float32", [1, 3, 16]), ("key", "float32", [1, 3, 16]), ("value", "float32", [1, 3, 8]),
           ("", "", []), ("decay", "float32", [1, 3, 2]), ("beta", "float32", [1, 3, 2])],
@@ -221,6 +230,7 @@ COMPILED = [("attn_4d_gqa_causal", "c"), ("attn_4d_gqa_causal", "llvm"), ("attn_
             ("attn_4d_nonpad_causal", "c"), ("rms_axis1_eps", "c"), ("rms_axis1_eps", "llvm"),
             ("rope_3d_interleaved_partial", "c"), ("rope_4d", "llvm"), ("causal_conv_past_silu", "c"),
             ("causal_conv_past_silu", "llvm"), ("linear_attention_linear_gqa", "llvm"),
+            ("linear_attention_gated_gqa_past", "c"),
             ("linear_attention_gated_delta", "c")]
 
 

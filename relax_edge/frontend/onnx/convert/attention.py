@@ -7,7 +7,7 @@ qk_matmul_output modes, the sliding window of opset 25), RMSNormalization,
 RotaryEmbedding, SwiGLU, CausalConvWithState and LinearAttention. Each is a
 composition of matmul, softmax, reshape, transpose, broadcast, where, concat,
 slices and reductions; sequence lengths may be symbolic (LinearAttention's
-recurrent update rules excepted: they unroll over a known length).
+delta rules excepted: they unroll over a known length).
 """
 
 from __future__ import annotations
@@ -439,8 +439,8 @@ def _gqa_read(ctx, q, state, hkv, hq):
 @converter("LinearAttention")
 def convert_linear_attention(ctx, inputs):
     """The state recurrence S <- exp(g) S (gated), v <- beta (v - S^T k) (delta),
-    S <- S + k v^T, o = scale q S, in float32. The plain linear rule in closed form
-    (any sequence length); the others unrolled over a known length."""
+    S <- S + k v^T, o = scale q S, in float32. The linear and gated rules in closed
+    form (any sequence length); the delta rules unrolled over a known length."""
     query, key, value = inputs[:3]
     past, decay, beta = (_optional(inputs, i) for i in (3, 4, 5))
     out_dtype = _float_dtype(ctx, query, "query")
@@ -470,17 +470,20 @@ def convert_linear_attention(ctx, inputs):
         state = ctx.emit("full", [], {"shape": (b, hkv, dk, dv), "value": 0, "dtype": "float32"})
     else:
         state = _as(ctx, past, "float32")
-    if gating or delta:
+    log_decay = _linear_attention_decay(ctx, decay, b, t_len, hkv, dk) if gating else None
+    if delta:
         if not t_len.is_const:
             raise ctx.error(f"update_rule {rule!r} over a symbolic sequence length ({t_len}) is not supported "
-                            "(it unrolls over a static length; 'linear' takes any)")
+                            "(it unrolls over a static length; 'linear' and 'gated' take any)")
         steps = int(t_len)
         if steps > MAX_UNROLLED_STEPS:
             raise ctx.error(f"a sequence of {steps} steps is not supported for update_rule {rule!r} "
                             f"(unrolled: at most {MAX_UNROLLED_STEPS})")
-        gate = _linear_attention_gate(ctx, decay, b, t_len, hkv, dk) if gating else None
-        strength = _linear_attention_beta(ctx, beta, b, t_len, hkv) if delta else None
+        gate = ctx.emit("exp", [log_decay]) if gating else None
+        strength = _linear_attention_beta(ctx, beta, b, t_len, hkv)
         out, state = _unrolled_recurrence(ctx, (q, k, v), state, gate, strength, steps, hkv, hq)
+    elif gating:
+        out, state = _gated_closed_form(ctx, (q, k, v), state, log_decay, hkv, hq)
     else:
         out, state = _linear_closed_form(ctx, (q, k, v), state, hkv, hq)
     out = ctx.emit("multiply", [out, np.array(scale, np.float32)])
@@ -488,14 +491,12 @@ def convert_linear_attention(ctx, inputs):
     return [_as(ctx, out, out_dtype), _as(ctx, state, state_dtype)]
 
 
-def _linear_attention_gate(ctx, decay, b, t_len, hkv, dk):
-    """exp(decay) as (B, Hkv, T, dk) or (B, Hkv, T, 1) (a per-head decay)."""
-    last = _dims(ctx, decay)[-1]
-    width = _static_dim(ctx, last, "decay's last dim")
+def _linear_attention_decay(ctx, decay, b, t_len, hkv, dk):
+    """The log decay as (B, Hkv, T, dk) or (B, Hkv, T, 1) (one per head)."""
+    width = _static_dim(ctx, _dims(ctx, decay)[-1], "decay's last dim")
     if width not in (hkv, hkv * dk) or len(_dims(ctx, decay)) != 3:
         raise ctx.error(f"decay must be (B, T, {hkv}) or (B, T, {hkv * dk}), got {ctx.type_of(decay)}")
-    g = ctx.emit("exp", [_as(ctx, decay, "float32")])
-    g = ctx.emit("reshape", [g], {"shape": (b, t_len, hkv, width // hkv)})
+    g = ctx.emit("reshape", [_as(ctx, decay, "float32")], {"shape": (b, t_len, hkv, width // hkv)})
     return ctx.emit("transpose", [g], {"axes": (0, 2, 1, 3)})
 
 
@@ -547,3 +548,35 @@ def _linear_closed_form(ctx, qkv, state, hkv, hq):
     within = ctx.emit("reshape", [ctx.emit("matmul", [scores, v])], {"shape": (b, hq, t_len, -1)})
     out = ctx.emit("add", [within, _gqa_read(ctx, q, state, hkv, hq)])
     return out, ctx.emit("add", [state, ctx.emit("matmul", [k_t, v])])
+
+
+def _gated_closed_form(ctx, qkv, state, log_decay, hkv, hq):
+    """The gated rule over any length, with G_t the cumulative log decay:
+    o_t = sum_{s <= t} (sum_d q_t[d] k_s[d] exp(G_t[d] - G_s[d])) v_s + (q_t exp(G_t)) S0 and
+    S_T = exp(G_T) S0 + sum_s (k_s exp(G_T - G_s)) v_s^T. The pairwise weights take
+    T * T * (dk, or 1 for a per-head decay) values per head."""
+    q, k, v = qkv
+    b, _, t_len, dk = _dims(ctx, q)
+    dv, width, reps = _dims(ctx, v)[3], _dims(ctx, log_decay)[3], hq // hkv
+    positions = ctx.emit("arange", [], {"stop": t_len, "dtype": "int64"})
+    lower = ctx.emit("less_equal", [positions, ctx.emit("reshape", [positions], {"shape": (t_len, 1)})])  # s <= t
+    cumulative = ctx.emit("matmul", [ctx.emit("cast", [lower], {"dtype": "float32"}), log_decay])  # (B, Hkv, T, w)
+    diff = ctx.emit("subtract", [ctx.emit("reshape", [cumulative], {"shape": (b, hkv, 1, t_len, 1, width)}),
+                                 ctx.emit("reshape", [cumulative], {"shape": (b, hkv, 1, 1, t_len, width)})])
+    causal = ctx.emit("reshape", [lower], {"shape": (1, 1, 1, t_len, t_len, 1)})
+    weight = ctx.emit("exp", [ctx.emit("where", [causal, diff, np.array(-np.inf, np.float32)])])
+    pairs = ctx.emit("multiply", [ctx.emit("reshape", [q], {"shape": (b, hkv, reps, t_len, 1, dk)}),
+                                  ctx.emit("reshape", [k], {"shape": (b, hkv, 1, 1, t_len, dk)})])
+    scores = ctx.emit("sum", [ctx.emit("multiply", [pairs, weight])], {"axis": (-1,)})  # (B, Hkv, r, T, T)
+    within = ctx.emit("matmul", [scores, ctx.emit("reshape", [v], {"shape": (b, hkv, 1, t_len, dv)})])
+    decayed_q = ctx.emit("multiply", [ctx.emit("reshape", [q], {"shape": (b, hkv, reps, t_len, dk)}),
+                                      ctx.emit("reshape", [ctx.emit("exp", [cumulative])],
+                                               {"shape": (b, hkv, 1, t_len, width)})])
+    past = ctx.emit("matmul", [decayed_q, ctx.emit("reshape", [state], {"shape": (b, hkv, 1, dk, dv)})])
+    out = ctx.emit("reshape", [ctx.emit("add", [within, past])], {"shape": (b, hq, t_len, dv)})
+    total = ctx.emit("strided_slice", [cumulative], {"begin": (-1,), "end": (t_len,), "axes": (2,)})  # G_T
+    to_end = ctx.emit("exp", [ctx.emit("subtract", [total, cumulative])])  # (B, Hkv, T, w)
+    carried = ctx.emit("multiply", [state, ctx.emit("transpose", [ctx.emit("exp", [total])], {"axes": (0, 1, 3, 2)})])
+    written = ctx.emit("matmul", [ctx.emit("transpose", [ctx.emit("multiply", [k, to_end])], {"axes": (0, 1, 3, 2)}),
+                                  v])
+    return out, ctx.emit("add", [carried, written])
