@@ -6,10 +6,15 @@ conv3d_transpose, max_pool2d / max_pool3d and avg_pool2d / avg_pool3d;
 1-D ones run as 2-D ones over a height of 1. auto_pad SAME_* of Conv and the
 pools needs static spatial sizes. ConvTranspose turns output_shape and
 auto_pad SAME_* into pads by the ONNX rule (see `_transpose_pads`);
-output_shape needs static spatial sizes. Not supported: more than 3 spatial
-axes, MaxPool's Indices output and storage_order 1."""
+output_shape needs static spatial sizes. MaxPool's Indices output (see
+`_max_pool_indices`) needs static spatial sizes. Not supported: more than 3
+spatial axes."""
 
 from __future__ import annotations
+
+import itertools
+
+import numpy as np
 
 from ....ir.shape import as_expr
 from ..context import converter
@@ -179,10 +184,10 @@ def convert_conv_transpose(ctx, inputs):
 @converter("MaxPool", "AveragePool")
 def convert_pool(ctx, inputs):
     x = inputs[0]
-    if len(ctx.node.output) > 1 and ctx.node.output[1]:
-        raise ctx.error("the Indices output of MaxPool is not supported")
-    if ctx.attr("storage_order", 0, int) != 0:
-        raise ctx.error("storage_order 1 is not supported")
+    with_indices = len(ctx.node.output) > 1 and bool(ctx.node.output[1])
+    storage_order = ctx.attr("storage_order", 0, int)
+    if storage_order not in (0, 1):
+        raise ctx.error(f"storage_order must be 0 (row major) or 1 (column major), got {storage_order}")
     nd = _spatial_rank(ctx, x)
     if not ctx.has_attr("kernel_shape"):
         raise ctx.error("attribute kernel_shape is required")
@@ -193,4 +198,53 @@ def convert_pool(ctx, inputs):
     if ctx.node.op_type == "AveragePool":
         attrs["count_include_pad"] = bool(ctx.attr("count_include_pad", 0, int))
         return _emit_spatial(ctx, "avg_pool{}d", nd, [x], attrs)
-    return _emit_spatial(ctx, "max_pool{}d", nd, [x], attrs)
+    y = _emit_spatial(ctx, "max_pool{}d", nd, [x], attrs)
+    if not with_indices:
+        return y
+    return [y, _max_pool_indices(ctx, x, y, kernel, strides, pads, dilations, storage_order)]
+
+
+def _max_pool_indices(ctx, x, y, kernel, strides, pads, dilations, storage_order):
+    """MaxPool's Indices: per output, the flattened index (n, c and the spatial position, the spatial part
+    row major for storage_order 0, column major for 1) of the first largest element of its window in
+    row-major window order, as ONNX Runtime. The K window elements of every output are K strided slices of
+    the input (padded with the dtype's lowest value, widened at the end for ceil_mode), stacked on a new
+    axis; argmax over it picks k, and a gather of a constant (K, outputs) position table gives the index.
+    Padding positions never win unless a window's real elements are all the lowest value."""
+    shape = ctx.type_of(x).shape
+    nd = len(shape) - 2
+    if not all(d.is_const for d in shape[2:]):
+        raise ctx.error(f"the Indices output needs static spatial sizes, got {tuple(shape[2:])}")
+    dims = [int(d.value) for d in shape[2:]]
+    out = [int(d.value) for d in ctx.type_of(y).shape[2:]]
+    begins, ends = list(pads[:nd]), list(pads[nd:])
+    for i in range(nd):  # ceil_mode: the last windows may reach past the end padding
+        reach = (out[i] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1
+        ends[i] = max(ends[i], reach - dims[i] - begins[i])
+    dtype = ctx.type_of(x).dtype
+    lowest = float("-inf") if dtype.startswith("float") else int(np.iinfo(dtype).min)
+    padded = ctx.emit("pad", [x], {"pads": (0, 0, *begins, 0, 0, *ends), "value": lowest}) \
+        if any(begins) or any(ends) else x
+    n, c = shape[0], shape[1]
+    order = "F" if storage_order == 1 else "C"
+    offsets = list(itertools.product(*[range(k) for k in kernel]))
+    slices, table = [], np.zeros((len(offsets), *out), np.int64)
+    grid = np.meshgrid(*[np.arange(o) for o in out], indexing="ij")
+    for j, offset in enumerate(offsets):
+        starts = [offset[i] * dilations[i] for i in range(nd)]
+        part = ctx.emit("strided_slice", [padded], {
+            "begin": tuple(starts), "end": tuple(s + (o - 1) * st + 1 for s, o, st in zip(starts, out, strides)),
+            "strides": tuple(strides), "axes": tuple(range(2, nd + 2))})
+        slices.append(ctx.emit("reshape", [part], {"shape": (n, c, as_expr(1), *ctx.type_of(part).shape[2:])}))
+        where = [np.clip(grid[i] * strides[i] + starts[i] - begins[i], 0, dims[i] - 1) for i in range(nd)]
+        table[j] = np.ravel_multi_index(where, dims, order=order)
+    stacked = ctx.emit("concat", slices, {"axis": 2}) if len(slices) > 1 else slices[0]
+    best = ctx.emit("argmax", [stacked], {"axis": 2, "keepdims": True})
+    full = (n, c, as_expr(len(offsets)), *[as_expr(o) for o in out])
+    positions = ctx.emit("broadcast_to", [table.reshape(1, 1, len(offsets), *out)], {"shape": full})
+    index = ctx.emit("reshape", [ctx.emit("gather_elements", [positions, best], {"axis": 2})],
+                     {"shape": (n, c, *[as_expr(o) for o in out])})
+    size = int(np.prod(dims))
+    base = ctx.emit("arange", [], {"start": 0, "stop": n * c * size, "step": size, "dtype": "int64"})
+    base = ctx.emit("reshape", [base], {"shape": (n, c, *[as_expr(1)] * nd)})
+    return ctx.emit("add", [index, base])
