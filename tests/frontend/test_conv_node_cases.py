@@ -17,8 +17,6 @@ from tests.frontend.test_onnx_import import make_model, ort, vi
 CONV_OPS = {"Conv", "ConvTranspose", "MaxPool", "AveragePool"}
 
 KNOWN_UNSUPPORTED = {
-    "test_maxpool_with_argmax_2d_precomputed_pads": "MaxPool's Indices output",
-    "test_maxpool_with_argmax_2d_precomputed_strides": "MaxPool's Indices output",
 }
 
 

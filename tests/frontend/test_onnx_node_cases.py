@@ -20,8 +20,6 @@ KNOWN_UNSUPPORTED = {
     "test_training_dropout_mask": "training-mode Dropout draws random masks",
     "test_training_dropout_zero_ratio": "training-mode Dropout",
     "test_training_dropout_zero_ratio_mask": "training-mode Dropout",
-    "test_maxpool_with_argmax_2d_precomputed_pads": "MaxPool's Indices output",
-    "test_maxpool_with_argmax_2d_precomputed_strides": "MaxPool's Indices output",
 }
 
 # ONNX Runtime and relax_edge follow the spec (align_corners divides by the
