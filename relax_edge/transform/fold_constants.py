@@ -24,6 +24,9 @@
    `x ** 3` by a constant exponent become products, `x ** 0.5` a sqrt
    (GELU's tanh form computes `x ** 3` per element).
 
+A result that folds to a constant is bound to a variable again in a last
+binding block, so the function still returns variables.
+
 Does not fold calls of tensor programs, externs or graph functions, calls
 with symbolic attributes or results of unknown or symbolic shape, or `if`
 on a constant condition; a call whose reference fails on its constants is
@@ -39,7 +42,7 @@ import numpy as np
 
 from ..errors import RelaxEdgeError
 from ..interp import interpret
-from ..ir.expr import BindingBlock, Call, Constant, DataflowVar, Function, IRModule, SeqExpr, Var, VarBinding
+from ..ir.expr import BindingBlock, Call, Constant, DataflowVar, Function, IRModule, SeqExpr, Tuple, Var, VarBinding
 from ..ir.types import TensorType
 from ..ir.visitor import ExprMutator, ExprVisitor
 from ..op.registry import Op, make_call
@@ -176,6 +179,42 @@ def _oversized(func: Function, made: dict, max_bytes: int) -> set:
             if c.data.nbytes > sum(s.data.nbytes for s in freed if shared[s] == 1)}
 
 
+def _bound_fields(fields, taken: set) -> tuple:
+    """(bindings of the constants among `fields` to fresh variables, the fields with those variables)."""
+    bindings, out = [], []
+    for i, f in enumerate(fields):
+        if isinstance(f, Constant):
+            name = next(n for n in (f"folded_output{i}_{k}" for k in range(len(taken) + 1)) if n not in taken)
+            taken.add(name)
+            bindings.append(VarBinding(Var(name, f.type), f))
+            f = bindings[-1].var
+        out.append(f)
+    return bindings, out
+
+
+def _bind_constant_outputs(func: Function) -> Function:
+    """A function result folded to a constant is bound to a variable again
+    (the host code returns variables), also inside the result's tuple."""
+    taken = {p.name for p in func.params} | {b.var.name for blk in func.body.blocks for b in blk.bindings}
+    result, blocks = func.body.body, list(func.body.blocks)
+    if isinstance(result, Var):
+        for k, blk in enumerate(blocks):
+            for j, b in enumerate(blk.bindings):
+                if b.var is result and isinstance(b.value, Tuple) and any(isinstance(f, Constant)
+                                                                         for f in b.value.fields):
+                    bindings, fields = _bound_fields(b.value.fields, taken)
+                    new = [*blk.bindings[:j], *bindings, VarBinding(b.var, Tuple(fields)), *blk.bindings[j + 1:]]
+                    blocks[k] = type(blk)(new)
+    fields = result.fields if isinstance(result, Tuple) else (result,)
+    bindings, fields = _bound_fields(fields, taken)
+    if bindings:
+        blocks.append(BindingBlock(bindings))
+        result = Tuple(fields) if isinstance(result, Tuple) else fields[0]
+    if blocks == list(func.body.blocks) and not bindings:
+        return func
+    return Function(func.params, SeqExpr(blocks, result), func.ret_type, func.name, func.attrs)
+
+
 def _fold_function(func: Function, max_bytes: int) -> Function:
     refused, cache = set(), {}
     while True:
@@ -183,7 +222,7 @@ def _fold_function(func: Function, max_bytes: int) -> Function:
         out = _Folder(refused, cache, made).visit_Function(func)
         too_big = _oversized(out, made, max_bytes) - refused
         if not too_big:
-            return out
+            return _bind_constant_outputs(out)
         refused |= too_big
 
 

@@ -8,7 +8,7 @@ import pytest
 
 import relax_edge as rxe
 from relax_edge import op
-from relax_edge.ir import Builder, SizeVar, TensorType, Tuple, Var
+from relax_edge.ir import Builder, Constant, SizeVar, TensorType, Tuple, Var
 from relax_edge.ir.types import DTYPES
 from relax_edge.op import make_call
 
@@ -123,3 +123,21 @@ def test_uint16_subtract_wraps_before_mean(backend, tmp_path):
     (got,) = _run(mod, backend, tmp_path, x, y)
     wrapped = [65535, 3, 0, 0]                       # 1 - 2 wraps to 2**16 - 1
     assert got.dtype == np.uint16 and int(got) == int(np.mean(wrapped))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_output_folded_to_a_constant(backend, tmp_path):
+    """A result computed from constants only: fold_constants returned the
+    Constant itself and plan_memory refused it ('outputs must be tensor
+    variables'); it is bound to a variable again."""
+    x = Var("x", TensorType((2,), "int32"))
+    c = Constant(np.array([[1, 2, 3], [4, 5, 6]], np.int32))
+    mod = _module([x], lambda bb: Tuple([bb.emit(make_call("transpose", [c], {"axes": None})),
+                                         bb.emit(op.add(x, x))]), dataflow=False)
+    single = _module([x], lambda bb: make_call("sum", [c], {"axis": 1, "keepdims": False}))
+    data = np.array([3, -1], np.int32)
+    transposed, doubled = _run(mod, backend, tmp_path, data)
+    np.testing.assert_array_equal(transposed, [[1, 4], [2, 5], [3, 6]])
+    np.testing.assert_array_equal(doubled, [6, -2])
+    (sums,) = _run(single, backend, tmp_path / "single", data)
+    np.testing.assert_array_equal(sums, np.array([6, 15], np.int32))
