@@ -15,6 +15,7 @@ set(RXE_CORE_SOURCES
   src/check.c
   src/module.c
   src/math.c
+  src/half.c
 )
 
 set(RXE_THREAD_SOURCES

@@ -17,12 +17,12 @@ STATUS_NAMES = {
     9: "RXE_ERR_ABI", 10: "RXE_ERR_INTERNAL", 11: "RXE_ERR_INDEX", 12: "RXE_ERR_PROTOCOL", 13: "RXE_ERR_NO_MEMORY",
 }
 
-# dtype name -> (DLPack code, bits, C type); float16 and bfloat16 have no C type (kernels widen them)
+# dtype name -> (DLPack code, bits, C storage type); float16 and bfloat16 are bits, computed as float
 DTYPES = {
     "float32": (2, 32, "float"),
-    "float16": (2, 16, None),
+    "float16": (2, 16, "uint16_t"),
     "float64": (2, 64, "double"),
-    "bfloat16": (4, 16, None),
+    "bfloat16": (4, 16, "uint16_t"),
     "int8": (0, 8, "int8_t"),
     "int16": (0, 16, "int16_t"),
     "int32": (0, 32, "int32_t"),

@@ -34,7 +34,7 @@ __all__ = [
 
 INTRINSICS = ("exp", "log", "sqrt", "tanh", "erf", "pow", "fabs", "floor", "ceil", "round")
 INTRINSICS += ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "fmod")
-FLOAT_DTYPES = ("float32", "float16", "float64")
+FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
 
 
 def is_float(dtype: str) -> bool:

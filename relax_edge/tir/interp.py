@@ -19,6 +19,7 @@ import struct
 import numpy as np
 
 from ..errors import InterpretError
+from ..ir import bfloat16
 from ..ir.shape import evaluate
 from .expr import is_float
 from .render import IndentedLines, Renderer
@@ -48,7 +49,33 @@ def _f32(x):
         return math.copysign(math.inf, x)
 
 
-_RUNTIME = {"_Failed": _Failed, "_f32": _f32, "math": math, "_tdiv": _tdiv, "_min": min, "_max": max,
+_F16 = struct.Struct("<e")
+_BITS32 = struct.Struct("<I")
+
+
+def _f16(x):
+    """x rounded to float16 (to nearest even; beyond the range, inf)."""
+    try:
+        return _F16.unpack(_F16.pack(x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+def _bf16(x):
+    """x rounded to float32, then to bfloat16 (to nearest even), as runtime_c/src/half.c."""
+    u = _BITS32.unpack(_F32.pack(_f32(x)))[0]
+    if (u & 0x7FFFFFFF) > 0x7F800000:
+        return x
+    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
+    return _F32.unpack(_BITS32.pack(u & 0xFFFFFFFF))[0]
+
+
+# float16 and bfloat16 compute in float32 and are rounded when stored or cast, as the kernels do
+_NARROW = {"float16": "_f16", "bfloat16": "_bf16"}
+_SINGLE = ("float32", "float16", "bfloat16")   # arithmetic rounded to float32
+
+_RUNTIME = {"_Failed": _Failed, "_f32": _f32, "_f16": _f16, "_bf16": _bf16, "math": math, "_tdiv": _tdiv,
+            "_min": min, "_max": max,
             "_fmin": lambda a, b: a if a < b or a != a else b,
             "_fmax": lambda a, b: a if a > b or a != a else b,
             "_erf": math.erf, "_exp": lambda x: math.exp(x) if x < 709 else math.inf,
@@ -116,7 +143,7 @@ class PythonRenderer(Renderer):
             text = f"_wrap_int({_BIT_OPS[op].format(a=a, b=b)}, {_INT_WIDTH[dtype][0]}, {_INT_WIDTH[dtype][1]})"
         else:
             text = super().binary(op, a, b, dtype)
-        return f"_f32({text})" if dtype == "float32" else text
+        return f"_f32({text})" if dtype in _SINGLE else text
 
     def constant(self, value, dtype):
         if isinstance(value, float) and (value != value or value in (math.inf, -math.inf)):
@@ -126,6 +153,8 @@ class PythonRenderer(Renderer):
     def cast(self, x, src, dst):
         if dst == "float32":
             return f"_f32(float({x}))"
+        if dst in _NARROW:
+            return f"{_NARROW[dst]}(float({x}))"
         if is_float(dst):
             return f"float({x})"
         if dst == "bool":
@@ -137,7 +166,7 @@ class PythonRenderer(Renderer):
 
     def intrinsic(self, name, args, dtype):
         text = self.INTRINSICS[name].format(*args)
-        return f"_f32({text})" if dtype == "float32" else text
+        return f"_f32({text})" if dtype in _SINGLE else text
 
 
 class _PythonStatements(IndentedLines, StmtVisitor):
@@ -152,6 +181,8 @@ class _PythonStatements(IndentedLines, StmtVisitor):
         value, dtype = r.expr(s.value), s.buffer.dtype
         if dtype == "float32":
             value = f"_f32({value})"
+        elif dtype in _NARROW:
+            value = f"{_NARROW[dtype]}({value})"
         elif dtype in _INT_WIDTH and dtype != "int64":   # stored integers wrap to their width, as in C and LLVM
             value = f"_wrap_int({value}, {_INT_WIDTH[dtype][0]}, {_INT_WIDTH[dtype][1]})"
         self.line(f"{target} = {value}")
@@ -216,7 +247,7 @@ def run_program(program, args, size_values):
         if arr.size != want:
             raise InterpretError(f"program {program.name}: input {buf.name} has {arr.size} elements, "
                                  f"its buffer {want}")
-        flat.append(arr.reshape(-1).tolist())
+        flat.append((bfloat16.widen(arr) if buf.dtype == "bfloat16" else arr).reshape(-1).tolist())
     outs = []
     for buf in tuple(program.outputs) + tuple(program.scratch):
         outs.append([0] * int(evaluate(buf.numel(), env)))
@@ -229,5 +260,6 @@ def run_program(program, args, size_values):
     results = []
     for buf, data in zip(program.outputs, outs):
         shape = tuple(int(evaluate(d, env)) for d in buf.shape)
-        results.append(np.array(data, dtype=buf.dtype).reshape(shape))
+        out = bfloat16.narrow(np.array(data, np.float32)) if buf.dtype == "bfloat16" else np.array(data, buf.dtype)
+        results.append(out.reshape(shape))
     return results[0] if len(results) == 1 else tuple(results)

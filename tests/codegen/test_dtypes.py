@@ -1,7 +1,8 @@
-"""float64, int16, uint16, uint32 and uint64 through the operator matrix of
-dtype_cases.py: the graph interpreter, the legalized tensor programs (the
-tensor-program interpreter) and the programs compiled on the host with the C
-and LLVM backends, each against numpy, at several batch sizes (1 included)."""
+"""float64, int16, uint16, uint32, uint64 and float16 (stored narrow,
+computed in float32) through the operator matrix of dtype_cases.py: the
+graph interpreter, the legalized tensor programs (the tensor-program
+interpreter) and the programs compiled on the host with the C and LLVM
+backends, each against numpy, at several batch sizes (1 included)."""
 
 import numpy as np
 import pytest
@@ -11,7 +12,9 @@ from relax_edge.errors import RelaxEdgeError
 from relax_edge.ir import Builder, TensorType, Var
 from relax_edge.op.registry import make_call
 from relax_edge.transform.legalize import legalize
-from tests.codegen.dtype_cases import NEW_DTYPES, arrays, compare, expected, module
+from tests.codegen.dtype_cases import NARROW_FLOATS, NEW_DTYPES, arrays, compare, expected, module
+
+DTYPES = NEW_DTYPES + NARROW_FLOATS
 
 ROWS = (1, 3)
 
@@ -20,7 +23,7 @@ def _run_inputs(inputs):
     return [inputs[v] for v in "xysp"]
 
 
-@pytest.mark.parametrize("dtype", NEW_DTYPES)
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_dtype_interpreted_and_legalized(dtype):
     mod, selected = module(dtype)
     lowered = legalize(mod)
@@ -32,7 +35,7 @@ def test_dtype_interpreted_and_legalized(dtype):
 
 
 @pytest.mark.parametrize("backend", ["c", "llvm"])
-@pytest.mark.parametrize("dtype", NEW_DTYPES)
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_dtype_compiled_on_host(dtype, backend, tmp_path):
     mod, selected = module(dtype)
     art = rxe.build(mod, board="host", backend=backend, out_dir=tmp_path, name="dtypes", quiet=True)
@@ -51,15 +54,23 @@ def test_wrong_input_dtype_is_refused_by_the_compiled_model(tmp_path):
         dev.load(art).run(*_run_inputs(inputs))
 
 
-def test_float16_kernels_are_refused_by_name(tmp_path):
-    """float16 kernels are not generated yet: the build says so, naming the dtype."""
-    x = Var("x", TensorType((4,), "float16"))
+def test_float16_kernels_round_as_the_interpreter(tmp_path):
+    """float16 values widened, computed in float32 and narrowed to nearest even: the C and LLVM kernels
+    give the tensor-program interpreter's bits exactly, and numpy's float16 cast of the float32 result."""
+    x = Var("x", TensorType((6,), "float16"))
     bb = Builder()
     with bb.function("main", [x]):
-        bb.ret(bb.emit(make_call("add", [x, x])))
+        bb.ret(bb.emit(make_call("multiply", [x, bb.emit(make_call("exp", [x]))])))
+    mod = bb.get()
+    data = np.array([0.1, -2.5, 3.0, 6.0e-5, 11.0, -0.0], np.float16)
+    wide = data.astype(np.float32)
+    want = (wide * np.exp(wide)).astype(np.float16)
+    tir = rxe.interpret(legalize(mod), data)
+    np.testing.assert_allclose(tir.astype(np.float32), want.astype(np.float32), rtol=1e-3)
     for backend in ("c", "llvm"):
-        with pytest.raises(RelaxEdgeError, match="float16 is not supported"):
-            rxe.build(bb.get(), board="host", backend=backend, out_dir=tmp_path / backend, name="f16", quiet=True)
+        art = rxe.build(mod, board="host", backend=backend, out_dir=tmp_path / backend, name="f16", quiet=True)
+        with rxe.connect("host") as dev:
+            np.testing.assert_array_equal(dev.load(art).run(data)[0].view(np.uint16), tir.view(np.uint16))
 
 
 def test_uint64_beyond_int64_survives_a_round_trip():

@@ -37,10 +37,25 @@ def c_string(text: str) -> str:
 
 
 def c_type(dtype: str) -> str:
+    """The C type of a buffer element (float16 and bfloat16: their uint16_t bits)."""
     ctype = DTYPES.get(dtype, (None, None, None))[2]
     if ctype is None:
         raise RelaxEdgeError(f"dtype {dtype} is not supported by the C backend")
     return ctype
+
+
+# float16 and bfloat16 in registers: float, widened after a load and narrowed before a store (kernel.h)
+NARROW_FLOATS = {"float16": "rxe_half", "bfloat16": "rxe_bfloat"}
+
+
+def c_value_type(dtype: str) -> str:
+    """The C type of a value of `dtype` in an expression."""
+    return "float" if dtype in NARROW_FLOATS else c_type(dtype)
+
+
+def narrowed(value: str, dtype: str) -> str:
+    """`value` as a buffer element of `dtype` stores it."""
+    return f"{NARROW_FLOATS[dtype]}_narrow({value})" if dtype in NARROW_FLOATS else value
 
 
 UNSIGNED = ("uint8", "uint16", "uint32", "uint64", "bool")
@@ -96,7 +111,7 @@ class CRenderer(Renderer):
         if dtype == "bool":
             return "1" if value else "0"
         if is_float(dtype):
-            suffix = "f" if dtype == "float32" else ""
+            suffix = "" if dtype == "float64" else "f"
             if math.isnan(value):
                 return "RXE_NAN"
             if math.isinf(value):
@@ -108,12 +123,19 @@ class CRenderer(Renderer):
     def cast(self, x, src, dst):
         if dst == "bool":
             return f"(uint8_t)({x} != 0)"
-        return f"(({c_type(dst)})({x}))"
+        if dst in NARROW_FLOATS:   # rounded to the narrow type, held as float
+            return f"{NARROW_FLOATS[dst]}_widen({NARROW_FLOATS[dst]}_narrow((float)({x})))"
+        return f"(({c_value_type(dst)})({x}))"
+
+    def load(self, e):
+        text = super().load(e)
+        dtype = e.buffer.dtype
+        return f"{NARROW_FLOATS[dtype]}_widen({text})" if dtype in NARROW_FLOATS else text
 
     def intrinsic(self, name, args, dtype):
-        if dtype == "float32" and name in F32_MATH:
+        if dtype != "float64" and name in F32_MATH:
             return f"rxe_f32_{name}({args[0]})"
-        suffix = "F" if dtype == "float32" else ""
+        suffix = "" if dtype == "float64" else "F"
         return f"RXE_{self.MATH[name]}{suffix}({', '.join(args)})"
 
 
@@ -256,14 +278,16 @@ class CKernel(IndentedLines, KernelSkeleton):
     # statements ------------------------------------------------------------
     def visit_Store(self, s: Store):
         r = self.r
-        self.line(f"{r.name(s.buffer, s.buffer.name)}[{r.expr(s.buffer.flat_index(s.indices))}] = {r.expr(s.value)};")
+        value = narrowed(r.expr(s.value), s.buffer.dtype)
+        self.line(f"{r.name(s.buffer, s.buffer.name)}[{r.expr(s.buffer.flat_index(s.indices))}] = {value};")
 
     def visit_IfThenElse(self, s: IfThenElse):
         self.branch(s, f"if ({self.r.expr(s.cond)}) {{", "} else {", "}")
 
     def visit_Let(self, s: Let):
         r = self.r
-        self.block(f"const {c_type(s.var.dtype)} {r.name(s.var, s.var.name)} = {r.expr(s.value)};", s.body, s.var)
+        self.block(f"const {c_value_type(s.var.dtype)} {r.name(s.var, s.var.name)} = {r.expr(s.value)};", s.body,
+                   s.var)
 
     def visit_Allocate(self, s: Allocate):
         b = s.buffer
@@ -314,7 +338,7 @@ class CKernel(IndentedLines, KernelSkeleton):
                 return f"const {c_type(v.dtype)}*" if v in inputs else f"{c_type(v.dtype)}*"
             if k < buffers + sizes:
                 return "int64_t"
-            return f"const {c_type(v.dtype)}" if hasattr(v, "dtype") else "int64_t"
+            return f"const {c_value_type(v.dtype)}" if hasattr(v, "dtype") else "int64_t"
         fields = [(field_type(k, v), r.name(v, v.name)) for k, v in enumerate(self.captured())]
         fields.append(("rxe_error_t*", "err"))
         struct = ["typedef struct {"] + [f"  {t} {n};" for t, n in fields] + \

@@ -56,6 +56,12 @@ TYPES = {"float32": ir.FloatType(), "float64": ir.DoubleType(), "int8": I8, "int
          "int64": I64, "uint8": I8, "uint16": I16, "uint32": I32, "uint64": I64, "bool": I1}
 BITS = {"float32": 32, "float64": 64, "int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8, "uint16": 16,
         "uint32": 32, "uint64": 64, "bool": 1}
+# float16 and bfloat16: i16 bits in memory, float in registers; the runtime's NAME_widen after a
+# load, NAME_narrow (round to nearest even) before a store (runtime_c/src/half.c, as the C backend)
+NARROW_FLOATS = {"float16": "rxe_half", "bfloat16": "rxe_bfloat"}
+TYPES.update({name: ir.FloatType() for name in NARROW_FLOATS})
+BITS.update({name: 32 for name in NARROW_FLOATS})
+MEMORY_BYTES = {**{name: max(bits // 8, 1) for name, bits in BITS.items()}, "float16": 2, "bfloat16": 2}
 UNSIGNED = ("uint8", "uint16", "uint32", "uint64", "bool")
 
 # node kind -> IRBuilder method, by operand kind
@@ -109,6 +115,8 @@ def llvm_type(dtype: str) -> ir.Type:
 
 
 def memory_type(dtype: str) -> ir.Type:
+    if dtype in NARROW_FLOATS:
+        return I16
     return I8 if dtype == "bool" else llvm_type(dtype)
 
 
@@ -197,6 +205,8 @@ class KernelEmitter(KernelSkeleton, IndexArithmetic):
         value = self.expr(s.value)
         if s.buffer.dtype == "bool":
             value = self.b.zext(value, I8)
+        elif s.buffer.dtype in NARROW_FLOATS:
+            value = self.narrow(value, s.buffer.dtype)
         self.b.store(value, self.address(s.buffer, s.indices), align=self.align(s.buffer.dtype))
 
     def visit_IfThenElse(self, s: IfThenElse):
@@ -384,12 +394,23 @@ class KernelEmitter(KernelSkeleton, IndexArithmetic):
         """An i1 for a condition (C's `x != 0` for non-bool values)."""
         return value if dtype == "bool" else self.compare("ne", value, ir.Constant(value.type, 0), dtype)
 
+    def narrow(self, value, dtype: str) -> ir.Value:
+        """A float value as the i16 bits of float16 / bfloat16 `dtype`."""
+        return self.b.call(self.runtime_function(f"{NARROW_FLOATS[dtype]}_narrow", I16, [ir.FloatType()]), [value])
+
+    def widen(self, bits, dtype: str) -> ir.Value:
+        return self.b.call(self.runtime_function(f"{NARROW_FLOATS[dtype]}_widen", ir.FloatType(), [I16]), [bits])
+
     def cast(self, value, src: str, dst: str) -> ir.Value:
         b, to = self.b, llvm_type(dst)
         if dst == "bool":
             return self.truth(value, src)
         if src == dst:
             return value
+        if dst in NARROW_FLOATS:   # rounded to the narrow type, held as float
+            return self.widen(self.narrow(self.cast(value, src, "float32"), dst), dst)
+        if src in NARROW_FLOATS:
+            src = "float32"
         if is_float(src) and is_float(dst):
             return (b.fpext if BITS[dst] > BITS[src] else b.fptrunc)(value, to)
         if is_float(dst):
@@ -403,6 +424,7 @@ class KernelEmitter(KernelSkeleton, IndexArithmetic):
         return value
 
     def intrinsic(self, name: str, args: list, dtype: str) -> ir.Value:
+        dtype = "float32" if dtype in NARROW_FLOATS else dtype
         if dtype == "float32" and name in F32Math.NAMES:
             return getattr(F32Math(self.b, args[0].type), name)(args[0])
         how, symbol = self.math[name]
@@ -432,11 +454,13 @@ class KernelEmitter(KernelSkeleton, IndexArithmetic):
     def load(self, e: Load) -> ir.Value:
         dtype = e.buffer.dtype
         value = self.b.load(self.address(e.buffer, e.indices), align=self.align(dtype), typ=memory_type(dtype))
+        if dtype in NARROW_FLOATS:
+            return self.widen(value, dtype)
         return self.b.icmp_unsigned("!=", value, ir.Constant(I8, 0)) if dtype == "bool" else value
 
     @staticmethod
     def align(dtype: str) -> int:
-        return max(BITS[dtype] // 8, 1)
+        return MEMORY_BYTES[dtype]
 
     # module-level symbols ------------------------------------------------------
     def runtime_function(self, name: str, ret, params, var_arg: bool = False) -> ir.Function:

@@ -26,6 +26,13 @@ static inline int64_t rxe_floormod_i64(int64_t a, int64_t b) {
 static inline int64_t rxe_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t rxe_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
 
+/* float16 and bfloat16 are stored as uint16_t bits and computed as float:
+ * widen after a load, narrow (round to nearest even) before a store (src/half.c). */
+float rxe_half_widen(uint16_t h);
+uint16_t rxe_half_narrow(float x);
+float rxe_bfloat_widen(uint16_t h);
+uint16_t rxe_bfloat_narrow(float x);
+
 #define RXE_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define RXE_MAX(a, b) ((a) > (b) ? (a) : (b))
 
