@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import TypeInferenceError
 from ..ir import Constant, SizeVar, TensorType, Var
-from ..ir.shape import as_expr, bounds
+from ..ir.shape import Proof, as_expr, bounds, prove_equal
 from ..ir.types import DTYPES
 from ..op import make_call
 from ..op.manipulate import _BIG
@@ -41,7 +41,7 @@ from .graphs import Graph, Step, reshape_target
 
 __all__ = ["generate_graph", "pick_sizes", "FAMILIES", "family_of", "MAX_ELEMENTS"]
 
-MAX_ELEMENTS = 2048
+MAX_ELEMENTS = 4096
 BINARY = ("add", "subtract", "multiply", "maximum", "minimum")
 COMPARE = ("less", "greater", "less_equal", "greater_equal", "equal")
 LOGICAL = ("logical_and", "logical_or", "logical_xor")
@@ -90,6 +90,18 @@ def _range(dtype: str) -> float:
     return 1.0 if dt.kind == "b" else float(np.finfo(dt).max)
 
 
+def _broadcast_proved(shapes) -> bool:
+    """Every pair of aligned dims is provably equal or a constant 1 (the
+    rule also accepts dims that may differ at run time, checked there)."""
+    rank = max(len(sh) for sh in shapes)
+    padded = [(as_expr(1),) * (rank - len(sh)) + tuple(sh) for sh in shapes]
+    for dims in zip(*padded):
+        big = [d for d in dims if not (d.is_const and d.value == 1)]
+        if any(prove_equal(big[0], d) is not Proof.YES for d in big[1:]):
+            return False
+    return True
+
+
 class _Value:
     def __init__(self, expr, bound: float, exact: bool):
         self.expr, self.bound, self.exact = expr, bound, exact
@@ -126,7 +138,7 @@ class _Generator:
 
     def size_var(self, lower: int = 1) -> SizeVar:
         name = f"{'nmkh'[len(self.svars) % 4]}{len(self.svars) // 4 or ''}"
-        upper = int(self.choice((3, 5, 7, 9))) + lower - 1
+        upper = int(self.choice((3, 5, 7, 9, 9, 33))) + lower - 1   # 33: vector loops and their tails
         var = SizeVar(name, upper=upper, lower=lower)
         self.svars[name] = var
         self.graph.size_vars[name] = (lower, upper)
@@ -139,6 +151,8 @@ class _Generator:
                 return self.choice(fits)
         if len(self.svars) < 3 and self.chance(0.3):
             return self.size_var(lower)
+        if self.chance(0.08):
+            return int(self.choice((16, 17, 31)))
         return int(self.choice([d for d in (1, 2, 3, 4, 5, 7, 9) if d >= lower]))
 
     def add_input(self, dims, dtype: str) -> _Value:
@@ -181,6 +195,8 @@ class _Generator:
             return None
         t = call.type
         if not isinstance(t, TensorType) or t.shape is None:
+            return None
+        if call.op.kind == "broadcast" and not _broadcast_proved([a.type.shape for a in args]):
             return None
         count = as_expr(1)
         for d in t.shape:

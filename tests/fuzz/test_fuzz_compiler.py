@@ -27,7 +27,7 @@ def _graph(index: int, dtypes=None):
     return graph, pick_sizes(graph, rng, 2), int(rng.integers(2 ** 31))
 
 
-@pytest.mark.parametrize("index", [0, 1, 2, 3, 5])
+@pytest.mark.parametrize("index", range(5))
 def test_generated_graph_agrees_with_the_c_build(index, tmp_path):
     graph, sizes, seed = _graph(index, COMPILED_DTYPES)
     with rxe.connect("host") as dev:
