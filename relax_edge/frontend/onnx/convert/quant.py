@@ -89,7 +89,7 @@ def _along(ctx, param, shape, axis, block, what):
     if len(pshape) != rank:
         raise ctx.error(f"blocked {what} must have the input's rank {rank}, got shape {tuple(pshape)}")
     for i, (p, d) in enumerate(zip(pshape, shape)):
-        if i != axis and p.is_const and d.is_const and p.value != d.value:
+        if i != axis and not (p - d).is_const or i != axis and (p - d).value != 0:
             raise ctx.error(f"blocked {what} of shape {tuple(pshape)} differs from the input's "
                             f"{tuple(shape)} on axis {i}")
     if pshape[axis].is_const and shape[axis].is_const and -(-shape[axis].value // block) != pshape[axis].value:
