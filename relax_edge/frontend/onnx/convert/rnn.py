@@ -19,7 +19,7 @@ existing graph operators.
    length; the reverse direction runs from T - 1 down to 0, so its state
    stays the initial one until t < sequence_lens[b].
 4. layout 1 (opset 14): X, initial_h / initial_c and the outputs have the
-   batch first; the steps read and write that layout directly.
+   batch first; they are transposed at the start and at the end.
 5. Activations (case-insensitive names) take activation_alpha /
    activation_beta in order, each function consuming the values it uses
    (as ONNX Runtime does); a function past the end of a list takes the
@@ -214,8 +214,9 @@ def _check_optional_inputs(ctx, inputs, node: _Node):
         if t.dtype not in ("int32", "int64"):
             raise ctx.error(f"input 4 (sequence_lens) must be int32 (or int64), got {t.dtype}")
         _expect_shape(ctx, inputs[4], 4, "sequence_lens", (node.batch,))
-    if len(inputs) > 8:
-        raise ctx.error(f"{node.kind} has at most 8 inputs, got {len(inputs)}")
+    most = 8 if node.kind == "LSTM" else 6
+    if len(inputs) > most:
+        raise ctx.error(f"{node.kind} has at most {most} inputs, got {len(inputs)}")
 
 
 # ------------------------------------------------------------------ graph helpers
@@ -245,14 +246,23 @@ class _Steps:
         return self.emit("strided_slice", [v], {"begin": (k * self.node.hidden,),
                                                 "end": (k * self.node.hidden + width,), "axes": (1,)})
 
-    def direction(self, v, d, state=False):
-        """Direction d of a (directions, ...) input (a (batch, directions, hidden) state in layout 1)."""
+    def direction(self, v, d):
+        """Direction d of a (directions, ...) value, without that dim."""
         if v is None:
             return None
         dims = list(self.ctx.type_of(v).shape)
-        axis = 1 if state and self.node.layout == 1 else 0
-        part = self.emit("strided_slice", [v], {"begin": (d,), "end": (d + 1,), "axes": (axis,)})
-        return self.emit("reshape", [part], {"shape": tuple(dims[:axis] + dims[axis + 1:])})
+        part = self.emit("strided_slice", [v], {"begin": (d,), "end": (d + 1,), "axes": (0,)})
+        return self.emit("reshape", [part], {"shape": tuple(dims[1:])})
+
+    def view(self, v):
+        """v reshaped to (1, *shape) and back: free views in the host code, which the fuse pass does not try
+        to inline. Used for the cell state and the step masks, which kernels of two steps read (inlining
+        them would recompute them, so fuse refuses, but it would try again at every later fusion: quadratic
+        in the number of steps)."""
+        if v is None:
+            return None
+        shape = tuple(self.ctx.type_of(v).shape)
+        return self.emit("reshape", [self.emit("reshape", [v], {"shape": (1,) + shape})], {"shape": shape})
 
     def activate(self, fn, x):
         clip = self.node.clip
@@ -282,17 +292,16 @@ def _work(ctx, v):
 
 
 def _projection(s: _Steps, x_seq, w_t, bias):
-    """X of all steps times W^T plus `bias`: (T, batch, gates * hidden), or (batch, T, ...) in layout 1."""
+    """X of all steps times W^T plus `bias`: (T * batch, gates * hidden), step t in rows
+    [t * batch, (t + 1) * batch)."""
     dims = list(s.ctx.type_of(x_seq).shape)
     flat = s.emit("reshape", [x_seq], {"shape": (dims[0] * dims[1], dims[2])})
-    proj = s.add(s.emit("matmul", [flat, w_t]), bias)
-    return s.emit("reshape", [proj], {"shape": (dims[0], dims[1], -1)})
+    return s.add(s.emit("matmul", [flat, w_t]), bias)
 
 
 def _step_rows(s: _Steps, proj, t):
-    axis = s.node.layout  # time is dim 0 in layout 0, dim 1 in layout 1
-    rows = s.emit("strided_slice", [proj], {"begin": (t,), "end": (t + 1,), "axes": (axis,)})
-    return s.emit("reshape", [rows], {"shape": (s.node.batch, -1)})
+    batch = as_expr(s.node.batch)
+    return s.emit("strided_slice", [proj], {"begin": (batch * t,), "end": (batch * (t + 1),), "axes": (0,)})
 
 
 # ------------------------------------------------------------------ the cells
@@ -304,34 +313,35 @@ def _rnn_cell(s: _Steps, weights, acts, xp, h, _c):
 
 def _gru_cell(s: _Steps, weights, acts, xp, h, _c):
     f, g = acts
-    hidden = s.node.hidden
     if s.node.linear_before_reset:
         rec = s.matmul(h, weights["r_t"])                                   # (batch, 3 hidden)
         bias = weights["rec_bias"]
         if bias is not None:
             rec = s.add(rec, bias if rec is not None else s.emit("reshape", [bias], {"shape": (1, -1)}))
-        zr = s.add(s.cols(xp, 0, 2 * hidden), s.cols(rec, 0, 2 * hidden))
-        z, r = s.activate(f, s.cols(zr, 0)), s.activate(f, s.cols(zr, 1))
+        z, r = (s.activate(f, s.add(s.cols(xp, k), s.cols(rec, k))) for k in (0, 1))
         candidate = s.activate(g, s.add(s.cols(xp, 2), s.mul(r, s.cols(rec, 2))))
     else:
-        zr = s.add(s.cols(xp, 0, 2 * hidden), s.matmul(h, weights["r_zr_t"]))
-        z, r = s.activate(f, s.cols(zr, 0)), s.activate(f, s.cols(zr, 1))
+        rec = s.matmul(h, weights["r_zr_t"])                                # (batch, 2 hidden)
+        z, r = (s.activate(f, s.add(s.cols(xp, k), s.cols(rec, k))) for k in (0, 1))
         candidate = s.activate(g, s.add(s.cols(xp, 2), s.matmul(s.mul(r, h), weights["r_h_t"])))
     one = np.array(1, "float32")
     return s.add(s.mul(s.emit("subtract", [one, z]), candidate), s.mul(z, h)), None
 
 
 def _lstm_cell(s: _Steps, weights, acts, xp, h, c):
+    """Gates i, o, f, c; each sliced from the projection and the recurrent product before they are added,
+    so that no gate sum feeds several kernels."""
     f, g, hact = acts
     p_i, p_o, p_f = weights["p_i"], weights["p_o"], weights["p_f"]
-    gates = s.add(xp, s.matmul(h, weights["r_t"]))                          # i, o, f, c
-    i = s.activate(f, s.add(s.cols(gates, 0), s.mul(p_i, c)))
+    rec = s.matmul(h, weights["r_t"])                                       # (batch, 4 hidden)
+    i_pre, o_pre, f_pre, c_pre = (s.add(s.cols(xp, k), s.cols(rec, k)) for k in range(4))
+    i = s.activate(f, s.add(i_pre, s.mul(p_i, c)))
     if s.node.input_forget:
         forget = s.emit("subtract", [np.array(1, "float32"), i])
     else:
-        forget = s.activate(f, s.add(s.cols(gates, 2), s.mul(p_f, c)))
-    cell = s.add(s.mul(forget, c), s.mul(i, s.activate(g, s.cols(gates, 3))))
-    o = s.activate(f, s.add(s.cols(gates, 1), s.mul(p_o, cell)))
+        forget = s.activate(f, s.add(f_pre, s.mul(p_f, c)))
+    cell = s.add(s.mul(forget, c), s.mul(i, s.activate(g, c_pre)))
+    o = s.activate(f, s.add(o_pre, s.mul(p_o, cell)))
     return s.mul(o, hact(cell)), cell
 
 
@@ -373,36 +383,56 @@ def _weights(s: _Steps, inputs, d):
         for k, name in enumerate(("p_i", "p_o", "p_f")):
             out[name] = None if p is None else s.emit(
                 "strided_slice", [p], {"begin": (k * hidden,), "end": ((k + 1) * hidden,), "axes": (0,)})
-    return out
+    # one Constant per weight, shared by every step (the weights blob and the kernels' packing are per Constant)
+    return {k: ctx.tensor(v) if isinstance(v, np.ndarray) else v for k, v in out.items()}
 
 
-def _masks(s: _Steps, inputs):
-    """Per time step, a (batch, 1) mask t < sequence_lens, or None where every sequence is full."""
+def _sequence_lens(s: _Steps, inputs):
+    """sequence_lens, or None where every sequence is known to be full."""
     lens = inputs[4] if len(inputs) > 4 else None
-    if lens is None:
-        return [None] * s.node.steps
-    known = s.ctx.known(lens)
+    known = None if lens is None else s.ctx.known(lens)
     if known is not None and (known == s.node.steps).all():
-        return [None] * s.node.steps
-    dtype = s.ctx.type_of(lens).dtype
-    column = s.emit("reshape", [lens], {"shape": (s.node.batch, 1)})
-    return [s.emit("less", [np.array(t, dtype), column]) for t in range(s.node.steps)]
+        return None
+    return lens
 
 
-def _run_direction(s: _Steps, inputs, x_seq, d, masks, want_y):
+def _run_direction(s: _Steps, inputs, x_seq, d, lens):
+    """Direction d's hidden states per time step (inside the sequences; kept past their ends) and final states."""
     node = s.node
     weights = _weights(s, inputs, d)
     proj = _projection(s, x_seq, weights["w_t"], weights["bias"])
-    h = _work(s.ctx, s.direction(inputs[5], d, state=True)) if len(inputs) > 5 else None
-    c = _work(s.ctx, s.direction(inputs[6], d, state=True)) if len(inputs) > 6 else None
+    h = _work(s.ctx, s.direction(_batch_second(s, inputs, 5), d))
+    c = _work(s.ctx, s.direction(_batch_second(s, inputs, 6), d))
+    column = None if lens is None else s.emit("reshape", [lens], {"shape": (node.batch, 1)})
     order = range(node.steps) if node.directions[d] == "forward" else range(node.steps - 1, -1, -1)
-    ys = [None] * node.steps
+    states = [None] * node.steps
     for t in order:
+        mask = None if column is None else s.view(s.emit("less", [np.array(t, s.ctx.type_of(lens).dtype), column]))
         h_new, c_new = _CELLS[node.kind](s, weights, node.activations[d], _step_rows(s, proj, t), h, c)
-        if want_y:
-            ys[t] = s.keep(masks[t], h_new, None)
-        h, c = s.keep(masks[t], h_new, h), (None if c_new is None else s.keep(masks[t], c_new, c))
-    return ys, h, c
+        h, c = s.keep(mask, h_new, h), (None if c_new is None else s.view(s.keep(mask, c_new, c)))
+        states[t] = h
+    return states, h, c
+
+
+def _batch_second(s: _Steps, inputs, index):
+    """Input `index` (a state) as (directions, batch, hidden), None when omitted."""
+    v = inputs[index] if len(inputs) > index else None
+    if v is None or s.node.layout == 0:
+        return v
+    return s.emit("transpose", [v], {"axes": (1, 0, 2)})
+
+
+def _sequence_output(s: _Steps, results, lens):
+    """Y as (T, directions, batch, hidden): zero past each sequence's length."""
+    node = s.node
+    per_dir = [_stacked(s, states, 0, (1, 1, node.batch, node.hidden)) for states, _, _ in results]
+    y = per_dir[0] if len(per_dir) == 1 else s.emit("concat", per_dir, {"axis": 1})
+    if lens is None:
+        return y
+    dtype = s.ctx.type_of(lens).dtype
+    times = np.arange(node.steps, dtype=dtype).reshape(node.steps, 1, 1, 1)
+    inside = s.emit("less", [times, s.emit("reshape", [lens], {"shape": (1, 1, node.batch, 1)})])
+    return s.emit("where", [inside, y, np.array(0, "float32")])
 
 
 def _stacked(s: _Steps, values, axis, shape):
@@ -410,7 +440,10 @@ def _stacked(s: _Steps, values, axis, shape):
     return parts[0] if len(parts) == 1 else s.emit("concat", parts, {"axis": axis})
 
 
-def _out(s: _Steps, v):
+def _out(s: _Steps, v, axes):
+    """An output in the node's layout and dtype."""
+    if s.node.layout == 1:
+        v = s.emit("transpose", [v], {"axes": axes})
     return v if s.node.dtype == "float32" else s.emit("cast", [v], {"dtype": s.node.dtype})
 
 
@@ -420,19 +453,15 @@ def convert_recurrent(ctx, inputs):
     s = _Steps(ctx, node)
     wanted = list(ctx.node.output) + [""] * 3
     x_seq = _work(ctx, inputs[0])
-    masks = _masks(s, inputs)
-    batch, hidden = node.batch, node.hidden
-    results = [_run_direction(s, inputs, x_seq, d, masks, bool(wanted[0])) for d in range(len(node.directions))]
+    if node.layout == 1:
+        x_seq = ctx.emit("transpose", [x_seq], {"axes": (1, 0, 2)})
+    lens = _sequence_lens(s, inputs)
+    results = [_run_direction(s, inputs, x_seq, d, lens) for d in range(len(node.directions))]
+    state_shape = (1, node.batch, node.hidden)
     outs = [None, None, None]
-    if node.layout == 0:
-        step_shape, time_axis, dir_axis, state_shape = (1, 1, batch, hidden), 0, 1, (1, batch, hidden)
-    else:
-        step_shape, time_axis, dir_axis, state_shape = (batch, 1, 1, hidden), 1, 2, (batch, 1, hidden)
-    state_axis = node.layout
     if wanted[0]:
-        per_dir = [_stacked(s, ys, time_axis, step_shape) for ys, _, _ in results]
-        outs[0] = _out(s, per_dir[0] if len(per_dir) == 1 else s.emit("concat", per_dir, {"axis": dir_axis}))
-    outs[1] = _out(s, _stacked(s, [h for _, h, _ in results], state_axis, state_shape))
+        outs[0] = _out(s, _sequence_output(s, results, lens), (2, 0, 1, 3))
+    outs[1] = _out(s, _stacked(s, [h for _, h, _ in results], 0, state_shape), (1, 0, 2))
     if node.kind == "LSTM" and wanted[2]:
-        outs[2] = _out(s, _stacked(s, [c for _, _, c in results], state_axis, state_shape))
+        outs[2] = _out(s, _stacked(s, [c for _, _, c in results], 0, state_shape), (1, 0, 2))
     return outs if node.kind == "LSTM" else outs[:2]
