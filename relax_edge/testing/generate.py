@@ -8,7 +8,7 @@ dozen operator calls over one to a few inputs:
    odd ones between). Inputs that meet an existing value are made to
    broadcast against it (dims dropped from the front or set to 1).
 2. The dtype of the first input is drawn from `relax_edge.ir.types.DTYPES`
-   as it is at run time; casts bring in the others. An operator is only
+   as it is at run time (those numpy has: `numpy_dtypes`); casts bring in the others. An operator is only
    chosen when its type rule accepts the operands (make_call is tried), so
    a dtype an operator refuses is skipped, not an error.
 3. Values stay small and safe: each value carries a bound on its magnitude
@@ -34,10 +34,9 @@ import numpy as np
 from ..errors import TypeInferenceError
 from ..ir import Constant, SizeVar, TensorType, Var
 from ..ir.shape import Proof, as_expr, bounds, prove_equal
-from ..ir.types import DTYPES
 from ..op import make_call
 from ..op.manipulate import _BIG
-from .graphs import Graph, Step, reshape_target
+from .graphs import Graph, Step, numpy_dtypes, reshape_target
 
 __all__ = ["generate_graph", "pick_sizes", "FAMILIES", "family_of", "MAX_ELEMENTS"]
 
@@ -122,7 +121,7 @@ class _Value:
 class _Generator:
     def __init__(self, rng: np.random.Generator, dtypes=None, max_steps: int = 12):
         self.rng = rng
-        self.dtypes = tuple(dtypes or DTYPES)
+        self.dtypes = tuple(numpy_dtypes(dtypes))
         self.max_steps = max_steps
         self.graph = Graph({}, [], {}, [], [])
         self.svars: dict = {}

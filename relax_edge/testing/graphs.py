@@ -22,9 +22,11 @@ import dataclasses
 import numpy as np
 
 from ..ir import Builder, Constant, SizeVar, TensorType, Tuple, Var
+from ..ir.types import DTYPES
 from ..op import make_call
 
-__all__ = ["Graph", "Step", "build_module", "reshape_target", "to_snippet", "input_shape", "input_arrays"]
+__all__ = ["Graph", "Step", "build_module", "reshape_target", "to_snippet", "input_shape", "input_arrays",
+           "numpy_dtypes"]
 
 
 @dataclasses.dataclass
@@ -96,6 +98,19 @@ def build_module(graph: Graph, verify: bool = True):
         bb.ret(outs[0] if len(outs) == 1 else Tuple(outs))
     types = {n: v.type for n, v in values.items()}
     return bb.get(verify=verify), types
+
+
+def numpy_dtypes(dtypes=None) -> list:
+    """The dtypes (default: DTYPES as it is now) that numpy has, so that the
+    fuzzer can make their data (bfloat16, for one, it has not)."""
+    out = []
+    for d in dtypes or DTYPES:
+        try:
+            np.dtype(d)
+        except TypeError:
+            continue
+        out.append(d)
+    return out
 
 
 def input_shape(dims, sizes) -> tuple:
