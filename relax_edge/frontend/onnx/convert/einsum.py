@@ -124,7 +124,7 @@ def _contract(ctx, a, la, b, lb, needed):
     return y, batch + left + right
 
 
-_EINSUM_DTYPES = ("float32", "float16", "float64", "int32", "int64")
+_EINSUM_DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int64")
 
 
 @converter("Einsum")
@@ -141,6 +141,8 @@ def convert_einsum(ctx, inputs):
     if dtype not in _EINSUM_DTYPES:
         raise ctx.error(f"operands of type {dtype} are not supported (supported: {', '.join(_EINSUM_DTYPES)})")
     operands, output = parse_equation(ctx, equation, [len(ctx.type_of(v).shape) for v in inputs])
+    if dtype == "bfloat16":  # accumulated in float32 and rounded once, as the ONNX reference
+        inputs = [ctx.emit("cast", [v], {"dtype": "float32"}) for v in inputs]
     values = []
     for x, labels in zip(inputs, operands):
         values.append(list(_diagonal(ctx, x, labels)))
@@ -153,4 +155,5 @@ def convert_einsum(ctx, inputs):
         x, labels = _sum_out(ctx, x, labels, needed | set(values[k][1]))
         x, labels = _contract(ctx, x, labels, values[k][0], values[k][1], needed)
     x, labels = _sum_out(ctx, x, labels, set(output))
-    return _permute(ctx, x, labels, output)
+    x = _permute(ctx, x, labels, output)
+    return ctx.emit("cast", [x], {"dtype": dtype}) if dtype == "bfloat16" else x
