@@ -269,3 +269,75 @@ def test_compiled_for_qemu_aarch64(tmp_path):
     art = rxe.build(rxe.from_onnx(_merged(QEMU)), board="qemu-aarch64", backend="c", out_dir=tmp_path, name="m")
     with rxe.connect("qemu-aarch64") as dev:
         _run_merged(dev.load(art).run, QEMU, SIZES[1:])
+
+
+# ------------------------------------------------------------------------ bad input
+
+def _bad(op_type, inputs, consts, order, attrs=None, opset=21, outputs=1):
+    graph = helper.make_graph(
+        [helper.make_node(op_type, order, [f"y{i}" for i in range(outputs)], name="bad", **(attrs or {}))], "bad",
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+        [helper.make_empty_tensor_value_info(f"y{i}") for i in range(outputs)],
+        [helper.make_tensor(k, t, s, v) for k, (t, s, v) in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    return model
+
+
+_X = [("x", TensorProto.FLOAT, ["n", 3])]
+_S = {"s": (TensorProto.FLOAT, [], [0.5])}
+_TFIDF = {"mode": "TF", "min_gram_length": 1, "max_gram_length": 1, "max_skip_count": 0, "ngram_counts": [0],
+          "ngram_indexes": [0]}
+
+
+@pytest.mark.parametrize("model,message", [
+    (_bad("QuantizeLinear", _X, {**_S, "z": (TensorProto.FLOAT8E4M3FN, [], [0])}, ["x", "s", "z"]),
+     r"bad \(QuantizeLinear\).*float8_e4m3fn"),
+    (_bad("QuantizeLinear", _X, _S, ["x", "s"], {"output_dtype": TensorProto.INT4}),
+     r"bad \(QuantizeLinear\).*output_dtype: element type int4 is not supported"),
+    (_bad("QuantizeLinear", _X, _S, ["x", "s"], {"output_dtype": TensorProto.INT32}),
+     r"bad \(QuantizeLinear\).*output_dtype int32 is not a supported quantized type"),
+    (_bad("QuantizeLinear", _X, {**_S, "z": (TensorProto.UINT8, [], [3])}, ["x", "s", "z"],
+          {"output_dtype": TensorProto.INT8}), r"bad \(QuantizeLinear\).*output_dtype int8 differs from the zero"),
+    (_bad("QuantizeLinear", _X, {"s": (TensorProto.INT32, [], [2])}, ["x", "s"]),
+     r"bad \(QuantizeLinear\).*input 1 \(the scale\) must be a float tensor.*got int32"),
+    (_bad("QuantizeLinear", _X, {"s": (TensorProto.FLOAT, [2], [0.5, 1.0])}, ["x", "s"]),
+     r"bad \(QuantizeLinear\).*the scale has 2 values, the input's axis 1 has size 3"),
+    (_bad("QuantizeLinear", _X, {"s": (TensorProto.FLOAT, [3], [0.5, 1.0, 2.0])}, ["x", "s"], {"axis": 2}),
+     r"bad \(QuantizeLinear\).*axis 2 is out of range for an input of rank 2"),
+    (_bad("DequantizeLinear", [("x", TensorProto.UINT8, ["n", 3])], {**_S, "z": (TensorProto.INT8, [], [1])},
+          ["x", "s", "z"]), r"bad \(DequantizeLinear\).*zero point's type int8 differs from the input's uint8"),
+    (_bad("DequantizeLinear", [("x", TensorProto.UINT8, ["n", 4])], {"s": (TensorProto.FLOAT, [1, 3], [1, 1, 1])},
+          ["x", "s"], {"block_size": 2}), r"bad \(DequantizeLinear\).*\(blocked\) of shape \(1, 3\) differs"),
+    (_bad("DequantizeLinear", [("x", TensorProto.UINT8, [2, 5])], {"s": (TensorProto.FLOAT, [2, 2], [1] * 4)},
+          ["x", "s"], {"block_size": 2}), r"bad \(DequantizeLinear\).*2 blocks on axis 1.*needs 3"),
+    (_bad("DequantizeLinear", [("x", TensorProto.INT4, ["n", 3])], _S, ["x", "s"]), r"element type int4"),
+    (_bad("DequantizeLinear", [("x", TensorProto.INT64, ["n", 3])], _S, ["x", "s"]),
+     r"bad \(DequantizeLinear\).*input 0 of type int64 is not supported"),
+    (_bad("DynamicQuantizeLinear", [("x", TensorProto.DOUBLE, ["n"])], {}, ["x"], opset=11, outputs=3),
+     r"bad \(DynamicQuantizeLinear\).*must be float32, got float64"),
+    (_bad("MatMulInteger", [("a", TensorProto.INT32, ["n", 3]), ("b", TensorProto.UINT8, [3, 2])], {}, ["a", "b"]),
+     r"bad \(MatMulInteger\).*input 0 \(A\) must be int8 or uint8, got int32"),
+    (_bad("QLinearMatMul", [("a", TensorProto.UINT8, ["n", 3]), ("b", TensorProto.INT8, [3, 2])],
+          {**_S, "z": (TensorProto.UINT8, [], [1])}, ["a", "s", "z", "b", "s", "z", "s", "z"]),
+     r"bad \(QLinearMatMul\).*input 5 \(a zero point\) of type uint8 differs from its operand's int8"),
+    (_bad("QLinearConv", [("x", TensorProto.UINT8, ["n", 2, 4, 4]), ("w", TensorProto.UINT8, [2, 2, 3, 3])],
+          {**_S, "z": (TensorProto.UINT8, [], [1]), "b": (TensorProto.FLOAT, [2], [1, 2])},
+          ["x", "s", "z", "w", "s", "z", "s", "z", "b"], opset=10),
+     r"bad \(QLinearConv\).*input 8 \(the bias\) must be int32, got float32"),
+    (_bad("TfIdfVectorizer", [("x", TensorProto.INT64, ["n", "l"])], {}, ["x"], {**_TFIDF, "pool_int64s": [1]}, 9),
+     r"bad \(TfIdfVectorizer\).*the row length must be static, got l"),
+    (_bad("TfIdfVectorizer", [("x", TensorProto.INT64, ["n", 4])], {}, ["x"], {**_TFIDF, "pool_strings": ["a"]}, 9),
+     r"bad \(TfIdfVectorizer\).*pool_strings is not supported"),
+    (_bad("TfIdfVectorizer", [("x", TensorProto.INT64, ["n", 4])], {}, ["x"],
+          {**_TFIDF, "pool_int64s": [1], "mode": "BM25"}, 9), r"bad \(TfIdfVectorizer\).*mode 'BM25' is not"),
+    (_bad("TfIdfVectorizer", [("x", TensorProto.FLOAT, ["n", 4])], {}, ["x"], {**_TFIDF, "pool_int64s": [1]}, 9),
+     r"bad \(TfIdfVectorizer\).*input of type float32 is not supported"),
+    (_bad("MaxPool", [("x", TensorProto.FLOAT, ["n", 2, "h", 4])], {}, ["x"], {"kernel_shape": [2, 2]}, 12, 2),
+     r"bad \(MaxPool\).*the Indices output needs static spatial sizes"),
+    (_bad("MaxPool", [("x", TensorProto.FLOAT, ["n", 2, 4, 4])], {}, ["x"],
+          {"kernel_shape": [2, 2], "storage_order": 2}, 12, 2), r"bad \(MaxPool\).*storage_order must be 0"),
+])
+def test_bad_input_names_the_node(model, message):
+    with pytest.raises(rxe.frontend.OnnxImportError, match=message):
+        rxe.from_onnx(model)

@@ -87,13 +87,13 @@ def _along(ctx, param, shape, axis, block, what):
         dims[axis] = pshape[0]
         return ctx.emit("reshape", [param], {"shape": tuple(dims)})
     if len(pshape) != rank:
-        raise ctx.error(f"blocked {what} must have the input's rank {rank}, got shape {tuple(pshape)}")
+        raise ctx.error(f"{what} (blocked) must have the input's rank {rank}, got shape {tuple(pshape)}")
     for i, (p, d) in enumerate(zip(pshape, shape)):
         if i != axis and not (p - d).is_const or i != axis and (p - d).value != 0:
-            raise ctx.error(f"blocked {what} of shape {tuple(pshape)} differs from the input's "
+            raise ctx.error(f"{what} (blocked) of shape {tuple(pshape)} differs from the input's "
                             f"{tuple(shape)} on axis {i}")
     if pshape[axis].is_const and shape[axis].is_const and -(-shape[axis].value // block) != pshape[axis].value:
-        raise ctx.error(f"blocked {what} has {pshape[axis]} blocks on axis {axis}, an axis of size "
+        raise ctx.error(f"{what} (blocked) has {pshape[axis]} blocks on axis {axis}, an axis of size "
                         f"{shape[axis]} in blocks of {block} needs {-(-shape[axis].value // block)}")
     wide = (*pshape[:axis + 1], as_expr(block), *pshape[axis + 1:])
     value = ctx.emit("reshape", [param], {"shape": (*pshape[:axis + 1], as_expr(1), *pshape[axis + 1:])})
