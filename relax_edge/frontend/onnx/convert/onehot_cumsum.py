@@ -70,10 +70,15 @@ def convert_one_hot(ctx, inputs):
 
 @converter("CumSum")
 def convert_cum_sum(ctx, inputs):
+    return cumulative(ctx, inputs, "sum", 0, _CUMSUM_DTYPES)
+
+
+def cumulative(ctx, inputs, reduction: str, identity, dtypes):
+    """CumSum / CumProd (misc.py): `reduction` over the masked inputs, the others `identity`."""
     x = inputs[0]
     t = ctx.type_of(x)
-    if t.dtype not in _CUMSUM_DTYPES:
-        raise ctx.error(f"x of type {t.dtype} is not supported (supported: {', '.join(_CUMSUM_DTYPES)})")
+    if t.dtype not in dtypes:
+        raise ctx.error(f"x of type {t.dtype} is not supported (supported: {', '.join(dtypes)})")
     rank = len(t.shape)
     if rank == 0:
         raise ctx.error("x must have rank >= 1")
@@ -90,5 +95,5 @@ def convert_cum_sum(ctx, inputs):
     in_pos = _positions(ctx, length, rank + 1, axis + 1)
     compare = {(0, 0): "less_equal", (1, 0): "less", (0, 1): "greater_equal", (1, 1): "greater"}
     mask = ctx.emit(compare[exclusive, reverse], [in_pos, out_pos])
-    picked = ctx.emit("where", [mask, _insert_unit_dim(ctx, x, axis), np.array(0, t.dtype)])
-    return ctx.emit("sum", [picked], {"axis": (axis + 1,), "keepdims": False})
+    picked = ctx.emit("where", [mask, _insert_unit_dim(ctx, x, axis), np.array(identity, t.dtype)])
+    return ctx.emit(reduction, [picked], {"axis": (axis + 1,), "keepdims": False})
