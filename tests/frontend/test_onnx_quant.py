@@ -55,6 +55,7 @@ class Case:
     outputs: int = 1
     ort: bool = True               # ONNX Runtime runs this form too
     by_ort: bool = False           # ONNX Runtime gives the expected values (onnx.reference cannot run the form)
+    data: object = None            # n -> the input arrays, instead of random ones
 
 
 def _model(case: Case):
@@ -69,6 +70,8 @@ def _model(case: Case):
 
 
 def _arrays(case: Case, n: int) -> list:
+    if case.data is not None:
+        return case.data(n)
     rng = np.random.default_rng(zlib.crc32(case.name.encode()) + n)
     out = []
     for _, dtype, shape in case.inputs:
@@ -125,6 +128,10 @@ CASES = [
          ["x", "s", "z"], opset=19, ort=False),
     Case("q25_precision", "QuantizeLinear", [("x", "float32", ("n", 4))], {"s": F(0.3), "z": U8(10)},
          ["x", "s", "z"], {"precision": TensorProto.DOUBLE}, 25, ort=False),
+    # exact halves: round half to even, after the division and before the zero point
+    Case("q_ties_half_even", "QuantizeLinear", [("x", "float32", ("n", 8))], {"s": F(0.5), "z": I8(3)}, ["x", "s", "z"],
+         data=lambda n: [(np.array([0.25, 0.75, 1.25, -0.25, -0.75, -1.25, 63.25, -65.75], F)
+                          + np.arange(n, dtype=F)[:, None]).astype(F)]),
     Case("q_runtime_scale", "QuantizeLinear", [("x", "float32", ("n", 3)), ("s", "float32", ()),
                                                ("z", "uint8", ())], {}, ["x", "s", "z"]),
     Case("dq10_uint8", "DequantizeLinear", [("x", "uint8", ("n", 5))], {"s": F(0.5), "z": U8(100)},
@@ -221,8 +228,8 @@ def test_interpreted_matches_reference(case):
 
 # ------------------------------------------------ compiled: one model of many of the cases above
 
-COMPILED = ["q13_axis_int8", "q21_blocked", "q_runtime_scale", "dq21_blocked", "dq13_int32", "dynamic_quantize",
-            "matmul_integer", "qlinear_matmul_int8_per_column", "qlinear_conv", "tfidf_idf_w",
+COMPILED = ["q_ties_half_even", "q13_axis_int8", "q21_blocked", "q_runtime_scale", "dq21_blocked", "dq13_int32",
+            "dynamic_quantize", "matmul_integer", "qlinear_matmul_int8_per_column", "qlinear_conv", "tfidf_idf_w",
             "maxpool_indices_column_major"]
 
 

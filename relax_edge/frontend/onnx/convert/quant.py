@@ -210,7 +210,7 @@ def _widened(ctx, value, zp, zp_index, dtype):
     return ctx.emit("subtract", [wide, ctx.emit("cast", [zp], {"dtype": "int32"})])
 
 
-def _per_row(ctx, param, what):
+def _per_row(ctx, param):
     """A matmul A-side parameter: 1-D of M values (per row) becomes (M, 1); a scalar or N-D one stays."""
     shape = ctx.type_of(param).shape
     if len(shape) == 1 and not (shape[0].is_const and shape[0].value == 1):
@@ -240,7 +240,7 @@ def _requant_dtype(ctx, reduction):
 @converter("MatMulInteger")
 def convert_matmul_integer(ctx, inputs):
     a, b, a_zp, b_zp = inputs[0], inputs[1], _optional(inputs, 2), _optional(inputs, 3)
-    za = None if a_zp is None else _per_row(ctx, a_zp, "a_zero_point")
+    za = None if a_zp is None else _per_row(ctx, a_zp)
     return ctx.emit("matmul", [_widened(ctx, a, za, 2, _int8_operand(ctx, a, 0, "A")),
                                _widened(ctx, b, b_zp, 3, _int8_operand(ctx, b, 1, "B"))])
 
@@ -254,12 +254,13 @@ def convert_qlinear_matmul(ctx, inputs):
         raise ctx.error("input 7 (y_zero_point) is required")
     out_dtype = _zero_point_dtype(ctx, y_zp, 7, ("int8", "uint8"))
     a_type = ctx.type_of(a)
-    za = None if a_zp is None else _per_row(ctx, a_zp, "a_zero_point")
+    za = None if a_zp is None else _per_row(ctx, a_zp)
     acc = ctx.emit("matmul", [_widened(ctx, a, za, 2, _int8_operand(ctx, a, 0, "a")),
                               _widened(ctx, b, b_zp, 5, _int8_operand(ctx, b, 3, "b"))])
     compute = _requant_dtype(ctx, a_type.shape[-1])
     scale_dtype = ctx.type_of(a_scale).dtype
-    mult = ctx.emit("multiply", [_per_row(ctx, a_scale, "a_scale"), ctx.emit("cast", [b_scale], {"dtype": scale_dtype})])
+    b_scale = ctx.emit("cast", [b_scale], {"dtype": scale_dtype})
+    mult = ctx.emit("multiply", [_per_row(ctx, a_scale), b_scale])
     mult = ctx.emit("divide", [mult, ctx.emit("cast", [y_scale], {"dtype": scale_dtype})])
     real = ctx.emit("multiply", [ctx.emit("cast", [acc], {"dtype": compute}),
                                  ctx.emit("cast", [mult], {"dtype": compute})])
