@@ -38,6 +38,7 @@ def parse_args(argv=None):
     p.add_argument("--keep", type=Path, help="write each reduced failure here as a Python snippet")
     p.add_argument("--json", type=Path, help="write the summary and the failures here")
     p.add_argument("--sizes", type=int, default=3, help="size assignments per graph")
+    p.add_argument("--max-steps", type=int, default=12, help="operator calls per graph at most")
     p.add_argument("--no-reduce", action="store_true", help="keep failing graphs as generated")
     p.add_argument("--dtypes", help="comma-separated dtypes to generate (default: DTYPES, probed)")
     p.add_argument("--all-dtypes", action="store_true",
@@ -81,7 +82,7 @@ def main(argv=None) -> int:
             dtypes = None
         for i in range(args.count):
             rng = np.random.default_rng([args.seed, i])
-            graph = generate_graph(rng, dtypes)
+            graph = generate_graph(rng, dtypes, args.max_steps)
             sizes_list = pick_sizes(graph, rng, args.sizes)
             seed = int(rng.integers(2 ** 31))
             counts["graphs"] += 1
