@@ -162,6 +162,10 @@ CASES = [
     Case("qlinear_matmul_int8_per_column", "QLinearMatMul", [("a", "int8", ("n", 6)), ("b", "int8", (6, 3))],
          {"sa": F(0.05), "za": I8(-3), "sb": np.array([0.01, 0.02, 0.005], F), "zb": np.array([0, 0, 0], I8),
           "sy": F(0.3), "zy": I8(5)}, ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"], opset=21, ort=False),
+    # K = 300: the accumulators may pass 2^24, the requantization runs in float64
+    Case("qlinear_matmul_long_k", "QLinearMatMul", [("a", "uint8", ("n", 300)), ("b", "uint8", (300, 2))],
+         {"sa": F(0.02), "za": U8(3), "sb": F(0.01), "zb": U8(0), "sy": F(3.0), "zy": U8(0)},
+         ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"], opset=10),
     Case("qlinear_matmul_float16", "QLinearMatMul", [("a", "uint8", ("n", 4)), ("b", "uint8", (4, 2))],
          {"sa": np.float16(0.02), "za": U8(100), "sb": np.float16(0.01), "zb": U8(120), "sy": np.float16(0.05),
           "zy": U8(128)}, ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"], opset=21,
@@ -229,7 +233,8 @@ def test_interpreted_matches_reference(case):
 # ------------------------------------------------ compiled: one model of many of the cases above
 
 COMPILED = ["q_ties_half_even", "q13_axis_int8", "q21_blocked", "q_runtime_scale", "dq21_blocked", "dq13_int32",
-            "dynamic_quantize", "matmul_integer", "qlinear_matmul_int8_per_column", "qlinear_conv", "tfidf_idf_w",
+            "dynamic_quantize", "matmul_integer", "qlinear_matmul_int8_per_column", "qlinear_matmul_long_k",
+            "qlinear_conv", "tfidf_idf_w",
             "maxpool_indices_column_major"]
 
 
@@ -310,6 +315,8 @@ _TFIDF = {"mode": "TF", "min_gram_length": 1, "max_gram_length": 1, "max_skip_co
      r"bad \(QuantizeLinear\).*input 1 \(the scale\) must be a float tensor.*got int32"),
     (_bad("QuantizeLinear", _X, {"s": (TensorProto.FLOAT, [2], [0.5, 1.0])}, ["x", "s"]),
      r"bad \(QuantizeLinear\).*the scale has 2 values, the input's axis 1 has size 3"),
+    (_bad("QuantizeLinear", _X, {"s": (TensorProto.FLOAT, [3], [0.5, 1.0, 2.0])}, ["x", "s"], opset=10),
+     r"bad \(QuantizeLinear\).*the scale must be a scalar before opset 13"),
     (_bad("QuantizeLinear", _X, {"s": (TensorProto.FLOAT, [3], [0.5, 1.0, 2.0])}, ["x", "s"], {"axis": 2}),
      r"bad \(QuantizeLinear\).*axis 2 is out of range for an input of rank 2"),
     (_bad("DequantizeLinear", [("x", TensorProto.UINT8, ["n", 3])], {**_S, "z": (TensorProto.INT8, [], [1])},

@@ -55,7 +55,8 @@ def _optional(inputs, index):
 
 
 def _axis(ctx):
-    return ctx.attr("axis", 1, int) if ctx.opset >= 13 else 1
+    """The quantization axis; None before opset 13 (per tensor only)."""
+    return ctx.attr("axis", 1, int) if ctx.opset >= 13 else None
 
 
 def _block_size(ctx):
@@ -74,6 +75,8 @@ def _along(ctx, param, shape, axis, block, what):
         return param
     if len(pshape) == 1 and pshape[0].is_const and pshape[0].value == 1 and not block:
         return ctx.emit("reshape", [param], {"shape": ()})
+    if axis is None:
+        raise ctx.error(f"{what} must be a scalar before opset 13 (per tensor), got shape {tuple(pshape)}")
     if not -rank <= axis < rank:
         raise ctx.error(f"axis {axis} is out of range for an input of rank {rank} (a per-axis {what})")
     axis %= rank
@@ -232,9 +235,11 @@ def _per_channel(ctx, param, rank, axis, what):
     return ctx.emit("reshape", [param], {"shape": tuple(dims)})
 
 
-def _requant_dtype(ctx, reduction):
-    """float32 when every int32 accumulator of a `reduction`-long sum of 8-bit products is exact in it."""
-    return "float32" if reduction.is_const and reduction.value * (1 << 16) < _EXACT_F32 else "float64"
+def _requant_dtype(ctx, reduction, bias_bound=0):
+    """float32 when every int32 accumulator of a `reduction`-long sum of 8-bit products (each below 2^16 in
+    magnitude), plus a bias below `bias_bound`, is exact in it; else float64."""
+    exact = reduction.is_const and reduction.value * (1 << 16) + bias_bound < _EXACT_F32
+    return "float32" if exact else "float64"
 
 
 @converter("MatMulInteger")
@@ -310,11 +315,14 @@ def convert_qlinear_conv(ctx, inputs):
         raise ctx.error("input 7 (y_zero_point) is required")
     out_dtype = _zero_point_dtype(ctx, y_zp, 7, ("int8", "uint8"))
     acc, nd, reduction = _integer_conv(ctx, x, w, x_zp, w_zp, 3)
+    bias_bound = 0
     if bias is not None:
+        known = ctx.known(bias)
+        bias_bound = _EXACT_F32 if known is None or not known.size else int(np.abs(known.astype(np.int64)).max())
         if ctx.type_of(bias).dtype != "int32":
             raise ctx.error(f"input 8 (the bias) must be int32, got {ctx.type_of(bias).dtype}")
         acc = ctx.emit("add", [acc, _per_channel(ctx, bias, nd + 2, 1, "the bias")])
-    compute = _requant_dtype(ctx, reduction)
+    compute = _requant_dtype(ctx, reduction, bias_bound)
     scale_dtype = ctx.type_of(x_scale).dtype
     ws = ctx.emit("cast", [_per_channel(ctx, w_scale, nd + 2, 1, "w_scale")], {"dtype": scale_dtype})
     mult = ctx.emit("divide", [ctx.emit("multiply", [x_scale, ws]),
