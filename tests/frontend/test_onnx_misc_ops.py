@@ -433,11 +433,11 @@ def test_interpreted_matches_reference(case):
         _check(case, rxe.interpret(mod, *arrays), case.reference(*arrays))
 
 
-# one case per operator for the emulated board: the RPC server takes at most 16 inputs
+# about one case per operator for the emulated board: the RPC server takes at most 16 inputs
 EMULATED = [c for c in COMPILED if c.name in {
     "lppool_2d_p3_pads_strides", "cumprod_axis1", "einsum_batch_matmul", "center_crop_pad_mixed",
     "col2im_strides_pads_dilations", "affine_grid_2d", "reverse_sequence_time_major", "upsample_nearest",
-    "det_3x3", "max_unpool_2d", "bitcast_int8_to_uint8"}]
+    "det_3x3", "max_unpool_2d", "bitcast_int8_to_uint8", "dft_complex_inverse_truncated_opset20"}]
 
 
 def _run_merged(loaded, cases, sizes):
@@ -457,7 +457,7 @@ def test_compiled_matches_reference(backend, tmp_path):
 @pytest.mark.slow
 @pytest.mark.emu
 def test_compiled_for_qemu_aarch64(tmp_path):
-    assert len(EMULATED) == 11
+    assert len(EMULATED) == 12
     art = rxe.build(rxe.from_onnx(_model(EMULATED, prefixed=True)), board="qemu-aarch64", backend="llvm",
                     out_dir=tmp_path, name="m")
     with rxe.connect("qemu-aarch64") as dev:
@@ -520,6 +520,9 @@ def _bad(op_type, inputs, attrs=None, constants=None, opset=18):
      r"bad \(DFT\).*the last dim must be 1 \(real\) or 2 \(complex\)"),
     (_bad("STFT", [("x", F32, ("n", 6, 1))], constants={"step": np.array(2, np.int64), "w": np.ones(8, np.float32)},
           opset=17), r"bad \(STFT\).*frame_length 8 is longer than the signal \(6\)"),
+    (_bad("MaxUnpool", [("x", F32, (1, 1, 2, 2)), ("i", I64, (1, 1, 2, 2))],
+          {"kernel_shape": [2, 2], "strides": [2, 2]}, {"shape": np.array([1, 2, 4, 4], np.int64)}, opset=11),
+     r"bad \(MaxUnpool\).*output_shape \[1, 2, 4, 4\] must keep dim 1 of the input \(1\)"),
     (_bad("HannWindow", [], constants={"size": np.array(-1, np.int64)}, opset=17),
      r"bad \(HannWindow\).*size\) must be at least 0"),
 ])

@@ -4,7 +4,7 @@
    average pool that counts its zero padding, times the kernel size; in ceil
    mode the end padding is first widened (static spatial sizes) so that every
    window is whole: the zeros it adds change no sum.
-2. CumProd (opset 26): as CumSum (onehot_cumsum.py), a mask of the inputs each
+2. CumProd (opset 26): CumSum's cumulative (onehot_cumsum.py), a mask of the inputs each
    output takes, the others replaced by 1, and a product: O(n^2) in the axis.
 3. CenterCropPad (opset 18): per axis a centred slice (crop) or a zero pad
    (more of it at the end, as the ONNX reference); the target shape and the
@@ -39,8 +39,8 @@ import numpy as np
 from ....ir.shape import as_expr
 from ..context import ONNX_DTYPE_NAMES, ONNX_DTYPES, converter
 from . import einsum, signal  # noqa: F401  (register their converters)
-from .conv import _emit_spatial, _spatial_rank, _window
-from .onehot_cumsum import _axis, _insert_unit_dim, _positions
+from .conv import _emit_spatial, _per_axis, _spatial_rank, _window
+from .onehot_cumsum import _insert_unit_dim, _positions, cumulative
 from .resize import _resize_10
 
 _FLOATS = ("float32", "float16", "float64")
@@ -101,27 +101,7 @@ _CUMPROD_DTYPES = ("float32", "float16", "float64", "int32", "int64", "uint32", 
 
 @converter("CumProd", static={1})
 def convert_cum_prod(ctx, inputs):
-    x = inputs[0]
-    t = ctx.type_of(x)
-    if t.dtype not in _CUMPROD_DTYPES:
-        raise ctx.error(f"x of type {t.dtype} is not supported (supported: {', '.join(_CUMPROD_DTYPES)})")
-    rank = len(t.shape)
-    if rank == 0:
-        raise ctx.error("x must have rank >= 1")
-    if len(inputs) < 2 or inputs[1] is None:
-        raise ctx.error("the axis input is required")
-    axis = _axis(ctx, int(ctx.scalar(inputs[1], 1, "axis", integer=True).item()), rank)
-    exclusive, reverse = ctx.attr("exclusive", 0, int), ctx.attr("reverse", 0, int)
-    for name, flag in (("exclusive", exclusive), ("reverse", reverse)):
-        if flag not in (0, 1):
-            raise ctx.error(f"attribute {name} must be 0 or 1, got {flag}")
-    length = t.shape[axis]
-    out_pos = _positions(ctx, length, rank + 1, axis)
-    in_pos = _positions(ctx, length, rank + 1, axis + 1)
-    compare = {(0, 0): "less_equal", (1, 0): "less", (0, 1): "greater_equal", (1, 1): "greater"}
-    mask = ctx.emit(compare[exclusive, reverse], [in_pos, out_pos])
-    picked = ctx.emit("where", [mask, _insert_unit_dim(ctx, x, axis), np.array(1, t.dtype)])
-    return ctx.emit("prod", [picked], {"axis": (axis + 1,), "keepdims": False})
+    return cumulative(ctx, inputs, "prod", 1, _CUMPROD_DTYPES)
 
 
 # ----------------------------------------------------------------------------------- CenterCropPad
@@ -213,15 +193,6 @@ def convert_col2im(ctx, inputs):
     if any(grow):
         y = ctx.emit("pad", [y], {"pads": (0, 0) + (0,) * nd + (0, 0) + tuple(grow)})
     return y
-
-
-def _per_axis(ctx, name, default, count, least=None):
-    values = list(ctx.attr(name, default, list))
-    if len(values) != count:
-        raise ctx.error(f"attribute {name} has {len(values)} values, {count} expected")
-    if least is not None and any(v < least for v in values):
-        raise ctx.error(f"attribute {name} {values} must be at least {least} on every axis")
-    return values
 
 
 # -------------------------------------------------------------------------------------- AffineGrid
@@ -376,6 +347,9 @@ def convert_max_unpool(ctx, inputs):
         out_shape = ctx.integers(inputs[2], 2, "output_shape")
         if len(out_shape) != nd + 2:
             raise ctx.error(f"output_shape {out_shape} must have rank {nd + 2}")
+        for i in (0, 1):
+            if dims[i].is_const and int(dims[i].value) != out_shape[i]:
+                raise ctx.error(f"output_shape {out_shape} must keep dim {i} of the input ({dims[i].value})")
         if not all(d.is_const for d in spatial):
             raise ctx.error(f"output_shape needs static spatial input sizes, got {tuple(dims[2:])}")
         grow = [want - int(d.value) for want, d in zip(out_shape[2:], spatial)]
