@@ -141,3 +141,16 @@ def test_output_folded_to_a_constant(backend, tmp_path):
     np.testing.assert_array_equal(doubled, [6, -2])
     (sums,) = _run(single, backend, tmp_path / "single", data)
     np.testing.assert_array_equal(sums, np.array([6, 15], np.int32))
+
+
+@pytest.mark.xfail(strict=True, reason="add on bool: the type rule accepts it and numpy gives logical or, but the C "
+                   "kernel stores True + True as 2 and LLVM's i1 add wraps it to 0 (legalize/elementwise.py or the "
+                   "rule in op/elementwise.py; reported to their owners)")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bool_add_is_logical_or(backend, tmp_path):
+    x = Var("x", TensorType((3,), "bool"))
+    y = Var("y", TensorType((3,), "bool"))
+    mod = _module([x, y], lambda bb: make_call("cast", [bb.emit(op.add(x, y))], {"dtype": "int32"}))
+    a, b = np.array([True, True, False]), np.array([True, False, False])
+    (got,) = _run(mod, backend, tmp_path, a, b)
+    np.testing.assert_array_equal(got, np.logical_or(a, b).astype(np.int32))
