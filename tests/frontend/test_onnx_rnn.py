@@ -226,8 +226,8 @@ def test_interpreted_matches_onnx_runtime(case):
         _check(case, _interpret(mod, case, feeds), _expected(case, feeds))
 
 
-# compiled at 3 steps: an unrolled step costs about half a second of compile time per direction and backend
-COMPILED = [replace(c, seq=3) for c in CASES if c.name in {
+# compiled at 2 steps: an unrolled step costs about half a second of compile time per direction and backend
+COMPILED = [replace(c, seq=2) for c in CASES if c.name in {
     "rnn_bidir_relu_affine", "gru_bidir_lbr_lens_h16", "gru_reverse_lens", "lstm_bidir_all_inputs",
     "lstm_layout1_bidir_peepholes", "lstm_float16"}]
 
@@ -267,3 +267,51 @@ def test_kws_compiled_matches_onnx_runtime(cell, backend, tmp_path):
     with compiled(onnx.load(str(path)), backend, tmp_path) as loaded:
         for batch in (1, 3):
             np.testing.assert_allclose(loaded.run(x[:batch])[0], want[:batch], rtol=1e-4, atol=1e-5)
+
+
+# ------------------------------------------------------------------------ bad input
+
+def _bad(op="RNN", x_shape=(3, "n", 2), hidden=4, attrs=None, w_dirs=1, w_rows=None, opset=14, extra=()):
+    g = GATES[op]
+    w = np.zeros((w_dirs, w_rows or g * hidden, x_shape[-1]), np.float32)
+    r = np.zeros((w_dirs, w_rows or g * hidden, hidden), np.float32)
+    inits = [numpy_helper.from_array(w, "W"), numpy_helper.from_array(r, "R")]
+    inits += [numpy_helper.from_array(v, k) for k, v in extra]
+    node = helper.make_node(op, ["X", "W", "R", *[k for k, _ in extra]], ["Y"], name="bad",
+                            **{"hidden_size": hidden, **(attrs or {})})
+    graph = helper.make_graph([node], "bad", [helper.make_tensor_value_info("X", TensorProto.FLOAT, list(x_shape))],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("model,message", [
+    (_bad(x_shape=("T", "n", 2)), r"bad \(RNN\).*sequence length \(T\) must be known at import time"),
+    (_bad(attrs={"direction": "sideways"}), r"bad \(RNN\).*direction 'sideways' is not supported"),
+    (_bad(attrs={"direction": "bidirectional"}), r"bad \(RNN\).*input 1 \(W\) must have shape \(2, 4, 2\)"),
+    (_bad(hidden=4, w_rows=5), r"bad \(RNN\).*input 1 \(W\) must have shape \(1, 4, 2\), got \(1, 5, 2\)"),
+    (_bad(attrs={"activations": ["Tanh"], "direction": "bidirectional"}, w_dirs=2),
+     r"bad \(RNN\).*activations has 1 functions, RNN with 2 direction\(s\) needs 2"),
+    (_bad("GRU", attrs={"activations": ["Sigmoid", "Gelu"]}), r"bad \(GRU\).*activation 'Gelu' is not supported"),
+    (_bad(attrs={"activations": ["ScaledTanh"], "activation_alpha": [1.0]}),
+     r"bad \(RNN\).*activation ScaledTanh needs its alpha and beta"),
+    (_bad("LSTM", attrs={"activation_alpha": [0.5]}),
+     r"bad \(LSTM\).*activation_alpha has 1 values, the activations \['Sigmoid', 'Tanh', 'Tanh'\] use 0"),
+    (_bad(attrs={"clip": -1.0}), r"bad \(RNN\).*clip must be positive, got -1.0"),
+    (_bad("LSTM", attrs={"input_forget": 2}), r"bad \(LSTM\).*input_forget must be 0 or 1, got 2"),
+    (_bad(attrs={"layout": 2}), r"bad \(RNN\).*layout must be 0 or 1, got 2"),
+    (_bad(extra=[("B", np.zeros((1, 6), np.float32))]), r"bad \(RNN\).*input 3 \(B\) must have shape \(1, 8\)"),
+    (_bad("LSTM", extra=[("B", np.zeros((1, 32), np.float32)), ("L", np.ones(2, np.int32)),
+                         ("H0", np.zeros((1, 2, 4), np.float32)), ("C0", np.zeros((1, 2, 4), np.float32)),
+                         ("P", np.zeros((1, 8), np.float32))], x_shape=(3, 2, 2)),
+     r"bad \(LSTM\).*input 7 \(P\) must have shape \(1, 12\)"),
+])
+def test_bad_input_names_the_node(model, message):
+    with pytest.raises(rxe.frontend.OnnxImportError, match=message):
+        rxe.from_onnx(model)
+
+
+def test_empty_sequence_is_refused():
+    with pytest.raises(rxe.frontend.OnnxImportError, match=r"bad \(RNN\).*a sequence length of 0 is not supported"):
+        rxe.from_onnx(_bad(x_shape=("T", 2, 2)), input_shapes={"X": (0, 2, 2)})
