@@ -564,6 +564,10 @@ class _Generator:
         spare = [s.name for s in self.graph.steps[:-1] if s.name not in used or self.chance(0.15)]
         for name in spare[:int(self.rng.integers(0, 3))]:
             self.graph.outputs.insert(0, name)
+        if self.chance(0.05):     # an input returned as it is, a value returned twice
+            self.graph.outputs.append(self.graph.inputs[0][0])
+        if self.chance(0.05):
+            self.graph.outputs.append(self.graph.outputs[0])
         self.graph.dataflow = self.chance(0.85)
         self.prune_inputs()
         return self.graph
