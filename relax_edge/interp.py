@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InterpretError, RelaxEdgeError
+from .ir import bfloat16
 from .ir.expr import (
     Call,
     CallExtern,
@@ -93,7 +94,7 @@ def _match_value(value, t, env: _Env, what: str) -> None:
     if isinstance(t, TensorType):
         if not isinstance(value, np.ndarray):
             raise InterpretError(f"{what}: expected a tensor, got {type(value).__name__}")
-        if value.dtype.name != t.dtype:
+        if value.dtype.name != t.dtype and not (t.dtype == "bfloat16" and value.dtype == np.uint16):
             raise InterpretError(f"{what}: dtype {value.dtype.name}, expected {t.dtype}")
         if t.ndim is not None and value.ndim != t.ndim:
             expected = shape_str(t.shape) if t.shape is not None else f"rank {t.ndim}"
@@ -141,6 +142,8 @@ class _Interpreter:
         for p, x in zip(func.params, inputs):
             if isinstance(p.type, TensorType) and not isinstance(x, np.ndarray):
                 x = np.asarray(x)
+            if bfloat16.is_bfloat16_type(p.type):
+                x = bfloat16.bits(x)   # an ml_dtypes array as its bits
             _match_value(x, p.type, env, f"function {func.name}: input {p.name}")
             values[p] = x
         return self.run_seq(func, func.body, values, env)
@@ -165,7 +168,7 @@ class _Interpreter:
         if isinstance(e, Var):
             return values[e]
         if isinstance(e, Constant):
-            return e.data
+            return bfloat16.bits(e.data) if e.type.dtype == "bfloat16" else e.data
         if isinstance(e, ShapeExpr):
             return tuple(env.eval(v) for v in e.values)
         if isinstance(e, Tuple):
@@ -202,6 +205,8 @@ class _Interpreter:
         attrs = {k: _concrete(v, env) for k, v in call.attrs.items()}
         where = f"{what} ({call.op.name}{', node ' + call.span if call.span else ''})"
         try:
+            if bfloat16.involved(call):
+                return bfloat16.call_in_float32(call, args, attrs)
             with np.errstate(all="ignore"):
                 return np.asarray(call.op.reference(*args, **attrs))
         except RelaxEdgeError as err:
@@ -216,4 +221,14 @@ def interpret(mod: IRModule, *inputs, func: str = "main", check_types: bool = Tr
     if func not in mod.functions:
         raise InterpretError(f"the module has no graph function {func!r} "
                              f"(it has: {', '.join(mod.functions) or 'none'})")
-    return _Interpreter(mod, check_types).call_function(mod.functions[func], list(inputs))
+    main = mod.functions[func]
+    return _public(_Interpreter(mod, check_types).call_function(main, list(inputs)), main.ret_type)
+
+
+def _public(value, t):
+    """Results as handed back: bfloat16 bits as ml_dtypes arrays when ml_dtypes is loaded."""
+    if bfloat16.is_bfloat16_type(t):
+        return bfloat16.public(value)
+    if isinstance(t, TupleType) and isinstance(value, tuple):
+        return tuple(_public(v, ft) for v, ft in zip(value, t.fields))
+    return value

@@ -4,8 +4,9 @@
    expressions, or None when unknown (then `ndim` may still be known).
 2. `TupleType(fields)`, `ShapeType(values)` (a shape value such as the output
    of ONNX `Shape`), `ObjectType()` (anything), `FuncType(params, ret)`.
-3. dtypes are strings: float32, float16, float64, int8, int16, int32, int64,
-   uint8, uint16, uint32, uint64, bool.
+3. dtypes are strings: float32, float16, bfloat16, float64, int8, int16,
+   int32, int64, uint8, uint16, uint32, uint64, bool. bfloat16 has no numpy
+   dtype: its arrays are uint16 bits (ir/bfloat16.py).
 
 Types are immutable and compare structurally (symbolic dims by canonical
 form). `type_equal` compares; `types_conflict` asks the prover whether two
@@ -27,7 +28,7 @@ __all__ = [
     "ObjectType", "FuncType", "shape_str", "type_free_vars", "type_conflict",
 ]
 
-DTYPES = ("float32", "float16", "float64", "int8", "int16", "int32", "int64",
+DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "int16", "int32", "int64",
           "uint8", "uint16", "uint32", "uint64", "bool")
 
 

@@ -10,7 +10,7 @@ from ..ir.shape import IntExpr, Proof, as_expr, bounds, max_expr, prove_equal
 from ..ir.types import TensorType, shape_str
 from .registry import RuleError
 
-FLOAT_DTYPES = ("float32", "float16", "float64")
+FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
 

@@ -20,6 +20,7 @@ KNOWN_UNSUPPORTED = {
     "test_training_dropout_mask": "training-mode Dropout draws random masks",
     "test_training_dropout_zero_ratio": "training-mode Dropout",
     "test_training_dropout_zero_ratio_mask": "training-mode Dropout",
+    "test_unique_bfloat16_sorted_without_axis": "Unique of bfloat16",
 }
 
 # ONNX Runtime and relax_edge follow the spec (align_corners divides by the
@@ -30,6 +31,13 @@ KNOWN_DISAGREEMENTS = {
     # float16: 1 ulp (0.00049) from the stored expectation, which is further from the exact float64 attention
     # (ours 0.00040 off, the expectation 0.00049)
     "test_attention_4d_causal_fp16_expanded": "float16 rounding; ours is nearer the exact result",
+    # bfloat16 (ONNX Runtime runs none of these): the runner compares bfloat16, not a numpy float kind, exactly;
+    # the cast's bits equal the expectation's but NaN != NaN, and attention rounds every operator's result to
+    # bfloat16, 1 ulp (0.0039) from the expectation
+    **{f"test_{name}": "bfloat16 compared exactly" for name in (
+        "cast_FLOAT_to_BFLOAT16", "castlike_FLOAT_to_BFLOAT16", "castlike_FLOAT_to_BFLOAT16_expanded",
+        *(f"attention_{c}_bf16{e}" for c in ("4d_causal", "4d_padded_kv", "4d_causal_padded_kv",
+                                              "4d_attn_mask_causal", "3d_causal") for e in ("", "_expanded")))},
 }
 
 SELECTED = [c for c in collect_cases() if scope_problem(c.model) == ""]

@@ -17,6 +17,7 @@ import numpy as np
 from onnx import helper, numpy_helper
 
 from ...errors import RelaxEdgeError
+from ...ir import bfloat16
 from ...ir.builder import Builder
 from ...ir.expr import Call, Constant, Expr, Var
 from ...ir.shape import IntExpr, SizeVar
@@ -50,8 +51,8 @@ def converter(*op_types: str):
 
 
 # ONNX TensorProto element types that relax_edge supports
-ONNX_DTYPES = {1: "float32", 10: "float16", 11: "float64", 3: "int8", 5: "int16", 6: "int32", 7: "int64",
-               2: "uint8", 4: "uint16", 12: "uint32", 13: "uint64", 9: "bool"}
+ONNX_DTYPES = {1: "float32", 10: "float16", 16: "bfloat16", 11: "float64", 3: "int8", 5: "int16", 6: "int32",
+               7: "int64", 2: "uint8", 4: "uint16", 12: "uint32", 13: "uint64", 9: "bool"}
 ONNX_DTYPE_NAMES = {1: "float", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
                     8: "string", 9: "bool", 10: "float16", 11: "double", 12: "uint32", 13: "uint64",
                     14: "complex64", 15: "complex128", 16: "bfloat16", 17: "float8e4m3fn", 18: "float8e4m3fnuz",
@@ -125,7 +126,8 @@ class ConvertContext:
     def scalar(self, value, index: int, what: str, integer: bool = False) -> np.ndarray:
         """Input `index` as a known one-element array (reshaped to a scalar)."""
         arr = self.require_static(value, index, what)
-        if arr.dtype != object and arr.dtype.kind not in ("iu" if integer else "iuf"):
+        if arr.dtype != object and arr.dtype.kind not in ("iu" if integer else "iuf") \
+                and (integer or arr.dtype.name != "bfloat16"):
             raise self.error(f"input {index} ({what}) must be {'an integer' if integer else 'a number'}, "
                              f"got {arr.dtype}")
         if arr.size != 1:
@@ -270,6 +272,12 @@ class ConvertContext:
             self.check_constant_size(t.shape, t.dtype, f"the result of {call.op.name}")
         attrs = {k: _concrete(v) for k, v in call.attrs.items()}
         try:
+            if bfloat16.involved(call):   # computed in float32 on the bits, as the interpreter does
+                out = bfloat16.call_in_float32(call, [bfloat16.bits(a.data) for a in call.args], attrs)
+                if not bfloat16.is_bfloat16_type(call.type):
+                    return out
+                out = bfloat16.public(out)   # a bfloat16 constant needs ml_dtypes' dtype, else not folded
+                return out if out.dtype != np.uint16 else None
             with np.errstate(all="ignore"):
                 out = call.op.reference(*[a.data for a in call.args], **attrs)
         except Exception as err:
