@@ -275,6 +275,14 @@ def _max_pool_with_indices(rng, n, c=2, size=(4, 6)):
     return [windows.max(-1), (planes * size[0] * size[1] + rows * size[1] + cols).astype(np.int64)]
 
 
+def _det_matrices(rng, n):
+    """Random 4x4 matrices, the first a permutation (zero pivots unless rows swap), the second singular."""
+    x = rng.standard_normal((n + 2, 4, 4)).astype(np.float32)
+    x[0] = np.eye(4, dtype=np.float32)[[1, 0, 3, 2]]
+    x[1, 3] = 2 * x[1, 1]
+    return [x[-n:] if n < 2 else x[:n]]
+
+
 def _sequences(rng, n):
     x = rng.standard_normal((5, n, 3)).astype(np.float32)
     return [x, rng.integers(0, 6, n).astype(np.int64)]
@@ -371,7 +379,9 @@ CASES = [
                               window_reference("HannWindow", 8)],
          reference=lambda x, w: stft_reference(x, 4, w)),
     Case("det_3x3", "Det", [("x", F32, ("n", 3, 3))], opset=11, reference=det_reference, tol=1e-4),
-    Case("det_4x4", "Det", [("x", F32, ("n", 4, 4))], opset=11, reference=det_reference, tol=1e-4),
+    Case("det_4x4_pivots", "Det", [("x", F32, ("n", 4, 4))], opset=11, reference=det_reference, tol=1e-4,
+         make=_det_matrices),
+    Case("det_6x6", "Det", [("x", F32, (2, "n", 6, 6))], opset=11, reference=det_reference, tol=1e-4),
     Case("max_unpool_2d", "MaxUnpool", [("x", F32, ("n", 2, 2, 3)), ("i", I64, ("n", 2, 2, 3))],
          {"kernel_shape": [2, 2], "strides": [2, 2]}, opset=11, make=_max_pool_with_indices,
          reference=lambda x, i: max_unpool_reference(x, i, [2, 2], [2, 2])),
@@ -395,7 +405,7 @@ CASES = [
 COMPILED = [c for c in CASES if c.inputs and c.name not in {
     "lppool_1d_p2_dilations", "lppool_3d_same_upper", "einsum_implicit_transpose", "einsum_trace_sum",
     "einsum_three_operands", "center_crop_pad_negative_axis", "col2im_3d", "affine_grid_3d_align_corners",
-    "cumprod_float64_reverse", "det_4x4", "dft_real_axis1_opset17", "dft_rfft_padded_axis1"}]
+    "cumprod_float64_reverse", "det_6x6", "dft_real_axis1_opset17", "dft_rfft_padded_axis1"}]
 
 
 def _run_ort(case, arrays):
@@ -471,7 +481,7 @@ def _bad(op_type, inputs, attrs=None, constants=None, opset=18):
 
 
 @pytest.mark.parametrize("model,message", [
-    (_bad("Det", [("x", F32, ("n", 5, 5))]), r"bad \(Det\).*matrices of size 5 are not supported \(1 to 4\)"),
+    (_bad("Det", [("x", F32, ("n", 17, 17))]), r"bad \(Det\).*matrices of size 17 are not supported \(1 to 16\)"),
     (_bad("Det", [("x", F32, ("n", 2, 3))]), r"bad \(Det\).*must be square"),
     (_bad("Det", [("x", F32, ("n", "m", "m"))]), r"bad \(Det\).*the matrix size must be static"),
     (_bad("Einsum", [("a", F32, ("n", 3))], {"equation": "ijk->i"}, opset=12),

@@ -18,8 +18,9 @@
 6. ReverseSequence (opset 10): a gather along the time axis of the index
    t < len ? len - 1 - t : t, sequence_lens read at run time.
 7. Upsample (opsets 7, 9; deprecated): Resize-10's reading (resize.py).
-8. Det (opset 11): the Leibniz sum over the n! permutations of a static n <= 4;
-   larger matrices are refused.
+8. Det (opset 11): static n; the Leibniz sum over the n! permutations up to
+   n = 3, Gaussian elimination with partial pivoting (argmax, gathered row
+   swaps, n steps of graph operators) up to n = 16; larger ones are refused.
 9. MaxUnpool (opsets 9, 11): out[p] = the value whose index is p (0 where none),
    a comparison of every index with every output position: O(in * out); a
    larger output_shape pads the result at the end, as the ONNX reference.
@@ -287,12 +288,71 @@ def convert_upsample(ctx, inputs):
 
 # --------------------------------------------------------------------------------------------- Det
 
-_DET_MAX = 4
+_LEIBNIZ_MAX = 3   # larger matrices: elimination with partial pivoting
+_DET_MAX = 16
 
 
 def _permutation_sign(perm) -> int:
     inversions = sum(1 for i in range(len(perm)) for j in range(i + 1, len(perm)) if perm[i] > perm[j])
     return -1 if inversions % 2 else 1
+
+
+def _det_leibniz(ctx, x, n, rank, batch):
+    """The sum over the n! permutations of signed products of entries."""
+    entries = {}
+    for i, j in itertools.product(range(n), repeat=2):
+        entries[i, j] = ctx.emit("reshape", [ctx.emit("strided_slice", [x], {
+            "begin": (i, j), "end": (i + 1, j + 1), "axes": (rank - 2, rank - 1)})], {"shape": batch})
+    total = None
+    for perm in itertools.permutations(range(n)):
+        term = entries[0, perm[0]]
+        for i in range(1, n):
+            term = ctx.emit("multiply", [term, entries[i, perm[i]]])
+        if total is None:
+            total = term if _permutation_sign(perm) > 0 else ctx.emit("negative", [term])
+        else:
+            total = ctx.emit("add" if _permutation_sign(perm) > 0 else "subtract", [total, term])
+    return total
+
+
+def _entry(ctx, a, rank, axis, index):
+    """a[..., index] along `axis` (-2 rows, -1 columns), keeping the axis."""
+    return ctx.emit("strided_slice", [a], {"begin": (index,), "end": (index + 1,), "axes": (rank + axis,)})
+
+
+def _det_elimination(ctx, a, n, rank, batch):
+    """Gaussian elimination with partial pivoting: at step k the row of the largest |a[i, k]|, i >= k,
+    swaps with row k (a swap flips the sign), the pivot joins the product and the rows below lose
+    their multiple of row k. A zero pivot (a singular matrix) gives 0."""
+    dtype = ctx.type_of(a).dtype
+    zero, one = np.array(0, dtype), np.array(1, dtype)
+    rows = ctx.emit("reshape", [ctx.emit("arange", [], {"stop": as_expr(n)})], {"shape": (as_expr(n), as_expr(1))})
+    det = None
+    for k in range(n):
+        column = _entry(ctx, a, rank, -1, k)                                     # (..., n, 1)
+        if k < n - 1:
+            score = ctx.emit("where", [ctx.emit("greater_equal", [rows, np.array(k, np.int64)]),
+                                       ctx.emit("abs", [column]), np.array(-1, dtype)])
+            p = ctx.emit("argmax", [score], {"axis": rank - 2, "keepdims": True})  # (..., 1, 1)
+            row_p = ctx.emit("gather_elements", [a, ctx.emit("broadcast_to", [p], {
+                "shape": (*batch, as_expr(1), as_expr(n))})], {"axis": rank - 2})
+            row_k = _entry(ctx, a, rank, -2, k)
+            is_k = ctx.emit("equal", [rows, np.array(k, np.int64)])
+            is_p = ctx.emit("equal", [rows, p])
+            a = ctx.emit("where", [is_k, row_p, ctx.emit("where", [is_p, row_k, a])])
+            swapped = ctx.emit("reshape", [ctx.emit("where", [ctx.emit("equal", [p, np.array(k, np.int64)]),
+                                                              one, np.array(-1, dtype)])], {"shape": batch})
+            column = _entry(ctx, a, rank, -1, k)
+        pivot_cell = _entry(ctx, _entry(ctx, a, rank, -2, k), rank, -1, k)       # (..., 1, 1)
+        pivot = ctx.emit("reshape", [pivot_cell], {"shape": batch})
+        det = pivot if det is None else ctx.emit("multiply", [det, pivot])
+        if k < n - 1:
+            det = ctx.emit("multiply", [det, swapped])
+            safe = ctx.emit("where", [ctx.emit("equal", [pivot_cell, zero]), one, pivot_cell])
+            below = ctx.emit("greater", [rows, np.array(k, np.int64)])
+            factor = ctx.emit("where", [below, ctx.emit("divide", [column, safe]), zero])
+            a = ctx.emit("subtract", [a, ctx.emit("multiply", [factor, _entry(ctx, a, rank, -2, k)])])
+    return det
 
 
 @converter("Det")
@@ -307,21 +367,10 @@ def convert_det(ctx, inputs):
         raise ctx.error(f"the matrices must be square, got {dims[-2].value} x {n}")
     if not 1 <= n <= _DET_MAX:
         raise ctx.error(f"matrices of size {n} are not supported (1 to {_DET_MAX})")
-    rank = len(dims)
-    entries = {}
-    for i, j in itertools.product(range(n), repeat=2):
-        entries[i, j] = ctx.emit("reshape", [ctx.emit("strided_slice", [x], {
-            "begin": (i, j), "end": (i + 1, j + 1), "axes": (rank - 2, rank - 1)})], {"shape": tuple(dims[:-2])})
-    total = None
-    for perm in itertools.permutations(range(n)):
-        term = entries[0, perm[0]]
-        for i in range(1, n):
-            term = ctx.emit("multiply", [term, entries[i, perm[i]]])
-        if total is None:
-            total = term if _permutation_sign(perm) > 0 else ctx.emit("negative", [term])
-        else:
-            total = ctx.emit("add" if _permutation_sign(perm) > 0 else "subtract", [total, term])
-    return total
+    rank, batch = len(dims), tuple(dims[:-2])
+    if n <= _LEIBNIZ_MAX:
+        return _det_leibniz(ctx, x, n, rank, batch)
+    return _det_elimination(ctx, x, n, rank, batch)
 
 
 # ---------------------------------------------------------------------------------------- MaxUnpool
