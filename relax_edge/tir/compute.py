@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from ..errors import RelaxEdgeError
 from ..ir.shape import IntExpr, SizeVar, as_expr, free_vars
-from .expr import Load, PrimExpr, binop, const, wrap
+from .expr import Load, PrimExpr, binop, const, is_float, wrap
 from .program import TensorProgram
 from .stmt import Allocate, Assert, Buffer, For, Seq, Store, loop_var
 from .visit import map_expr
@@ -100,7 +100,7 @@ class Reduce(PrimExpr):
 
 def _lowest(dtype):
     import numpy as np
-    if dtype.startswith("float"):
+    if is_float(dtype):
         return float("-inf")
     if dtype == "bool":
         return 0
@@ -109,7 +109,7 @@ def _lowest(dtype):
 
 def _highest(dtype):
     import numpy as np
-    if dtype.startswith("float"):
+    if is_float(dtype):
         return float("inf")
     if dtype == "bool":
         return 1

@@ -14,9 +14,21 @@ from relax_edge.ir.expr import Tuple
 from relax_edge.op.registry import make_call
 
 NEW_DTYPES = ("float64", "int16", "uint16", "uint32", "uint64")
-NARROW_FLOATS = ("float16",)   # stored narrow, computed in float32 by the kernels
+NARROW_FLOATS = ("float16", "bfloat16")   # stored narrow, computed in float32 by the kernels
 # float dtype -> (rtol, atol) against numpy (numpy computes float16 in float16, the kernels in float32)
-TOLERANCE = {"float64": (1e-12, 0.0), "float32": (1e-6, 0.0), "float16": (2e-3, 2e-2)}
+TOLERANCE = {"float64": (1e-12, 0.0), "float32": (1e-6, 0.0), "float16": (2e-3, 2e-2), "bfloat16": (1.6e-2, 0.15)}
+
+
+def is_float(dtype: str) -> bool:
+    return dtype.startswith("float") or dtype == "bfloat16"
+
+
+def numpy_dtype(dtype: str):
+    """The numpy dtype of `dtype`; bfloat16 is ml_dtypes' (the tests that use it skip without it)."""
+    if dtype == "bfloat16":
+        import ml_dtypes
+        return ml_dtypes.bfloat16
+    return np.dtype(dtype)
 WIDTH = 5   # the inputs are (n, WIDTH)
 
 
@@ -87,7 +99,7 @@ FLOAT = {
 
 
 def cases(dtype: str) -> dict:
-    return {**COMMON, **(FLOAT if dtype.startswith("float") else INTEGER)}
+    return {**COMMON, **(FLOAT if is_float(dtype) else INTEGER)}
 
 
 def module(dtype: str, names=None):
@@ -109,12 +121,14 @@ def arrays(dtype: str, rows: int, seed: int = 0):
     within the width; p: positive values (log, sqrt, a cast to unsigned)."""
     rng = np.random.default_rng(seed)
     shape = (rows, WIDTH)
-    if dtype.startswith("float"):
-        x = rng.standard_normal(shape).astype(dtype) * 3
-        y = rng.standard_normal(shape).astype(dtype)
+    if is_float(dtype):
+        dt = numpy_dtype(dtype)
+        x = (rng.standard_normal(shape) * 3).astype(dt)
+        y = rng.standard_normal(shape)
         y[np.abs(y) < 0.1] = 0.5
-        p = rng.uniform(0.1, 1000.0, shape).astype(dtype)
-        s = np.zeros(shape, dtype)
+        y = y.astype(dt)
+        p = rng.uniform(0.1, 1000.0, shape).astype(dt)
+        s = np.zeros(shape, dt)
     else:
         info = np.iinfo(dtype)
         x = rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
@@ -136,7 +150,7 @@ def compare(selected: dict, got, want, what: str) -> None:
     assert len(got) == len(want) == len(selected)
     for name, g, w in zip(selected, got, want):
         assert g.dtype == w.dtype and g.shape == w.shape, (what, name, g.dtype, w.dtype, g.shape, w.shape)
-        if g.dtype.kind == "f":
+        if is_float(g.dtype.name):
             rtol, atol = TOLERANCE[g.dtype.name]
             np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=atol,
                                        err_msg=f"{what}: {name}")

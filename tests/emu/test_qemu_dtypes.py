@@ -1,7 +1,8 @@
-"""float64, int16, uint16, uint32 and uint64 cross-compiled for the emulated
-Linux boards and run under qemu-user against numpy: representative
-operators per dtype (add, a compare, a cast, a sum; float64 exp), in two
-builds per board and backend (the RPC server takes at most 16 outputs)."""
+"""float64, int16, uint16, uint32, uint64, float16 and bfloat16 (ml_dtypes'
+arrays) cross-compiled for the emulated Linux boards and run under qemu-user
+against numpy: representative operators per dtype (add, a compare, a cast,
+a sum; exp on float64 and float16), in two builds per board and backend (the
+RPC server takes at most 16 outputs)."""
 
 import pytest
 
@@ -9,7 +10,8 @@ import relax_edge as rxe
 from tests.codegen.dtype_cases import arrays, combined_module, compare, expected
 
 OPS = ("add", "less", "cast_float32", "sum")
-GROUPS = [{"float64": OPS + ("exp",), "int16": OPS, "uint16": OPS}, {"uint32": OPS, "uint64": OPS}]
+GROUPS = [{"float64": OPS + ("exp",), "int16": OPS, "uint16": OPS},
+          {"uint32": OPS, "uint64": OPS, "float16": OPS[:3] + ("exp",), "bfloat16": OPS}]
 RUNS = [(board, backend) for board in ("qemu-aarch64", "qemu-armv7", "qemu-riscv64") for backend in ("c", "llvm")]
 
 
@@ -17,6 +19,7 @@ RUNS = [(board, backend) for board in ("qemu-aarch64", "qemu-armv7", "qemu-riscv
 @pytest.mark.emu
 @pytest.mark.parametrize("board, backend", RUNS, ids=[f"{b}-{k}" for b, k in RUNS])
 def test_new_dtypes_on_emulated_board(board, backend, tmp_path):
+    pytest.importorskip("ml_dtypes")   # bfloat16 arrays
     for k, group in enumerate(GROUPS):
         mod, plan = combined_module(group)
         art = rxe.build(mod, board=board, backend=backend, out_dir=tmp_path / str(k), name="dtypes", quiet=True)
