@@ -89,3 +89,21 @@ def test_uint64_beyond_int64_survives_a_round_trip():
               "s": big, "p": big}
     want = expected(selected, inputs)
     compare(selected, rxe.interpret(legalize(mod), *_run_inputs(inputs)), want, "tensor programs")
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int16"])
+def test_matmul_of_other_dtypes_is_not_dispatched_to_the_float32_kernels(dtype, tmp_path):
+    """The library GEMM takes float32 only: other dtypes keep the legalized tensor program, compiled."""
+    from relax_edge.transform.dispatch import dispatch
+    a, b = Var("a", TensorType((3, 4), dtype)), Var("b", TensorType((4, 2), dtype))
+    bb = Builder()
+    with bb.function("main", [a, b]):
+        bb.ret(bb.emit(make_call("matmul", [a, b])))
+    mod = bb.get()
+    assert not dispatch(mod).externs
+    rng = np.random.default_rng(0)
+    x, y = (rng.integers(-50, 50, s).astype(dtype) for s in ((3, 4), (4, 2)))
+    art = rxe.build(mod, board="host", out_dir=tmp_path, name="mm", quiet=True)
+    with rxe.connect("host") as dev:
+        (got,) = dev.load(art).run(x, y)
+    np.testing.assert_array_equal(got, (x.astype(np.int64) @ y.astype(np.int64)).astype(dtype))
