@@ -34,3 +34,26 @@ def test_new_dtypes_on_emulated_board(board, backend, tmp_path):
                     compare(selected, got[start:end], expected(selected, inputs[dtype]),
                             f"{board} {backend} {dtype}")
                     start = end
+
+
+FREESTANDING = {"float64": ("exp", "tanh", "sin", "fmod", "floor", "divide"), "uint64": ("divide", "mod"),
+                "float16": ("add", "exp"), "bfloat16": ("multiply", "cast_float32")}
+
+
+@pytest.mark.slow
+@pytest.mark.emu
+@pytest.mark.parametrize("backend", ["c", "llvm"])
+def test_new_dtypes_without_libm_on_cortex_m4(backend, tmp_path):
+    """float64 math through runtime_c/src/math.c's double functions (RXE_NO_LIBM), 64-bit integer division
+    on a 32-bit core, and the narrow floats, under qemu-system-arm."""
+    pytest.importorskip("ml_dtypes")
+    mod, plan = combined_module(FREESTANDING)
+    art = rxe.build(mod, board="qemu-cortex-m4", backend=backend, out_dir=tmp_path, name="dtypes", quiet=True)
+    inputs = {d: arrays(d, 3, seed=5) for d in FREESTANDING}
+    with rxe.connect("qemu-cortex-m4") as dev:
+        got = dev.load(art).run(*[inputs[d][v] for d, _ in plan for v in "xy"])
+    start = 0
+    for dtype, selected in plan:
+        end = start + len(selected)
+        compare(selected, got[start:end], expected(selected, inputs[dtype]), f"cortex-m4 {backend} {dtype}")
+        start = end
