@@ -38,27 +38,23 @@ class _Failed(Exception):
     pass
 
 
-_F32 = struct.Struct("<f")
+_F32, _F16, _BITS32 = struct.Struct("<f"), struct.Struct("<e"), struct.Struct("<I")
+
+
+def _rounded(fmt: struct.Struct, x):
+    """x rounded to the float format (to nearest even; inf and nan kept, beyond the range inf)."""
+    try:
+        return fmt.unpack(fmt.pack(x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
 
 
 def _f32(x):
-    """x rounded to float32 (inf and nan kept)."""
-    try:
-        return _F32.unpack(_F32.pack(x))[0]
-    except OverflowError:
-        return math.copysign(math.inf, x)
-
-
-_F16 = struct.Struct("<e")
-_BITS32 = struct.Struct("<I")
+    return _rounded(_F32, x)
 
 
 def _f16(x):
-    """x rounded to float16 (to nearest even; beyond the range, inf)."""
-    try:
-        return _F16.unpack(_F16.pack(x))[0]
-    except OverflowError:
-        return math.copysign(math.inf, x)
+    return _rounded(_F16, x)
 
 
 def _bf16(x):

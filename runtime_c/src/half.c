@@ -3,17 +3,9 @@
  * subnormals kept, NaN stays (quiet) NaN. Only integer operations: freestanding. */
 #include "relax_edge/kernel.h"
 
-static uint32_t float_bits(float x) {
-  union { float f; uint32_t u; } v;
-  v.f = x;
-  return v.u;
-}
+static uint32_t float_bits(float x) { return (uint32_t)rxe_f32_bits(x); }
 
-static float bits_float(uint32_t u) {
-  union { float f; uint32_t u; } v;
-  v.u = u;
-  return v.f;
-}
+static float bits_float(uint32_t u) { return rxe_f32_from_bits((int32_t)u); }
 
 float rxe_half_widen(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
