@@ -126,8 +126,10 @@ CASES = [
          ["x", "s", "z"], opset=21),
     Case("q19_int32_input", "QuantizeLinear", [("x", "int32", ("n", 4))], {"s": F(3.0), "z": I8(1)},
          ["x", "s", "z"], opset=19, ort=False),
-    Case("q25_precision", "QuantizeLinear", [("x", "float32", ("n", 4))], {"s": F(0.3), "z": U8(10)},
-         ["x", "s", "z"], {"precision": TensorProto.DOUBLE}, 25, ort=False),
+    Case("q23_precision", "QuantizeLinear", [("x", "float32", ("n", 4))], {"s": F(0.3), "z": U8(10)},
+         ["x", "s", "z"], {"precision": TensorProto.DOUBLE}, 23, ort=False),
+    Case("q25_precision_float16", "QuantizeLinear", [("x", "float32", ("n", 4))], {"s": F(0.3), "z": I8(-10)},
+         ["x", "s", "z"], {"precision": TensorProto.FLOAT16}, 25, ort=False),
     # exact halves: round half to even, after the division and before the zero point
     Case("q_ties_half_even", "QuantizeLinear", [("x", "float32", ("n", 8))], {"s": F(0.5), "z": I8(3)}, ["x", "s", "z"],
          data=lambda n: [(np.array([0.25, 0.75, 1.25, -0.25, -0.75, -1.25, 63.25, -65.75], F)

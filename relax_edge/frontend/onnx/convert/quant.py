@@ -2,7 +2,7 @@
 
 1. QuantizeLinear (opsets 10, 13, 19, 21, 23, 24, 25): y = clip(round_half_even(x / scale) + zero_point, qmin,
    qmax), cast to the zero point's dtype (else output_dtype, else uint8). The division runs in numpy's
-   promotion of x and the scale (or in `precision`, opset 25); per-axis scales are reshaped along `axis`,
+   promotion of x and the scale (or in `precision`, opset 23); per-axis scales are reshaped along `axis`,
    blocked ones (block_size) repeated along it. Quantized dtypes: int8, uint8, int16, uint16; float8,
    int4, uint4, int2, uint2 and float4 are refused (`saturate` only matters for float8).
 2. DequantizeLinear (same opsets): y = (x - zero_point) * scale in float32 (float64 for a float64 scale),
@@ -12,9 +12,10 @@
 4. MatMulInteger, ConvInteger (opset 10): operands widened to int32, zero points subtracted (per row of A /
    per column of B, per output channel of W), matmul / conv on int32 (an int32 accumulator, as ONNX Runtime).
 5. QLinearMatMul (opsets 10, 21), QLinearConv (opset 10): the int32 accumulator (plus QLinearConv's int32
-   bias) times a_scale * b_scale / y_scale, requantized as QuantizeLinear. The multiplication runs in
-   float32 when every accumulator is provably below 2^24 (exact in float32: K * 2^16 < 2^24 for 8-bit
-   operands, K the reduction length), else in float64.
+   bias) times a_scale * b_scale / y_scale (per row of a / per column of b, per output channel of w),
+   requantized as QuantizeLinear. The multiplication runs in float32 when every accumulator is provably
+   below 2^24 (exact in float32: K * 2^16 < 2^24 for 8-bit operands, K the reduction length, plus a known
+   bias), else in float64.
 6. TfIdfVectorizer (opset 9) is in tfidf.py and registers from here.
 """
 
@@ -142,7 +143,7 @@ def convert_quantize_linear(ctx, inputs):
     if out_dtype not in QUANT_RANGES:
         raise ctx.error(f"output_dtype {out_dtype} is not a supported quantized type "
                         f"({', '.join(QUANT_RANGES)})")
-    precision = _dtype_attr(ctx, "precision") if ctx.opset >= 25 else None
+    precision = _dtype_attr(ctx, "precision") if ctx.opset >= 23 else None
     if precision is not None and precision not in _FLOATS:
         raise ctx.error(f"attribute precision {precision} is not supported (float32, float16, float64 are)")
     compute = precision or np.result_type(np.empty(0, xt.dtype), np.empty(0, scale_dtype)).name
@@ -235,7 +236,7 @@ def _per_channel(ctx, param, rank, axis, what):
     return ctx.emit("reshape", [param], {"shape": tuple(dims)})
 
 
-def _requant_dtype(ctx, reduction, bias_bound=0):
+def _requant_dtype(reduction, bias_bound=0):
     """float32 when every int32 accumulator of a `reduction`-long sum of 8-bit products (each below 2^16 in
     magnitude), plus a bias below `bias_bound`, is exact in it; else float64."""
     exact = reduction.is_const and reduction.value * (1 << 16) + bias_bound < _EXACT_F32
@@ -262,7 +263,7 @@ def convert_qlinear_matmul(ctx, inputs):
     za = None if a_zp is None else _per_row(ctx, a_zp)
     acc = ctx.emit("matmul", [_widened(ctx, a, za, 2, _int8_operand(ctx, a, 0, "a")),
                               _widened(ctx, b, b_zp, 5, _int8_operand(ctx, b, 3, "b"))])
-    compute = _requant_dtype(ctx, a_type.shape[-1])
+    compute = _requant_dtype(a_type.shape[-1])
     scale_dtype = ctx.type_of(a_scale).dtype
     b_scale = ctx.emit("cast", [b_scale], {"dtype": scale_dtype})
     mult = ctx.emit("multiply", [_per_row(ctx, a_scale), b_scale])
@@ -322,7 +323,7 @@ def convert_qlinear_conv(ctx, inputs):
         if ctx.type_of(bias).dtype != "int32":
             raise ctx.error(f"input 8 (the bias) must be int32, got {ctx.type_of(bias).dtype}")
         acc = ctx.emit("add", [acc, _per_channel(ctx, bias, nd + 2, 1, "the bias")])
-    compute = _requant_dtype(ctx, reduction, bias_bound)
+    compute = _requant_dtype(reduction, bias_bound)
     scale_dtype = ctx.type_of(x_scale).dtype
     ws = ctx.emit("cast", [_per_channel(ctx, w_scale, nd + 2, 1, "w_scale")], {"dtype": scale_dtype})
     mult = ctx.emit("divide", [ctx.emit("multiply", [x_scale, ws]),
