@@ -18,6 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import relax_edge as rxe
 from relax_edge.frontend.onnx import node_tests
+from relax_edge.ir.expr import CallExtern
 from tests.frontend.one_node import compiled
 from tests.frontend.rnn_reference import GATES, recurrent_reference
 from tests.rnn_models import CELLS, FEATURES, FRAMES, get_kws
@@ -224,6 +225,24 @@ def test_interpreted_matches_onnx_runtime(case):
     for n in BATCHES:
         feeds = _feeds(case, n)
         _check(case, _interpret(mod, case, feeds), _expected(case, feeds))
+
+
+def _dense_calls(mod):
+    main = rxe.optimize(mod, board="host")["main"]
+    return [b.value for block in main.body.blocks for b in block.bindings
+            if isinstance(b.value, CallExtern) and b.value.name == "rxe_lib_dense_f32"]
+
+
+@pytest.mark.parametrize("name,per_direction", [
+    ("lstm_bidir_all_inputs", 1 + 7), ("gru_linear_before_reset_init", 1 + 7), ("rnn_forward_h4_seq7", 1 + 6)])
+def test_gate_gemms_go_to_the_library_and_share_their_weights(name, per_direction):
+    """Per direction one dense call projects the input of every step, then one per step multiplies the hidden
+    state (none at a zero initial state); the steps share one packed R^T (and one bias) in the weights."""
+    case = next(c for c in CASES if c.name == name)
+    calls = _dense_calls(rxe.from_onnx(_model(case)))
+    assert len(calls) == case.directions * per_direction
+    assert len({id(c.args[1]) for c in calls}) == 2 * case.directions            # W^T and R^T per direction
+    assert len({id(c.args[2]) for c in calls}) <= 2 * case.directions            # their biases
 
 
 # compiled at 2 steps: an unrolled step costs about half a second of compile time per direction and backend
