@@ -8,7 +8,9 @@ with the TorchScript exporter at opset 17 with its sequence or batch dims
 dynamic, and is cached like the reference models (``get_zoo_model(name)``).
 
 Each entry of ``ZOO`` is ``(builder, spec, kind)``: ``kind`` is "cnn" for the
-image classifiers (also run on an emulated board by the tests) or "nlp".
+image classifiers (also run on an emulated board by the tests), "nlp", or
+"detection" (outputs whose size depends on the data: interpreted only, as the
+compiled backends do not return such outputs yet).
 """
 
 import fcntl
@@ -59,6 +61,68 @@ def _vit(seed):
         model.heads.head.weight.normal_(0.0, 0.2)
         model.heads.head.bias.normal_(0.0, 0.1)
     return model.eval()
+
+
+def has_ops() -> bool:
+    """Stands in for torchvision.extension._has_ops where its C++ ops did not load
+    (a plain function: the exporter scripts the functions that call it)."""
+    return True
+
+
+def nms(dets, scores, iou_threshold: float):
+    """torchvision's nms in Python, for tracing where its C++ kernel did not load:
+    boxes by descending score (stable), each one dropping the later ones that
+    overlap it by more than ``iou_threshold``."""
+    import torch
+    order = torch.argsort(scores, descending=True, stable=True)
+    boxes = dets[order]
+    area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+    dropped = torch.zeros(len(order), dtype=torch.bool)
+    keep = []
+    for rank in range(len(order)):
+        if dropped[rank]:
+            continue
+        keep.append(int(order[rank]))
+        rest = boxes[rank + 1:]
+        w = (torch.minimum(rest[:, 2], boxes[rank, 2]) - torch.maximum(rest[:, 0], boxes[rank, 0])).clamp(min=0)
+        h = (torch.minimum(rest[:, 3], boxes[rank, 3]) - torch.maximum(rest[:, 1], boxes[rank, 1])).clamp(min=0)
+        union = area[rank] + area[rank + 1:] - w * h
+        dropped[rank + 1:] |= (union > 0) & (w * h > iou_threshold * union)  # torchvision's 0 / 0 is NaN: kept
+    return torch.tensor(keep, dtype=torch.int64)
+
+
+def _ssdlite(seed):
+    """SSDlite320-MobileNetV3 with its postprocessing (score threshold, top-k, batched NMS), 5 classes."""
+    import torch
+
+    from tests import onnx_models
+    tv = _import_torchvision()
+    import torchvision.extension
+    if onnx_models._TORCHVISION_SCHEMAS is not None:  # torchvision's own kernels did not load
+        torchvision.extension._has_ops = has_ops
+        if not torch._C._dispatch_has_kernel_for_dispatch_key("torchvision::nms", "CPU"):
+            onnx_models._TORCHVISION_SCHEMAS.impl("nms", nms, "CPU")
+    torch.manual_seed(seed)
+    model = tv.models.detection.ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=5)
+    # BatchNorm statistics measured on random images: with made-up ones the features collapse to constants
+    # and the boxes' scores tie, leaving NMS's order to rounding
+    for bn in [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]:
+        bn.reset_running_stats()
+        bn.momentum = None
+    model.backbone.train()
+    with torch.no_grad():
+        model.backbone(torch.rand(8, 3, 320, 320, generator=torch.Generator().manual_seed(seed + 1)))
+    return _wrap(lambda m, image: tuple(m([image])[0][k] for k in ("boxes", "scores", "labels")))(model).eval()
+
+
+def _ssdlite_spec():
+    spec = _make_spec({"image": _tensor("float32", 3, 320, 320)},
+                      {"boxes": _tensor("float32", "detections", 4), "scores": _tensor("float32", "detections"),
+                       "labels": _tensor("int64", "detections")}, {})
+    # pixels in [0, 1), as the model's transform expects
+    spec["make_inputs"] = lambda seed=0, **sizes: {
+        "image": np.random.default_rng(seed).random((3, 320, 320), dtype=np.float32)}
+    return spec
 
 
 def _tokens_spec(outputs):
@@ -176,6 +240,7 @@ ZOO = {
     "phi": (_phi, lambda: _tokens_spec({"logits": _tensor("float32", 1, "seq", _VOCAB)}), "nlp"),
     "t5_small_config": (_t5, _t5_spec, "nlp"),
     "whisper_tiny_encoder": (_whisper_encoder, _whisper_spec, "nlp"),
+    "ssdlite320_mobilenet_v3": (_ssdlite, _ssdlite_spec, "detection"),
 }
 
 
@@ -190,7 +255,7 @@ def export_zoo_model(name, path, seed=0):
     spec = spec_fn()
     model = builder(seed)
     trace = spec["make_inputs"](**{d: _TRACE_SIZE for d in spec["dynamic"]})
-    args = tuple(torch.from_numpy(a) for a in trace.values())
+    args = tuple(torch.from_numpy(np.abs(a) if a.dtype.kind == "f" else a) for a in trace.values())
     fastpath = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)  # the fused attention kernel has no ONNX export
     with warnings.catch_warnings(), torch.no_grad():

@@ -391,3 +391,26 @@ def test_integer_mean_of_an_empty_set_is_zero_as_onnx_runtime(backend, tmp_path)
     np.testing.assert_array_equal(rxe.interpret(bb.get(), x), expected)
     with rxe.connect("host") as dev:
         np.testing.assert_array_equal(dev.load(art).run(x)[0], expected)
+
+
+@pytest.mark.parametrize("reduce_op,n", [("ReduceMin", 2), ("ReduceMin", 6), ("ReduceMax", 2), ("ReduceSum", 3),
+                                         ("ReduceProd", 3)])
+def test_reduction_of_shape_values_stays_symbolic(reduce_op, n):
+    """Shape arithmetic as detection exports write it (K = min(4, number of boxes)):
+    a reduction over [4, n, 2] with n a dynamic dim, used as the shape of a
+    ConstantOfShape, imported once and run at several n against ONNX Runtime."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"], start=0, end=1),
+             helper.make_node("Concat", ["four", "s", "two"], ["c"], axis=0),
+             helper.make_node(reduce_op, ["c"], ["k"], keepdims=1),
+             helper.make_node("ConstantOfShape", ["k"], ["y"],
+                              value=numpy_helper.from_array(np.array([1.5], np.float32)))]
+    graph = helper.make_graph(nodes, "symbolic_reduce", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              initializer=[numpy_helper.from_array(np.array([4], np.int64), "four"),
+                                           numpy_helper.from_array(np.array([2], np.int64), "two")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    mod = rxe.from_onnx(model, dim_bounds={"n": 16})
+    x = np.zeros(n, np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert_matches(rxe.interpret(mod, x), want)

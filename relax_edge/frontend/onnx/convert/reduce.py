@@ -7,7 +7,17 @@ noop_with_empty_axes=1."""
 
 from __future__ import annotations
 
+import operator
+
+import numpy as np
+
+from ....ir.shape import max_expr, min_expr
 from ..context import converter
+from ..values import SymInts, from_static
+
+# reductions that run on import-time integers with symbolic entries (shape arithmetic such as
+# min(300, number of boxes) in detection heads)
+_SYMBOLIC = {"ReduceMin": min_expr, "ReduceMax": max_expr, "ReduceSum": operator.add, "ReduceProd": operator.mul}
 
 _REDUCE = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min",
            "ReduceProd": "prod", "ReduceSumSquare": "sum_square", "ReduceL1": "l1", "ReduceL2": "l2",
@@ -28,8 +38,21 @@ def convert_reduce(ctx, inputs):
         if ctx.attr("noop_with_empty_axes", 0, int):
             return x
         axes = None
+    if isinstance(x, SymInts) and ctx.node.op_type in _SYMBOLIC:
+        return _symbolic_reduce(ctx, x, axes, keepdims)
     return ctx.emit(_REDUCE[ctx.node.op_type], [x], {"axis": None if axes is None else tuple(axes),
                                                      "keepdims": keepdims})
+
+
+def _symbolic_reduce(ctx, x, axes, keepdims):
+    values = x.values
+    axes = tuple(range(values.ndim)) if axes is None else tuple(sorted(a % max(values.ndim, 1) for a in axes))
+    if any(values.shape[a] == 0 for a in axes):
+        raise ctx.error(f"{ctx.node.op_type} of an empty set of import-time integers")
+    fn = np.frompyfunc(_SYMBOLIC[ctx.node.op_type], 2, 1)
+    for a in reversed(axes):
+        values = fn.reduce(values, axis=a, keepdims=keepdims)
+    return from_static(np.asarray(values, dtype=object), x.dtype)
 
 
 @converter("ArgMax", "ArgMin")
