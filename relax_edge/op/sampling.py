@@ -7,7 +7,10 @@
   linear (2^r taps), nearest (round half to even) and cubic (4^r taps, Keys
   alpha -0.75); padding zeros (taps outside weigh 0), border (coordinate
   and taps clamped) and reflection (reflected at the borders, -0.5 and
-  d - 0.5, or 0 and d - 1 with align_corners).
+  d - 0.5, or 0 and d - 1 with align_corners). Cubic with border clamps
+  only its taps, not the coordinate, as ONNX Runtime and PyTorch do (the
+  ONNX reference implementation clamps the coordinate first, which moves
+  the taps and their weights).
 - `roi_align(x, rois, batch_indices; ...)` (ONNX RoiAlign): x (N, C, H, W),
   rois (R, 4) as (x1, y1, x2, y2), batch_indices (R,); result (R, C,
   output_height, output_width): per bin the average (or the max, each
@@ -84,7 +87,7 @@ def grid_taps(coord, d, mode, padding_mode, align_corners):
     lo, hi = (0.0, d - 1.0) if align_corners else (-0.5, d - 0.5)
     if mode == "nearest":
         coord = np.rint(coord)
-    if padding_mode == "border":
+    if padding_mode == "border" and mode != "cubic":
         coord = np.where((coord < lo) | (coord > hi), np.clip(coord, 0, d - 1), coord)
     elif padding_mode == "reflection":
         coord = reflect(coord, lo, hi)
