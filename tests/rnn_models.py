@@ -6,16 +6,13 @@ dynamic batch (`batch`).
 ``get_kws(cell)`` (``cell`` "lstm" or "gru") exports once into the cache
 folder of tests/onnx_models.py (``cache_dir()``), under a key of this file's
 source and the exporting packages' versions, behind a file lock, written to
-a temporary name and then renamed.
+a temporary name and then renamed (tests/model_cache.py).
 """
 
-import fcntl
-import hashlib
-import os
 import warnings
 from pathlib import Path
 
-from tests import onnx_models
+from tests.model_cache import cached_export
 
 FRAMES, FEATURES, HIDDEN, CLASSES = 49, 40, 64, 12
 OPSET = 17
@@ -51,30 +48,8 @@ def export_kws(cell: str, path) -> Path:
     return Path(path)
 
 
-def _key() -> str:
-    h = hashlib.sha256(Path(__file__).read_bytes())
-    h.update(onnx_models.cache_key().encode())  # the exporting packages' versions
-    return h.hexdigest()[:16]
-
-
 def get_kws(cell: str) -> Path:
     """The exported model of `cell`, from the cache (exported on first use)."""
     if cell not in CELLS:
         raise KeyError(f"unknown cell {cell!r}; known: {', '.join(CELLS)}")
-    directory = onnx_models.cache_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"kws_{cell}-{_key()}.onnx"
-    if not path.exists():
-        with open(directory / f"kws_{cell}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not path.exists():
-                tmp = path.with_name(f".{path.stem}.{os.getpid()}.onnx")
-                try:
-                    export_kws(cell, tmp)
-                    os.replace(tmp, path)
-                finally:
-                    tmp.unlink(missing_ok=True)
-                for old in directory.glob(f"kws_{cell}-*.onnx"):
-                    if old != path:
-                        old.unlink(missing_ok=True)
-    return path
+    return cached_export(f"kws_{cell}", __file__, lambda path: export_kws(cell, path))

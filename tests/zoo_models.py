@@ -5,7 +5,7 @@ tuned on. These are the models users bring: torchvision classifiers at their
 usual export, transformers encoders and decoders built from small configs.
 Every model gets seeded random weights (BatchNorm statistics too), is exported
 with the TorchScript exporter at opset 17 with its sequence or batch dims
-dynamic, and is cached like the reference models (``get_zoo_model(name)``).
+dynamic, and is cached (``get_zoo_model(name)``, tests/model_cache.py).
 
 Each entry of ``ZOO`` is ``(builder, spec, kind)``: ``kind`` is "cnn" for the
 image classifiers (also run on an emulated board by the tests), "nlp", or
@@ -13,14 +13,12 @@ image classifiers (also run on an emulated board by the tests), "nlp", or
 compiled backends do not return such outputs yet).
 """
 
-import fcntl
-import hashlib
-import os
 import warnings
 from pathlib import Path
 
 import numpy as np
 
+from tests.model_cache import cached_export
 from tests.onnx_models import (
     OPSET,
     _dynamic_axes,
@@ -30,8 +28,6 @@ from tests.onnx_models import (
     _name_output_dims,
     _randomize_batchnorm,
     _tensor,
-    cache_dir,
-    cache_key,
 )
 
 _TRACE_SIZE = 7
@@ -268,34 +264,11 @@ def export_zoo_model(name, path, seed=0):
     return Path(path), spec
 
 
-def _zoo_key():
-    h = hashlib.sha256(Path(__file__).read_bytes())
-    h.update(cache_key().encode())
-    return h.hexdigest()[:16]
-
-
 def get_zoo_model(name):
-    """``(path, spec)`` of zoo model ``name``, exported once into the shared cache folder
-    (under a file lock, written to a temporary name and renamed when complete)."""
+    """``(path, spec)`` of zoo model ``name``, exported once into the shared cache folder."""
     if name not in ZOO:
         raise KeyError(f"unknown zoo model {name!r}; known: {', '.join(ZOO)}")
-    directory = cache_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"zoo-{name}-{_zoo_key()}.onnx"
-    if not path.exists():
-        with open(directory / f"zoo-{name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not path.exists():
-                tmp = path.with_name(f".{path.stem}.{os.getpid()}.onnx")
-                try:
-                    export_zoo_model(name, tmp)
-                    os.replace(tmp, path)
-                finally:
-                    tmp.unlink(missing_ok=True)
-                for old in directory.glob(f"zoo-{name}-*.onnx"):
-                    if old != path:
-                        old.unlink(missing_ok=True)
-    return path, zoo_spec(name)
+    return cached_export(f"zoo-{name}", __file__, lambda path: export_zoo_model(name, path)), zoo_spec(name)
 
 
 def feeds(spec, seed=0, **sizes):
