@@ -158,14 +158,14 @@ def legalize_pad(ctx):
     def source(i, d):
         j = as_expr(i) - pads[d]
         n = x.shape[d]
+        if mode != "constant" and pads[d] == 0 and pads[d + rank] == 0:
+            return j
         if mode == "edge":
             return _clamp(j, n)
         if mode == "wrap":
             return j % n
-        if mode == "reflect":  # period 2n - 2 (n == 1 reflects onto itself)
-            period = n * 2 - 2
-            m = j % period if not (n == 1) else as_expr(0)
-            return _reflect(m, n)
+        if mode == "reflect":  # period 2n - 2; n == 1 (also a size that is 1 at run time) reflects onto itself
+            return _reflect(j % max_expr(n * 2 - 2, 1), n)
         return j
 
     def element(*i):

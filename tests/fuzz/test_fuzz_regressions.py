@@ -154,3 +154,23 @@ def test_bool_add_is_logical_or(backend, tmp_path):
     a, b = np.array([True, True, False]), np.array([True, False, False])
     (got,) = _run(mod, backend, tmp_path, a, b)
     np.testing.assert_array_equal(got, np.logical_or(a, b).astype(np.int32))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reflect_pad_of_a_size_that_is_one_at_run_time(backend, tmp_path):
+    """pad(mode=reflect) over a symbolic dim took the index modulo 2n - 2,
+    a division by zero (SIGFPE in the C kernel) when n is 1 at run time;
+    an axis with no padding is not wrapped at all now."""
+    n = SizeVar("n", upper=9)
+    x = Var("x", TensorType((2, n), "int16" if "int16" in DTYPES else "int32"))
+    mod = _module([x], lambda bb: Tuple([
+        bb.emit(make_call("pad", [x], {"pads": (0, 2, 1, 1), "mode": "reflect"})),
+        bb.emit(make_call("pad", [x], {"pads": (1, 0, 0, 0), "mode": "reflect"}))]), dataflow=False)
+    art = rxe.build(mod, board="host", backend=backend, out_dir=tmp_path / backend, name="fuzz")
+    with rxe.connect("host") as dev:
+        loaded = dev.load(art)
+        for size in (1, 2, 5):
+            data = (np.arange(2 * size).reshape(2, size) + 1).astype(x.type.dtype)
+            both, rows = loaded.run(data)
+            np.testing.assert_array_equal(both, np.pad(data, [(0, 1), (2, 1)], mode="reflect"))
+            np.testing.assert_array_equal(rows, np.pad(data, [(1, 0), (0, 0)], mode="reflect"))
