@@ -9,7 +9,8 @@
    the expected value), NaN where NaN is expected.
 2. A `Failure` is a build failure (the exception from `rxe.build` or
    `load`), a run failure (the compiled model raised where the interpreter
-   did not) or a mismatch; an interpreter failure is the generator's fault
+   did not, or, on the host where builds run in a forked child, killed
+   it) or a mismatch; an interpreter failure is the generator's fault
    and is reported as such, not as the compiler's.
 3. `reduce_graph` is delta debugging over the graph's data: it drops
    outputs, replaces a step by one of its operands of the same type,
@@ -20,8 +21,10 @@
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
 import re
 import shutil
+import signal
 import tempfile
 import traceback
 from pathlib import Path
@@ -29,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..build import build
+from ..deploy import connect
 from ..errors import InterpretError, RelaxEdgeError
 from ..interp import interpret
 from ..ir.types import DTYPES
@@ -135,6 +139,32 @@ def _run_one(graph: Graph, mod, dev, board: str, backend: str, sizes_list, seed:
     return None
 
 
+def _child(conn, fn, args) -> None:
+    with connect("host") as dev:
+        conn.send(fn(*args[:2], dev, *args[2:]))
+    conn.close()
+
+
+def _isolated(fn, args, backend: str, sizes: dict) -> Failure | None:
+    """fn(graph, mod, ..., dev, ...) in a forked child with its own host
+    device, so that a compiled model that kills its process (SIGFPE,
+    SIGSEGV) is a finding rather than the end of the fuzzer."""
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(send, fn, args))
+    proc.start()
+    send.close()
+    try:
+        result = receive.recv()
+    except EOFError:
+        proc.join()
+        code = proc.exitcode or 0
+        why = signal.Signals(-code).name if code < 0 else f"exit status {code}"
+        return Failure("run", backend, f"the process running the build died: {why}", sizes, why)
+    proc.join()
+    return result
+
+
 def reference(graph: Graph, mod, sizes_list, seed: int) -> list:
     """The unoptimized module interpreted at each size (None where it fails)."""
     out = []
@@ -156,8 +186,11 @@ def check_graph(graph: Graph, dev, board: str, backends, sizes_list, seed: int, 
     try:
         failures = []
         for backend in backends:
-            failure = _run_one(graph, mod, dev, board, backend, sizes_list, seed, root / backend, expected,
-                               graph_tolerance(types))
+            args = (graph, mod, dev, board, backend, sizes_list, seed, root / backend, expected, graph_tolerance(types))
+            if board == "host":   # the build runs in this process: in a child instead
+                failure = _isolated(_run_one, args[:2] + args[3:], backend, sizes_list[0])
+            else:
+                failure = _run_one(*args)
             if failure is not None:
                 failures.append(failure)
         return failures

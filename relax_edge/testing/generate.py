@@ -36,7 +36,7 @@ from ..ir import Constant, SizeVar, TensorType, Var
 from ..ir.shape import Proof, as_expr, bounds, prove_equal
 from ..op import make_call
 from ..op.manipulate import _BIG
-from .graphs import Graph, Step, numpy_dtypes, reshape_target
+from .graphs import SHAPED, Graph, Step, numpy_dtypes, reshape_target
 
 __all__ = ["generate_graph", "pick_sizes", "FAMILIES", "family_of", "MAX_ELEMENTS"]
 
@@ -47,10 +47,12 @@ LOGICAL = ("logical_and", "logical_or", "logical_xor")
 UNARY = ("relu", "abs", "negative", "sigmoid", "tanh", "exp", "sqrt", "floor", "ceil", "logical_not", "clip")
 REDUCE = ("sum", "mean", "max", "min")
 FAMILIES = ("binary", "divide", "compare", "logical", "where", "unary", "cast", "concat", "strided_slice",
-            "transpose", "reshape", "sum", "mean", "max", "min", "softmax", "matmul", "conv2d", "max_pool2d",
+            "transpose", "reshape", "take", "broadcast_to", "tile", "pad", "trilu", "sum", "mean", "max", "min",
+            "softmax", "matmul", "conv2d", "max_pool2d",
             "avg_pool2d")
 # operators whose result is exactly one of their inputs' values (or its negation)
-EXACT = {"relu", "abs", "negative", "maximum", "minimum", "max", "min", "transpose", "reshape", "concat",
+EXACT = {"relu", "abs", "negative", "maximum", "minimum", "max", "min", "transpose", "reshape", "concat", "take",
+         "broadcast_to", "tile", "pad", "trilu",
          "strided_slice", "where", "clip", "floor", "ceil", "max_pool2d"}
 
 
@@ -186,7 +188,7 @@ class _Generator:
     def emit(self, op: str, args: list, attrs: dict, bound: float, exact: bool | None = None) -> _Value | None:
         """Add a step when its type rule accepts it and its result is small and safe."""
         call_attrs = dict(attrs)
-        if op == "reshape":
+        if op in SHAPED:
             call_attrs["shape"] = reshape_target(attrs["shape"], args[0].type.shape)
         try:
             call = make_call(op, [a.expr for a in args], call_attrs)
@@ -401,6 +403,41 @@ class _Generator:
             spec = [(a,) for a in range(i)] + [1] + [(a,) for a in range(i, rank)]
         return self.emit("reshape", [x], {"shape": tuple(spec)}, x.bound)
 
+    def take(self, x):
+        rank = len(x.type.shape)
+        axis = int(self.rng.integers(-rank, rank))
+        lo = bounds(x.type.shape[axis])[0]
+        shape = self.choice(((), (int(self.rng.integers(1, 4)),), (2, int(self.rng.integers(1, 3)))))
+        data = self.rng.integers(-lo, lo, shape).astype(self.choice(("int32", "int64")))
+        return self.emit("take", [x, self.add_constant(data)], {"axis": axis}, x.bound)
+
+    def broadcast_to(self, x):
+        """To x's shape with its constant-1 dims widened and leading dims added."""
+        spec = [int(self.choice((1, 2, 3))) for _ in range(int(self.rng.integers(0, 2)))]
+        for a, d in enumerate(x.type.shape):
+            spec.append(int(self.choice((1, 3, 4))) if d.is_const and d.value == 1 else (a,))
+        return self.emit("broadcast_to", [x], {"shape": tuple(spec)}, x.bound)
+
+    def tile(self, x):
+        repeats = tuple(int(self.choice((1, 1, 2, 3))) for _ in x.type.shape)
+        return self.emit("tile", [x], {"repeats": repeats}, x.bound)
+
+    def pad(self, x):
+        rank = len(x.type.shape)
+        mode = self.choice(("constant", "constant", "edge", "reflect", "wrap"))
+        lowest = min(bounds(d)[0] for d in x.type.shape)
+        most = {"reflect": lowest - 1, "wrap": lowest}.get(mode, 3)
+        pads = [int(self.rng.integers(-1 if mode == "constant" else 0, most + 1)) if self.chance(0.6) else 0
+                for _ in range(2 * rank)]
+        value = self.random_data((), x.dtype).item()
+        return self.emit("pad", [x], {"pads": tuple(pads), "mode": mode, "value": value},
+                         max(x.bound, abs(float(value))))
+
+    def trilu(self, x):
+        if len(x.type.shape) < 2:
+            return None
+        return self.emit("trilu", [x], {"k": int(self.rng.integers(-1, 2)), "upper": self.chance(0.5)}, x.bound)
+
     def reduce(self, x, op):
         rank = len(x.type.shape)
         if self.chance(0.2):
@@ -582,11 +619,12 @@ class _Generator:
 
 
 _WEIGHTS = {"binary": 6, "divide": 1, "compare": 2, "logical": 2, "where": 1, "unary": 5, "cast": 2, "concat": 2,
-            "strided_slice": 2, "transpose": 2, "reshape": 2, "sum": 1, "mean": 1, "max": 1, "min": 1,
+            "strided_slice": 2, "transpose": 2, "reshape": 2, "take": 1, "broadcast_to": 1, "tile": 1, "pad": 1,
+            "trilu": 1, "sum": 1, "mean": 1, "max": 1, "min": 1,
             "softmax": 1, "matmul": 2, "conv2d": 2, "max_pool2d": 1, "avg_pool2d": 1, "dense": 1, "duplicate": 1,
             "folded": 1}
-_NEED_RANK = {"dense", "folded", "concat", "strided_slice", "transpose", "sum", "mean", "max", "min", "softmax",
-              "matmul", "conv2d", "max_pool2d", "avg_pool2d"}
+_NEED_RANK = {"dense", "folded", "take", "broadcast_to", "tile", "pad", "trilu", "concat", "strided_slice",
+              "transpose", "sum", "mean", "max", "min", "softmax", "matmul", "conv2d", "max_pool2d", "avg_pool2d"}
 _WEIGHTED = tuple(itertools.chain.from_iterable([f] * w for f, w in _WEIGHTS.items()))
 
 

@@ -8,7 +8,7 @@ reduces and writes back as Builder code.
 2. `build_module(graph)` turns it into an `IRModule` with the `Builder`;
    every call goes through `make_call`, so a graph that no longer types
    (after a reduction) raises `TypeInferenceError` there.
-3. A reshape's target is written in the source's axes: each entry is a
+3. A reshape's (and broadcast_to's) target is written in the source's axes: each entry is a
    tuple of source axes (their product) or an int, so it survives a size
    variable becoming a constant.
 4. `to_snippet(graph, ...)` is the same graph as standalone Python: the
@@ -55,6 +55,9 @@ class Graph:
         return [s.op for s in self.steps]
 
 
+SHAPED = ("reshape", "broadcast_to")   # operators whose "shape" attribute is kept as a reshape_target spec
+
+
 def reshape_target(spec, shape) -> list:
     """A reshape's new shape from its axis-wise spec and the source's shape."""
     out = []
@@ -71,7 +74,7 @@ def reshape_target(spec, shape) -> list:
 
 def _call(step: Step, args):
     attrs = dict(step.attrs)
-    if step.op == "reshape":
+    if step.op in SHAPED:
         attrs["shape"] = reshape_target(attrs["shape"], args[0].type.shape)
     return make_call(step.op, args, attrs)
 
@@ -147,7 +150,7 @@ def _array_code(a: np.ndarray) -> str:
 def _step_code(step: Step) -> str:
     args = ", ".join(step.args)
     attrs = dict(step.attrs)
-    if step.op == "reshape":
+    if step.op in SHAPED:
         src = step.args[0]
         dims = []
         for item in attrs.pop("shape"):

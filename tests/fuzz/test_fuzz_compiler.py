@@ -5,6 +5,8 @@ covers what it promises, the reducer shrinks, a kept snippet runs."""
 import collections
 import importlib.util
 import json
+import os
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +14,7 @@ import pytest
 
 import relax_edge as rxe
 from relax_edge.ir.types import DTYPES
+from relax_edge.testing import differential
 from relax_edge.testing.differential import Failure, check_graph, compare, reduce_graph
 from relax_edge.testing.generate import FAMILIES, family_of, generate_graph, pick_sizes
 from relax_edge.testing.graphs import build_module, input_arrays, numpy_dtypes, to_snippet
@@ -129,3 +132,18 @@ def test_failure_signature_groups_repeats():
     a = Failure("build", "c", "KeyError: 'int16' [host_program.py:380 bind_entry]", {}, "KeyError")
     b = Failure("build", "llvm", "KeyError: 'uint64' [host_program.py:380 bind_entry]", {}, "KeyError")
     assert a.signature == b.signature and not a.same_as(b)
+
+
+def _dies(graph, mod, dev, *rest):
+    os.kill(os.getpid(), signal.SIGFPE)
+
+
+def _agrees(graph, mod, dev, *rest):
+    return None
+
+
+def test_a_build_that_kills_its_process_is_a_run_failure():
+    """On the host, builds run in a forked child: a kernel's SIGFPE is reported, the fuzzer goes on."""
+    failure = differential._isolated(_dies, (None, None, "host", "c"), "c", {"n": 1})
+    assert failure.kind == "run" and failure.error == "SIGFPE" and "died: SIGFPE" in failure.message
+    assert differential._isolated(_agrees, (None, None, "host", "c"), "c", {}) is None
