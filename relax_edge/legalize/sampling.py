@@ -229,3 +229,47 @@ def legalize_roi_align(ctx):
         b, n = cast(bi[(r,)], I64), cast(index(x.shape[0]), I64)
         return [(logical_and(b >= const(0, I64), b < n), "batch index {} out of range [0, {})", (b, n))]
     return compute(ctx.out_shape, element, "roi_align", ctx.out_dtype, asserts=check)
+
+
+@legalization("deform_conv2d")
+def legalize_deform_conv2d(ctx):
+    """Stages of the sample positions (N, offset_group, kH, kW, oH, oW) per
+    axis, the masked bilinear samples (N, C, kH, kW, oH, oW; corners outside
+    the input weigh 0), then the grouped convolution over them plus bias."""
+    x, w, off, bias, mask = ctx.inputs
+    a = ctx.attrs
+    n, c, height, width = x.shape
+    oc, cg, kh, kw = (d.value for d in w.shape)
+    oh, ow = off.shape[2], off.shape[3]
+    og = a["offset_group"]
+    per_og, per_group = c.value // og, oc // a["group"]
+    positions = []
+    for axis in (0, 1):
+        def position(b, g, i, j, y, z, axis=axis):
+            start = as_expr((y, z)[axis]) * a["strides"][axis] - a["pads"][axis] + (i, j)[axis] * a["dilations"][axis]
+            channel = as_expr(g) * (2 * kh * kw) + (as_expr(i) * kw + j) * 2 + axis
+            return cast(index(start), F32) + cast(off[b, channel, y, z], F32)
+        positions.append(compute((n, og, kh, kw, oh, ow), position, f"deform_pos{axis}", F32))
+
+    def sample(b, ch, i, j, y, z):
+        g = as_expr(ch) // per_og
+        ph, pw = positions[0][b, g, i, j, y, z], positions[1][b, g, i, j, y, z]
+        h0, w0 = _floor(ph), _floor(pw)
+        fh, fw = ph - h0, pw - w0
+        total = None
+        for th, wh in ((h0, _f(1.0) - fh), (h0 + _f(1.0), fh)):
+            for tw, ww in ((w0, _f(1.0) - fw), (w0 + _f(1.0), fw)):
+                ok = logical_and(logical_and(th >= _f(0.0), th < _f32(height)),
+                                 logical_and(tw >= _f(0.0), tw < _f32(width)))
+                v = cast(x[b, ch, _axis_index(th, height), _axis_index(tw, width)], F32)
+                term = select(ok, (wh * ww) * v, _f(0.0))
+                total = term if total is None else total + term
+        return total * cast(mask[b, g * (kh * kw) + as_expr(i) * kw + j, y, z], F32)
+    cols = compute((n, c, kh, kw, oh, ow), sample, "deform_cols", F32)
+
+    def element(b, o, y, z):
+        ci, i, j = reduce_axis(cg, "ci"), reduce_axis(kh, "ki"), reduce_axis(kw, "kj")
+        ch = (as_expr(o) // per_group) * cg + ci.var
+        acc = reduce_sum(cast(w[o, ci.var, i.var, j.var], F32) * cols[b, ch, i.var, j.var, y, z], [ci, i, j])
+        return cast(cast(bias[(o,)], F32) + acc, ctx.out_dtype)
+    return compute(ctx.out_shape, element, "deform_conv2d", ctx.out_dtype)

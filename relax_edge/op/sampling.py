@@ -26,7 +26,7 @@ import itertools
 
 import numpy as np
 
-from ..ir.shape import as_expr
+from ..ir.shape import as_expr, floordiv
 from ..ir.types import TensorType, shape_str
 from .registry import REQUIRED, Op, RuleError, register
 from .rules import check_equal, float_dtype, tensor
@@ -222,3 +222,82 @@ register(Op("roi_align", _roi_align_rule, _roi_align_ref,
             attrs={"mode": "avg", "output_height": 1, "output_width": 1, "sampling_ratio": REQUIRED,
                    "spatial_scale": 1.0, "coordinate_transformation_mode": "half_pixel"},
             kind="opaque", num_args=(3, 3)))
+
+
+# ------------------------------------------------------------- deform_conv2d
+
+def deform_out_dim(size, kernel, stride, pad_begin, pad_end, dilation):
+    return floordiv(as_expr(size) + pad_begin + pad_end - ((kernel - 1) * dilation + 1), stride) + 1
+
+
+def _deform_conv_rule(types, attrs):
+    x, w, off, bias, mask = (tensor(t, i) for i, t in enumerate(types))
+    float_dtype(x, 0)
+    if any(t.dtype != x.dtype for t in (w, off, bias, mask)):
+        raise RuleError("weights, offsets, bias and mask must have the input's dtype " + x.dtype)
+    if len(x.shape) != 4 or len(w.shape) != 4 or len(off.shape) != 4:
+        raise RuleError("input, weights and offsets must have rank 4 (2-D deformable convolution)")
+    group, og = attrs["group"], attrs["offset_group"]
+    oc, cg, kh, kw = w.shape
+    if not (oc.is_const and cg.is_const and kh.is_const and kw.is_const):
+        raise RuleError(f"the weights' shape must be static, got {shape_str(w.shape)}")
+    if group < 1 or og < 1 or oc.value % group:
+        raise RuleError(f"group {group} must divide the {oc} output channels (and offset_group {og} be positive)")
+    check_equal(x.shape[1], cg * group, f"input channels must be {cg} x group {group}")
+    if not x.shape[1].is_const or x.shape[1].value % og:
+        raise RuleError(f"offset_group {og} must divide the (static) input channels {x.shape[1]}")
+    k = kh.value * kw.value
+    check_equal(off.shape[1], as_expr(og * 2 * k), f"offsets need offset_group x 2 x {k} channels")
+    check_equal(off.shape[0], x.shape[0], "offsets and input batch differ")
+    (sh, sw), (dh, dw), pads = attrs["strides"], attrs["dilations"], attrs["pads"]
+    for axis, (size, kk, s, d, pb, pe) in enumerate(((x.shape[2], kh.value, sh, dh, pads[0], pads[2]),
+                                                    (x.shape[3], kw.value, sw, dw, pads[1], pads[3]))):
+        check_equal(off.shape[2 + axis], deform_out_dim(size, kk, s, pb, pe, d),
+                    f"offsets' spatial dim {axis} and the convolution's output")
+    if len(bias.shape) != 1:
+        raise RuleError(f"bias must be 1-D, got {shape_str(bias.shape)}")
+    check_equal(bias.shape[0], oc, "bias and output channels differ")
+    want = (off.shape[0], as_expr(og * k), off.shape[2], off.shape[3])
+    if len(mask.shape) != 4:
+        raise RuleError(f"mask must have shape {shape_str(want)}, got {shape_str(mask.shape)}")
+    for a, b in zip(mask.shape, want):
+        check_equal(a, b, f"mask must have shape {shape_str(want)}")
+    return TensorType((x.shape[0], oc, off.shape[2], off.shape[3]), x.dtype)
+
+
+def _bilinear_zeros(img, pos_h, pos_w):
+    """img (N, C, H, W) sampled at float positions (N, C, ...): corners outside the image weigh 0."""
+    n, c, height, width = img.shape
+    nn = np.arange(n).reshape((n,) + (1,) * (pos_h.ndim - 1))
+    cc = np.arange(c).reshape((1, c) + (1,) * (pos_h.ndim - 2))
+    h0, w0 = np.floor(pos_h), np.floor(pos_w)
+    out = np.zeros(pos_h.shape)
+    for th, wh in ((h0, 1 - (pos_h - h0)), (h0 + 1, pos_h - h0)):
+        for tw, ww in ((w0, 1 - (pos_w - w0)), (w0 + 1, pos_w - w0)):
+            ok = (th >= 0) & (th < height) & (tw >= 0) & (tw < width)
+            v = img[nn, cc, np.clip(th, 0, height - 1).astype(np.int64), np.clip(tw, 0, width - 1).astype(np.int64)]
+            out += np.where(ok, wh * ww * v, 0.0)
+    return out
+
+
+def _deform_conv_ref(x, w, offset, bias, mask, strides, pads, dilations, group, offset_group):
+    n, c = x.shape[:2]
+    oc, cg, kh, kw = w.shape
+    oh, ow = offset.shape[2:]
+    off = offset.astype(np.float64).reshape(n, offset_group, kh, kw, 2, oh, ow)
+    base_h = (np.arange(oh) * strides[0] - pads[0])[None, :, None] + (np.arange(kh) * dilations[0])[:, None, None]
+    base_w = (np.arange(ow) * strides[1] - pads[1])[None, None, :] + (np.arange(kw) * dilations[1])[:, None, None]
+    pos_h = base_h[None, None, :, None] + off[:, :, :, :, 0]          # (N, og, kH, kW, oH, oW)
+    pos_w = base_w[None, None, None, :] + off[:, :, :, :, 1]
+    og_of = np.arange(c) // (c // offset_group)
+    cols = _bilinear_zeros(x.astype(np.float64), pos_h[:, og_of], pos_w[:, og_of])
+    cols = cols * mask.astype(np.float64).reshape(n, offset_group, kh, kw, oh, ow)[:, og_of]
+    cols = cols.reshape(n, group, cg, kh, kw, oh, ow)
+    weights = w.astype(np.float64).reshape(group, oc // group, cg, kh, kw)
+    out = np.einsum("ngckhyx,gockh->ngoyx", cols, weights).reshape(n, oc, oh, ow)
+    return (out + bias.astype(np.float64)[None, :, None, None]).astype(x.dtype)
+
+
+register(Op("deform_conv2d", _deform_conv_rule, _deform_conv_ref,
+            attrs={"strides": (1, 1), "pads": (0, 0, 0, 0), "dilations": (1, 1), "group": 1, "offset_group": 1},
+            kind="opaque", num_args=(5, 5)))

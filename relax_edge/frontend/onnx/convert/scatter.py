@@ -4,7 +4,7 @@ ScatterElements (11, 13, 16, 18; reduction none / add / mul / max / min),
 Scatter (9, 11: ScatterElements without reduction), ScatterND (11, 13, 16,
 18), GatherND (11, 12, 13; batch_dims), TensorScatter (24; linear and
 circular modes, write_indices optional), GridSample (16, 20, 22) and
-RoiAlign (10, 16)."""
+RoiAlign (10, 16) and DeformConv (19, 22; 2-D)."""
 
 from __future__ import annotations
 
@@ -107,3 +107,35 @@ def convert_roi_align(ctx, inputs):
              "output_height": ctx.attr("output_height", 1, int), "output_width": ctx.attr("output_width", 1, int),
              "spatial_scale": ctx.attr("spatial_scale", 1.0, float)}
     return ctx.emit("roi_align", inputs[:3], attrs)
+
+
+def _pair(ctx, name, default, count=2):
+    value = ctx.attr(name, default, list)
+    if len(value) != count or not all(isinstance(v, int) for v in value):
+        raise ctx.error(f"attribute {name} must be {count} integers for a 2-D DeformConv, got {value}")
+    return tuple(value)
+
+
+@converter("DeformConv")
+def convert_deform_conv(ctx, inputs):
+    _check_inputs(ctx, inputs, 3)
+    x, w, offset = (ctx.type_of(v) for v in inputs[:3])
+    if len(x.shape) != 4:
+        raise ctx.error(f"an input of rank {len(x.shape)} is not supported (2-D only: N, C, H, W)")
+    if not all(d.is_const for d in w.shape):
+        raise ctx.error("the weights' shape must be static")
+    kernel = tuple(d.value for d in w.shape[2:])
+    if ctx.has_attr("kernel_shape") and _pair(ctx, "kernel_shape", None) != kernel:
+        raise ctx.error(f"kernel_shape {ctx.attr('kernel_shape')} differs from the weights' {list(kernel)}")
+    attrs = {"strides": _pair(ctx, "strides", [1, 1]), "pads": _pair(ctx, "pads", [0, 0, 0, 0], 4),
+             "dilations": _pair(ctx, "dilations", [1, 1]), "group": ctx.attr("group", 1, int),
+             "offset_group": ctx.attr("offset_group", 1, int)}
+    if min(attrs["strides"] + attrs["dilations"]) < 1 or min(attrs["pads"]) < 0:
+        raise ctx.error("strides and dilations must be positive and pads non-negative")
+    bias = inputs[3] if len(inputs) > 3 and inputs[3] is not None else np.zeros(w.shape[0].value, x.dtype)
+    mask = inputs[4] if len(inputs) > 4 and inputs[4] is not None else None
+    if mask is None:
+        og = max(attrs["offset_group"], 1)
+        shape = (offset.shape[0], og * kernel[0] * kernel[1], offset.shape[2], offset.shape[3])
+        mask = ctx.emit("full", [], {"shape": shape, "value": 1.0, "dtype": x.dtype})
+    return ctx.emit("deform_conv2d", [inputs[0], inputs[1], inputs[2], bias, mask], attrs)
