@@ -40,6 +40,14 @@ def _index_tensor(t, i: int) -> TensorType:
     return t
 
 
+def _same_kind(t, like, what, of):
+    """`t` has the dtype and rank of `like`."""
+    if t.dtype != like.dtype:
+        raise RuleError(f"{what} dtype {t.dtype} differs from {of} dtype {like.dtype}")
+    if len(t.shape) != len(like.shape):
+        raise RuleError(f"{what} rank {len(t.shape)} differs from {of} rank {len(like.shape)}")
+
+
 def _check_reduction(reduction, dtype):
     if reduction not in REDUCTIONS:
         raise RuleError(f"reduction {reduction!r} is not one of {', '.join(REDUCTIONS)}")
@@ -81,10 +89,7 @@ def _scatter_elements_rule(types, attrs):
     rank = len(data.shape)
     if len(idx.shape) != rank:
         raise RuleError(f"indices rank {len(idx.shape)} differs from data rank {rank}")
-    if upd.dtype != data.dtype:
-        raise RuleError(f"updates dtype {upd.dtype} differs from data dtype {data.dtype}")
-    if len(upd.shape) != rank:
-        raise RuleError(f"updates rank {len(upd.shape)} differs from indices rank {rank}")
+    _same_kind(upd, data, "updates", "data")
     for d in range(rank):
         check_equal(idx.shape[d], upd.shape[d], f"indices and updates differ at axis {d}")
     axis = normalize_axis(attrs["axis"], rank)
@@ -202,10 +207,7 @@ def _tensor_scatter_rule(types, attrs):
         raise RuleError("axis must not be the batch axis 0")
     if attrs["mode"] not in ("linear", "circular"):
         raise RuleError(f"mode {attrs['mode']!r} is not linear or circular")
-    if upd.dtype != past.dtype:
-        raise RuleError(f"update dtype {upd.dtype} differs from cache dtype {past.dtype}")
-    if len(upd.shape) != rank:
-        raise RuleError(f"update rank {len(upd.shape)} differs from cache rank {rank}")
+    _same_kind(upd, past, "update", "cache")
     for d in range(rank):
         if d != axis:
             check_equal(upd.shape[d], past.shape[d], f"update and cache differ at axis {d}")

@@ -1,13 +1,13 @@
 """ONNX ScatterElements / Scatter, ScatterND, GatherND, TensorScatter,
-GridSample and RoiAlign: the ONNX backend node cases that use them; the
-numpy references (relax_edge/op/scatter.py, op/sampling.py) against the
-ONNX reference implementation; one-node models over symbolic dims imported
-and interpreted at several sizes, and compiled on the host with the C and
-LLVM backends (several operators per model, to keep builds few), against
-ONNX Runtime where it runs the form and onnx.reference elsewhere; a GatherND
-of a data-dependent number of index tuples (NonZero, as SSD-style
-postprocessing); out-of-range scatter indices skipped by compiled code;
-bad input refused with the node named."""
+GridSample, RoiAlign and DeformConv: the ONNX backend node cases that use
+them; one-node models over symbolic dims imported and interpreted (the
+numpy references of relax_edge/op/scatter.py and op/sampling.py) at several
+sizes, and compiled on the host with the C and LLVM backends (several
+operators per model, to keep builds few), against ONNX Runtime where it
+runs the form and onnx.reference elsewhere; a GatherND of a data-dependent
+number of index tuples (NonZero, as SSD-style postprocessing); out-of-range
+scatter indices skipped by compiled code; qemu-aarch64 rows; bad input
+refused with the node named."""
 
 import zlib
 from dataclasses import dataclass, field
@@ -23,7 +23,8 @@ from relax_edge.errors import InterpretError
 from relax_edge.frontend.onnx import node_tests
 from tests.frontend.one_node import assert_matches, compiled
 
-OPS = frozenset({"ScatterElements", "Scatter", "ScatterND", "GatherND", "TensorScatter", "GridSample", "RoiAlign"})
+OPS = frozenset({"ScatterElements", "Scatter", "ScatterND", "GatherND", "TensorScatter", "GridSample", "RoiAlign",
+                 "DeformConv"})
 NODE_CASES = [c for c in node_tests.collect_cases()
               if node_tests.case_ops(c) & OPS and not node_tests.scope_problem(c.model)]
 
@@ -305,6 +306,29 @@ CASES += [
     Case("gnd_nonzero_positions", "GatherND", _inputs([("x", ["n", 4], "float32")]),
          lambda r, d: [_normal(r, [d["n"], 4])], {}, 13, nodes=_gather_positive),
 ]
+
+
+def _deform(rng, d, x, w, offset, extra=()):
+    """DeformConv arrays: input, weights, offsets (spread about 1.5 pixels), then bias / mask as `extra` names."""
+    shapes = {"x": x, "w": w, "offset": offset, **dict(extra)}
+    arrays = [_normal(rng, [d.get(v, v) for v in shapes[k]]) for k in shapes]
+    arrays[2] = arrays[2] * np.float32(1.5)
+    if "mask" in shapes:
+        arrays[-1] = rng.uniform(0.0, 1.0, arrays[-1].shape).astype(np.float32)
+    return arrays
+
+
+CASES += [
+    Case("deform_basic", "DeformConv", _inputs([("x", ["n", 2, 4, 5], "float32"), ("w", [3, 2, 2, 2], "float32"),
+                                                ("offset", ["n", 8, 3, 4], "float32")]),
+         lambda r, d: _deform(r, d, ["n", 2, 4, 5], [3, 2, 2, 2], ["n", 8, 3, 4]), {}, 19, tol=2e-5),
+    Case("deform_groups_mask_bias", "DeformConv",
+         _inputs([("x", ["n", 4, 5, 5], "float32"), ("w", [4, 2, 3, 3], "float32"),
+                  ("offset", ["n", 36, 3, 3], "float32"), ("b", [4], "float32"), ("mask", ["n", 18, 3, 3], "float32")]),
+         lambda r, d: _deform(r, d, ["n", 4, 5, 5], [4, 2, 3, 3], ["n", 36, 3, 3],
+                              [("b", [4]), ("mask", ["n", 18, 3, 3])]),
+         {"group": 2, "offset_group": 2, "pads": [1, 1, 1, 1], "strides": [2, 2]}, 19, tol=2e-5),
+]
 OUT_OF_RANGE = {"snd_out_of_range", "ts_linear_past_the_end"}
 BY_NAME = {c.name: c for c in CASES}
 
@@ -339,19 +363,31 @@ def test_onnx_runtime_agrees_where_it_runs_the_form():
         assert_matches(got, want, 2e-5)
 
 
-# Two models per backend hold the cases (one build each, at the latest opset of the group), but those whose
-# meaning is their opset's: Scatter (gone since opset 11) and RoiAlign-10 (its coordinate shift)
-# (and the NonZero positions: nonzero has no tensor program, so that case is interpreted only)
-_OPSET_BOUND = {"scatter_opset9", "roi_avg_opset10", "gnd_nonzero_positions"}
-GROUPS = [[c for c in CASES if c.name not in _OPSET_BOUND and c.op_type in (
-              "ScatterElements", "ScatterND", "GatherND", "TensorScatter")],
-          [c for c in CASES if c.name not in _OPSET_BOUND and c.op_type in ("GridSample", "RoiAlign")]]
+# Few builds: one model per group and backend (at the latest opset of the group). Every scatter case is
+# compiled with both backends; the sampling cases (large kernels, slow to compile) are split between them so
+# that each operator is compiled with both. Left out: the cases whose meaning is their opset's (Scatter, gone
+# since opset 11; RoiAlign-10's coordinate shift) and the NonZero positions (nonzero has no tensor program).
+_INTERPRETED_ONLY = {"scatter_opset9", "roi_avg_opset10", "gnd_nonzero_positions"}
+_SCATTER = [c for c in CASES if c.name not in _INTERPRETED_ONLY and c.op_type in (
+    "ScatterElements", "ScatterND", "GatherND", "TensorScatter")]
+_SAMPLING_LLVM = {"gs_cubic_border_align_20", "gs_linear_reflection_align_5d", "roi_max_output_half_pixel",
+                  "deform_basic"}
+_SAMPLING = [c for c in CASES if c.name not in _INTERPRETED_ONLY and c.op_type in (
+    "GridSample", "RoiAlign", "DeformConv")]
+GROUPS = {("scatter", "c"): _SCATTER, ("scatter", "llvm"): _SCATTER,
+          ("sampling", "c"): [c for c in _SAMPLING if c.name not in _SAMPLING_LLVM],
+          ("sampling", "llvm"): [c for c in _SAMPLING if c.name in _SAMPLING_LLVM]}
 
 
-@pytest.mark.parametrize("backend", ["c", "llvm"])
-@pytest.mark.parametrize("group", [0, 1], ids=["scatter", "sampling"])
+def test_every_compiled_case_is_compiled_once_per_backend_pair():
+    assert {c.name for c in GROUPS["sampling", "c"] + GROUPS["sampling", "llvm"]} == {c.name for c in _SAMPLING}
+    for backend in ("c", "llvm"):
+        assert {c.op_type for c in GROUPS["sampling", backend]} == {"GridSample", "RoiAlign", "DeformConv"}
+
+
+@pytest.mark.parametrize("group,backend", list(GROUPS), ids=[f"{g}-{b}" for g, b in GROUPS])
 def test_compiled_matches_reference(group, backend, tmp_path):
-    cases = GROUPS[group]
+    cases = GROUPS[group, backend]
     with compiled(_model(cases), backend, tmp_path) as loaded:
         for n in SIZES:
             arrays = [_feeds(c, n) for c in cases]
@@ -374,11 +410,10 @@ def test_interpreter_refuses_out_of_range_indices(name, message):
 
 
 # on the emulated board (its server takes at most RXE_RPC_MAX_TENSORS = 16 inputs): a case per scatter operator
-# (out-of-range skipping included), and the sampling forms with the most taps (cubic, 5-D linear, roi max)
+# (out-of-range skipping included), and one per sampling operator (GridSample cubic, the most taps)
 EMULATED = [[BY_NAME[n] for n in ("se_neg_axis_mul_int32", "snd_none", "snd_out_of_range", "gnd_b1",
                                   "ts_circular_axis1")],
-            [BY_NAME[n] for n in ("gs_bicubic_reflection", "gs_linear_reflection_align_5d",
-                                  "roi_max_output_half_pixel")]]
+            [BY_NAME[n] for n in ("gs_bicubic_reflection", "roi_max_output_half_pixel", "deform_basic")]]
 
 
 @pytest.mark.slow
