@@ -23,6 +23,7 @@ from ...ir.expr import Call, Constant, Expr, Var
 from ...ir.shape import IntExpr, SizeVar
 from ...ir.types import DTYPES, TensorType
 from ...op import REQUIRED, get_op, make_call
+from .static_inputs import STATIC_SLOTS
 from .values import SymInts, from_static, static_array, to_object
 
 # data-movement operators that may run on symbolic shape values at import time
@@ -40,12 +41,16 @@ class OnnxImportError(RelaxEdgeError):
     """The ONNX model cannot be imported; the message names the node."""
 
 
-def converter(*op_types: str):
+def converter(*op_types: str, static=()):
+    """Register `fn` for `op_types`. `static` lists the indices of node inputs that must
+    be known at compile time (see static_inputs.py): they are added to `STATIC_SLOTS`."""
     def register(fn):
         for name in op_types:
             if name in CONVERTERS:
                 raise ValueError(f"two converters for ONNX {name}")
             CONVERTERS[name] = fn
+            if static:
+                STATIC_SLOTS.setdefault(name, set()).update(static)
         return fn
     return register
 
