@@ -331,7 +331,7 @@ class _Generator:
             if not x.exact or dst == "u" or (dst == "i" and x.bound >= _range(target)):
                 return None
         bound = 1.0 if dst == "b" else min(x.bound, _range(target)) if dst in "iu" else x.bound
-        if dst in "iu" and x.bound > _range(target):
+        if dst in "iu" and x.bound > _range(target) or src == "i" and dst == "u":   # wraps (negatives to huge)
             bound = _range(target)
         return self.emit("cast", [x], {"dtype": target}, bound, exact=x.exact)
 
