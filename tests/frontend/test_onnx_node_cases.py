@@ -31,6 +31,8 @@ KNOWN_DISAGREEMENTS = {
     # float16: 1 ulp (0.00049) from the stored expectation, which is further from the exact float64 attention
     # (ours 0.00040 off, the expectation 0.00049)
     "test_attention_4d_causal_fp16_expanded": "float16 rounding; ours is nearer the exact result",
+    # the same 1 ulp from the float16 reference's rounding; ONNX Runtime fails it too
+    "test_attention_4d_causal_fp16": "float16 rounding (ONNX Runtime differs as well)",
     # bfloat16 (ONNX Runtime runs none of these): the runner compares bfloat16, not a numpy float kind, exactly;
     # the cast's bits equal the expectation's but NaN != NaN, and attention rounds every operator's result to
     # bfloat16, 1 ulp (0.0039) from the expectation
