@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 HEADERS = Path(__file__).resolve().parents[2] / "runtime_c" / "include" / "relax_edge"
-MODULES = ("arena", "tensor", "dim", "threads", "mem", "profile", "error", "status", "module", "rpc")
+MODULES = ("arena", "tensor", "dim", "threads", "mem", "profile", "error", "status", "module", "rpc", "half", "bfloat")
 LIBM = {"exp", "log", "sqrt", "tanh", "erf", "pow", "floor", "ceil", "round"}
 LIBM |= {"sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "fmod"}
 MATH_HELPERS = re.compile(r"rxe_(f32_bits|f32_from_bits|(min|max|floordiv|floormod)_i64)$")
