@@ -103,7 +103,7 @@ _BIT_OPS = {"bitand": "({a} & {b})", "bitor": "({a} | {b})", "bitxor": "({a} ^ {
 
 
 def _wrap_int(value: int, bits: int, signed: bool) -> int:
-    value &= (1 << bits) - 1
+    value = int(value) & ((1 << bits) - 1)   # int(): a float handed in for an integer buffer truncates
     return value - (1 << bits) if signed and value >> (bits - 1) else value
 
 
