@@ -156,7 +156,10 @@ _ANY_UNARY = {
 }
 
 for _name, _ref in _BINARY.items():
-    register(Op(_name, _binary_rule, _ref, kind="broadcast", num_args=(2, 2)))
+    # arithmetic on bool is refused (ONNX has none; numpy's bool add is an or, C's would store 2):
+    # maximum and minimum stay, as or and and
+    _rule = _binary_rule if _name in ("maximum", "minimum") else (lambda *a: _numeric_binary_rule(*a))
+    register(Op(_name, _rule, _ref, kind="broadcast", num_args=(2, 2)))
 for _name, _fn in _COMPARE.items():
     register(Op(_name, _compare_rule, (lambda f: lambda a, b: f(a, b))(_fn), kind="broadcast", num_args=(2, 2)))
 for _name, _fn in _LOGICAL.items():
@@ -164,7 +167,8 @@ for _name, _fn in _LOGICAL.items():
 for _name, _ref in _FLOAT_UNARY.items():
     register(Op(_name, _float_unary_rule, _ref, kind="elementwise"))
 for _name, _ref in _ANY_UNARY.items():
-    register(Op(_name, _unary_rule, (lambda f: lambda x: f(x))(_ref), kind="elementwise"))
+    _rule = _unary_rule if _name == "relu" else (lambda *a: _numeric_unary_rule(*a))
+    register(Op(_name, _rule, (lambda f: lambda x: f(x))(_ref), kind="elementwise"))
 
 register(Op("logical_not", _bool_unary_rule, lambda x: np.logical_not(x), kind="elementwise"))
 register(Op("where", _where_rule, lambda c, a, b: np.where(c, a, b), kind="broadcast", num_args=(3, 3)))

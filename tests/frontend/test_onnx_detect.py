@@ -40,11 +40,18 @@ def test_every_operator_has_node_cases():
         assert any(c.name.startswith(prefix) for c in NODE_CASES), prefix
 
 
+# Unique sorts values: bfloat16 is held as uint16 bits, whose order is not the values' order
+REFUSED = {"test_unique_bfloat16_sorted_without_axis": "Unique of bfloat16 is not supported"}
+
+
 @pytest.mark.parametrize("case", NODE_CASES, ids=[c.name for c in NODE_CASES])
 def test_node_case(case):
     from relax_edge.frontend.onnx import convert  # noqa: F401  (registers the converters: the scope)
     result = node_tests.run_case(case)
-    assert result.status == "pass", (result.status, result.detail)
+    if case.name in REFUSED:
+        assert result.status == "unsupported" and REFUSED[case.name] in result.detail, (result.status, result.detail)
+    else:
+        assert result.status == "pass", (result.status, result.detail)
 
 
 # ------------------------------------------------------------------ helpers
