@@ -9,7 +9,7 @@
    the expected value), NaN where NaN is expected.
 2. A `Failure` is a build failure (the exception from `rxe.build` or
    `load`), a run failure (the compiled model raised where the interpreter
-   did not, or, on the host where builds run in a forked child, killed
+   did not, or, on the host where builds run in a spawned child, killed
    it) or a mismatch; an interpreter failure is the generator's fault
    and is reported as such, not as the compiler's.
 3. `reduce_graph` is delta debugging over the graph's data: it drops
@@ -140,16 +140,20 @@ def _run_one(graph: Graph, mod, dev, board: str, backend: str, sizes_list, seed:
 
 
 def _child(conn, fn, args) -> None:
+    graph = args[0]
+    mod = None if graph is None else build_module(graph)[0]  # rebuilt: the graph is plain data
     with connect("host") as dev:
-        conn.send(fn(*args[:2], dev, *args[2:]))
+        conn.send(fn(graph, mod, dev, *args[1:]))
     conn.close()
 
 
 def _isolated(fn, args, backend: str, sizes: dict) -> Failure | None:
-    """fn(graph, mod, ..., dev, ...) in a forked child with its own host
-    device, so that a compiled model that kills its process (SIGFPE,
-    SIGSEGV) is a finding rather than the end of the fuzzer."""
-    ctx = multiprocessing.get_context("fork")
+    """fn(graph, mod, dev, ...) in a child process with its own host device,
+    so that a compiled model that kills its process (SIGFPE, SIGSEGV) is a
+    finding rather than the end of the fuzzer. The child is spawned, not
+    forked: a fork of a process whose other threads hold locks (ONNX Runtime's
+    or torch's pools, in a test process) can deadlock."""
+    ctx = multiprocessing.get_context("spawn")
     receive, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(send, fn, args))
     proc.start()
@@ -188,7 +192,7 @@ def check_graph(graph: Graph, dev, board: str, backends, sizes_list, seed: int, 
         for backend in backends:
             args = (graph, mod, dev, board, backend, sizes_list, seed, root / backend, expected, graph_tolerance(types))
             if board == "host":   # the build runs in this process: in a child instead
-                failure = _isolated(_run_one, args[:2] + args[3:], backend, sizes_list[0])
+                failure = _isolated(_run_one, args[:1] + args[3:], backend, sizes_list[0])
             else:
                 failure = _run_one(*args)
             if failure is not None:

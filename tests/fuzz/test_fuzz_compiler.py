@@ -143,7 +143,7 @@ def _agrees(graph, mod, dev, *rest):
 
 
 def test_a_build_that_kills_its_process_is_a_run_failure():
-    """On the host, builds run in a forked child: a kernel's SIGFPE is reported, the fuzzer goes on."""
-    failure = differential._isolated(_dies, (None, None, "host", "c"), "c", {"n": 1})
+    """On the host, builds run in a spawned child: a kernel's SIGFPE is reported, the fuzzer goes on."""
+    failure = differential._isolated(_dies, (None, "host", "c"), "c", {"n": 1})
     assert failure.kind == "run" and failure.error == "SIGFPE" and "died: SIGFPE" in failure.message
-    assert differential._isolated(_agrees, (None, None, "host", "c"), "c", {}) is None
+    assert differential._isolated(_agrees, (None, "host", "c"), "c", {}) is None
