@@ -21,6 +21,10 @@ KNOWN_UNSUPPORTED = {
     "test_training_dropout_zero_ratio": "training-mode Dropout",
     "test_training_dropout_zero_ratio_mask": "training-mode Dropout",
     "test_unique_bfloat16_sorted_without_axis": "Unique of bfloat16",
+    # no kernel reinterprets float bits as integers (or back) yet; constants and int <-> int are done
+    **{f"test_bitcast_{name}": "BitCast between floats and integers at run time" for name in (
+        "float32_to_int32", "int32_to_float32", "float64_to_int64", "int64_to_float64", "2d_float32_to_int32",
+        "scalar_float32_to_int32")},
 }
 
 # ONNX Runtime and relax_edge follow the spec (align_corners divides by the
@@ -33,6 +37,10 @@ KNOWN_DISAGREEMENTS = {
     "test_attention_4d_causal_fp16_expanded": "float16 rounding; ours is nearer the exact result",
     # the same 1 ulp from the float16 reference's rounding; ONNX Runtime fails it too
     "test_attention_4d_causal_fp16": "float16 rounding (ONNX Runtime differs as well)",
+    # the stored inverse DFT carries 1.9e-6 of float32 rounding from how it was made, past the case's 1e-7
+    # tolerance; ours is within 1e-5 of it (tests/frontend/test_onnx_misc_ops.py checks that bound)
+    "test_dft_inverse": "the expectation's own float32 rounding",
+    "test_dft_inverse_opset19": "the expectation's own float32 rounding",
     # bfloat16 (ONNX Runtime runs none of these): the runner compares bfloat16, not a numpy float kind, exactly;
     # the cast's bits equal the expectation's but NaN != NaN, and attention rounds every operator's result to
     # bfloat16, 1 ulp (0.0039) from the expectation
