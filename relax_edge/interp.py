@@ -12,6 +12,10 @@
    every binding's value against its variable's type, so a type rule that
    disagrees with its reference is caught where it happens.
 
+4. A `loop` runs its body while the iteration is below the trip count and
+   the condition holds, the carried values passed from one iteration to the
+   next and the scan values stacked on a new axis 0.
+
 A tensor result comes back as an ndarray, a tuple result as a tuple.
 """
 
@@ -28,10 +32,12 @@ from .ir.expr import (
     CallExtern,
     CallTensor,
     Constant,
+    Expr,
     Function,
     GlobalVar,
     If,
     IRModule,
+    Loop,
     MatchCast,
     SeqExpr,
     ShapeExpr,
@@ -179,6 +185,8 @@ class _Interpreter:
             cond = self.eval(func, e.cond, values, env, what)
             branch = e.then_branch if bool(np.asarray(cond)) else e.else_branch
             return self.run_seq(func, branch, values, env)
+        if isinstance(e, Loop):
+            return self.run_loop(func, e, values, env, what)
         if isinstance(e, Call):
             args = [self.eval(func, a, values, env, what) for a in e.args]
             if isinstance(e.op, GlobalVar):
@@ -200,6 +208,36 @@ class _Interpreter:
             with np.errstate(all="ignore"):
                 return np.asarray(reference(*[self.eval(func, a, values, env, what) for a in e.args], **params))
         raise InterpretError(f"{what}: cannot interpret {type(e).__name__}")
+
+    def run_loop(self, func: Function, e: Loop, values: dict, env: _Env, what: str):
+        trip = e.trip_count
+        if isinstance(trip, Expr):
+            trip = int(np.asarray(self.eval(func, trip, values, env, what)).reshape(-1)[0])
+        elif trip is not None:
+            trip = env.eval(trip)
+        go = True if e.cond is None else bool(np.asarray(self.eval(func, e.cond, values, env, what)))
+        carried = [self.eval(func, x, values, env, what) for x in e.init]
+        n = len(carried)
+        scan_types = e.body.type.fields[1 + n:]
+        scans: list = [[] for _ in scan_types]
+        i = 0
+        while go and (trip is None or i < trip):
+            for p, x in zip(e.params, [np.array(i, np.int64), np.array(True), *carried]):
+                values[p] = x
+            out = self.run_seq(func, e.body, values, env)
+            go, carried = bool(np.asarray(out[0])), list(out[1:1 + n])
+            for acc, x in zip(scans, out[1 + n:]):
+                acc.append(x)
+            i += 1
+        stacked = []
+        for acc, t in zip(scans, scan_types):
+            if acc:
+                stacked.append(np.stack(acc))
+            elif t.shape is None:
+                raise InterpretError(f"{what}: the loop ran no iteration and its scan value's shape is unknown")
+            else:
+                stacked.append(np.zeros((0, *(env.eval(d) for d in t.shape)), t.dtype))
+        return tuple(carried + stacked)
 
     def call_op(self, call: Call, args, env: _Env, what: str):
         attrs = {k: _concrete(v, env) for k, v in call.attrs.items()}

@@ -18,6 +18,7 @@ from .expr import (
                    GlobalVar,
                    If,
                    IRModule,
+                   Loop,
                    MatchCast,
                    SeqExpr,
                    ShapeExpr,

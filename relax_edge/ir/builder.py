@@ -15,7 +15,9 @@
 2. `emit` binds a value to a fresh variable (a DataflowVar inside a dataflow
    block); arguments that are not variables, constants or shape values are
    emitted first, so every call's arguments are leaves.
-3. `get()` returns the module and, by default, runs the verifier.
+3. `emit_if` and `emit_loop` build their branches / body with callbacks in
+   a nested frame; the loop's type follows from its body (see `Loop`).
+4. `get()` returns the module and, by default, runs the verifier.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from .expr import (
     GlobalVar,
     If,
     IRModule,
+    Loop,
     MatchCast,
     SeqExpr,
     ShapeExpr,
@@ -46,7 +49,7 @@ from .expr import (
     Var,
     VarBinding,
 )
-from .types import Type
+from .types import TensorType, TupleType, Type
 
 __all__ = ["Builder"]
 
@@ -177,6 +180,37 @@ class Builder:
         joined = join(branches[0].type, branches[1].type) if join is not None else None
         return self.emit(If(cond, branches[0], branches[1], joined), name)
 
+    def emit_loop(self, trip_count, cond: Expr | None, init, body: Callable, name: str | None = None) -> Var:
+        """Emit a `loop` (ir/expr.py `Loop`). `body(builder, iteration, condition, carried)`
+        emits the body's bindings over its parameters and returns (condition,
+        carried values, scan values). The scan values are stacked to the trip
+        count's length when the loop cannot stop early (no condition, or a
+        constant true one the body passes on), else to an unknown length."""
+        if self._frame().in_dataflow:
+            raise RelaxEdgeError(f"function {self._func_name}: a loop cannot be inside a dataflow block")
+        init = [self._leaf(x) for x in init]
+        cond = None if cond is None else self._leaf(cond)
+        if isinstance(trip_count, Expr):
+            trip_count = self._leaf(trip_count)
+        params = [Var(self._fresh(f"{name or 'loop'}_iter", "it"), TensorType((), "int64")),
+                  Var(self._fresh(f"{name or 'loop'}_cond", "c"), TensorType((), "bool"))]
+        params += [Var(self._fresh(f"{name or 'loop'}_state{k}", "st"), x.type) for k, x in enumerate(init)]
+        self._frames.append(_Frame())
+        try:
+            go, carried, scans = body(self, params[0], params[1], params[2:])
+            result = self._leaf(Tuple([go, *carried, *scans]))
+            frame = self._frames[-1]
+            frame.close_block()
+            seq = SeqExpr(frame.blocks, result)
+        finally:
+            self._frames.pop()
+        go = result.fields[0]
+        early = not (_always_true(cond) and (_always_true(go) or go is params[1]))
+        length = None if early or isinstance(trip_count, Expr) or trip_count is None else trip_count
+        stacked = [_stacked(s.type, length) for s in result.fields[1 + len(init):]]
+        loop = Loop(trip_count, cond, init, params, seq, TupleType([p.type for p in params[2:]] + stacked))
+        return self.emit(loop, name)
+
     # module contents --------------------------------------------------
     def add_extern(self, decl: ExternDecl) -> None:
         self._externs[decl.name] = decl
@@ -234,3 +268,15 @@ class Builder:
         if isinstance(value, Tuple):
             return Tuple(self._leaf(f) for f in value.fields)
         return value
+
+
+def _always_true(cond) -> bool:
+    """No condition, or a constant true one."""
+    return cond is None or (isinstance(cond, Constant) and bool(cond.data.reshape(-1)[0]))
+
+
+def _stacked(t: TensorType, length) -> TensorType:
+    """A scan value's type stacked over the iterations on a new axis 0 (`length` None: unknown)."""
+    if length is None or t.shape is None:
+        return TensorType(None, t.dtype, ndim=(t.ndim or 0) + 1)
+    return TensorType((length, *t.shape), t.dtype)

@@ -8,8 +8,12 @@
    external kernel declared in the module).
 2. Structure: `VarBinding` and `MatchCast` bindings, grouped in a
    `BindingBlock` or a pure `DataflowBlock`; a `SeqExpr` is blocks then a
-   result; `If` has two SeqExpr branches; a `Function` has parameters (whose
-   shapes bind size variables), a SeqExpr body and a return type.
+   result; `If` has two SeqExpr branches; `Loop` runs a SeqExpr body over
+   explicit parameters (iteration number, condition, carried values) up to a
+   trip count while its condition holds, its result the final carried values
+   and the per-iteration scan values stacked on a new axis 0; a `Function`
+   has parameters (whose shapes bind size variables), a SeqExpr body and a
+   return type.
 3. `IRModule` holds graph functions, tensor programs and extern declarations
    side by side, by name.
 
@@ -33,7 +37,7 @@ from .types import FuncType, ObjectType, ShapeType, TensorType, TupleType, Type,
 
 __all__ = [
     "Expr", "Var", "DataflowVar", "Constant", "ShapeExpr", "Tuple", "TupleGetItem",
-    "GlobalVar", "Call", "CallTensor", "CallExtern", "If", "SeqExpr", "Binding",
+    "GlobalVar", "Call", "CallTensor", "CallExtern", "If", "Loop", "SeqExpr", "Binding",
     "VarBinding", "MatchCast", "BindingBlock", "DataflowBlock", "Function",
     "ExternDecl", "IRModule", "freeze_attrs",
 ]
@@ -268,6 +272,56 @@ class If(Expr):
         object.__setattr__(self, "then_branch", then_branch)
         object.__setattr__(self, "else_branch", else_branch)
         object.__setattr__(self, "type", type if type is not None else then_branch.type)
+
+
+@dataclass(frozen=True, eq=False)
+class Loop(Expr):
+    """`loop`: the body runs for iterations 0, 1, ... while the iteration is
+    below `trip_count` and the condition holds (checked before each one).
+
+    - `trip_count`: an IntExpr (symbolic, known at shape level), an int64
+      scalar tensor value (read at run time) or None (no limit).
+    - `cond`: the initial condition (a bool scalar tensor value) or None (true).
+    - `init`: the carried values' initial values.
+    - `params`: the body's parameters: the iteration number (int64 scalar
+      tensor), the condition (bool scalar tensor), one per carried value
+      (each of its initial value's type).
+    - `body`: a SeqExpr giving Tuple(condition, carried values..., scan
+      values...); the condition decides whether the next iteration runs.
+    - `type`: TupleType(final carried values..., scan values stacked on a new
+      axis 0 whose length is the number of iterations run: the trip count
+      when the condition cannot stop the loop early, else unknown (shape
+      None, rank given; a match_cast after the loop names it)).
+    """
+    trip_count: Any
+    cond: Expr | None
+    init: tuple
+    params: tuple
+    body: SeqExpr
+    type: Type
+
+    def __init__(self, trip_count, cond, init, params, body, type):
+        object.__setattr__(self, "trip_count", as_expr(trip_count) if isinstance(trip_count, (int, SizeVar))
+                           else trip_count)
+        object.__setattr__(self, "cond", cond)
+        object.__setattr__(self, "init", tuple(init))
+        object.__setattr__(self, "params", tuple(params))
+        object.__setattr__(self, "body", body)
+        object.__setattr__(self, "type", type)
+
+    @property
+    def num_carried(self) -> int:
+        return len(self.init)
+
+    @property
+    def runtime_trip_count(self) -> bool:
+        """The trip count is a tensor value read at run time."""
+        return isinstance(self.trip_count, Expr)
+
+    def operands(self) -> list:
+        """The outer values the loop reads directly (not its body's captures)."""
+        head = [x for x in (self.trip_count, self.cond) if isinstance(x, Expr)]
+        return head + list(self.init)
 
 
 @dataclass(frozen=True, eq=False)

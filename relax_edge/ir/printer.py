@@ -14,6 +14,9 @@
    end of the module with their types; scalars print inline.
 3. Operator attributes print as keywords, only where they differ from the
    operator's default, in the operator's declared order.
+4. An `if` prints its branches indented under it; a `loop` prints its
+   trip count, initial condition and carried values, then its body as a
+   nested `def body(...)`.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from .expr import (
     GlobalVar,
     If,
     IRModule,
+    Loop,
     MatchCast,
     ShapeExpr,
     Tuple,
@@ -110,6 +114,8 @@ class _Printer:
                 self.emit(depth, f"{head} = match_cast({self.value(b.value)}, {b.type})")
             elif isinstance(b.value, If):
                 self.if_binding(b.var, b.value, depth)
+            elif isinstance(b.value, Loop):
+                self.loop_binding(b.var, b.value, depth)
             else:
                 self.emit(depth, f"{head} = {self.value(b.value)}")
 
@@ -119,6 +125,18 @@ class _Printer:
             for blk in branch.blocks:
                 self.block(blk, depth + 1)
             self.emit(depth + 1, f"{var.name}: {var.type} = {self.value(branch.body)}")
+
+    def loop_binding(self, var: Var, e: Loop, depth: int) -> None:
+        trip = e.trip_count
+        trip = "none" if trip is None else self.value(trip) if not isinstance(trip, IntExpr) else str(trip)
+        cond = "none" if e.cond is None else self.value(e.cond)
+        init = ", ".join(self.value(x) for x in e.init)
+        params = ", ".join(f"{p.name}: {p.type}" for p in e.params)
+        self.emit(depth, f"{var.name}: {var.type} = loop(trip_count={trip}, cond={cond}, init=({init})):")
+        self.emit(depth + 1, f"def body({params}):")
+        for blk in e.body.blocks:
+            self.block(blk, depth + 2)
+        self.emit(depth + 2, f"return {self.value(e.body.body)}")
 
     def function(self, f: Function) -> None:
         size_vars = set()

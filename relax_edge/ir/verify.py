@@ -11,7 +11,16 @@
    call's recorded type is what its operator's rule infers now; calls name
    functions, tensor programs and externs that the module has, with the
    right number of arguments; an `if` condition is a boolean scalar tensor;
-   no `if` inside a dataflow block; the body matches the declared return type.
+   no `if` or `loop` inside a dataflow block; the body matches the declared
+   return type.
+5. A `loop`: its trip count is an int64 scalar tensor, a symbolic integer
+   or absent; its condition a boolean scalar tensor or absent; its
+   parameters are the iteration number (int64 scalar), the condition (bool
+   scalar) and one per carried value of that value's type, defined only
+   inside the body; the body gives (condition, carried values of their
+   parameters' types, scan values), and the loop's type is the carried
+   types then each scan value's type with a new leading axis (the trip
+   count, or unknown).
 
 All problems found are reported together in one `VerifyError`, each naming
 the function and the variable. The verifier does not check what only run
@@ -33,6 +42,7 @@ from .expr import (
     GlobalVar,
     If,
     IRModule,
+    Loop,
     MatchCast,
     SeqExpr,
     ShapeExpr,
@@ -40,7 +50,8 @@ from .expr import (
     TupleGetItem,
     Var,
 )
-from .types import TensorType, type_conflict, type_free_vars
+from .shape import IntExpr
+from .types import TensorType, TupleType, type_conflict, type_free_vars
 
 __all__ = ["verify", "well_formed"]
 
@@ -99,8 +110,8 @@ class _FunctionChecker:
         local = []
         for b in block.bindings:
             what = f"binding {b.var.name}"
-            if isinstance(b.value, If) and is_df:
-                self.error(f"{what}: an if inside a dataflow block")
+            if isinstance(b.value, (If, Loop)) and is_df:
+                self.error(f"{what}: an {'if' if isinstance(b.value, If) else 'loop'} inside a dataflow block")
             self.check_value(b.value, what, is_df)
             if isinstance(b.var, DataflowVar) and not is_df:
                 self.error(f"dataflow variable {b.var.name} is defined outside a dataflow block")
@@ -171,10 +182,66 @@ class _FunctionChecker:
             for branch in (e.then_branch, e.else_branch):
                 self.check_seq(branch, in_dataflow)
                 self.scope = set(saved)
+        elif isinstance(e, Loop):
+            self.check_loop(e, what)
         elif isinstance(e, SeqExpr):
             self.check_seq(e, in_dataflow)
         else:
             self.error(f"{what}: unexpected expression {type(e).__name__}")
+
+    def check_loop(self, e: Loop, what: str) -> None:
+        for x in e.operands():
+            self.check_use(x, what)
+        trip = e.trip_count
+        if isinstance(trip, IntExpr):
+            self.check_bound(TensorType([trip], "int64"), f"{what} (its trip count)")
+        elif trip is not None and not _is_scalar(trip.type, "int64"):
+            self.error(f"{what}: loop trip count must be an int64 scalar tensor, got {trip.type}")
+        if e.cond is not None and not _is_scalar(e.cond.type, "bool"):
+            self.error(f"{what}: loop condition must be a boolean scalar tensor, got {e.cond.type}")
+        n = e.num_carried
+        if len(e.params) != 2 + n:
+            self.error(f"{what}: loop body takes {len(e.params)} parameters, it must take 2 + {n}")
+            return
+        if not _is_scalar(e.params[0].type, "int64") or not _is_scalar(e.params[1].type, "bool"):
+            self.error(f"{what}: loop body parameters 0 and 1 must be an int64 and a bool scalar tensor")
+        for k, (p, x) in enumerate(zip(e.params[2:], e.init)):
+            why = type_conflict(p.type, x.type)
+            if why:
+                self.error(f"{what}: loop carried value {k}: parameter {p.type}, initial value {x.type} ({why})")
+        saved = set(self.scope)
+        for p in e.params:
+            self.define(p, f"{what} (loop parameter)")
+        self.check_seq(e.body, False)
+        self.scope = saved
+        self.check_loop_types(e, what)
+
+    def check_loop_types(self, e: Loop, what: str) -> None:
+        result, n = e.body.type, e.num_carried
+        if not isinstance(result, TupleType) or len(result.fields) < 1 + n:
+            self.error(f"{what}: loop body must give a tuple (condition, {n} carried values, scans), got {result}")
+            return
+        if not _is_scalar(result.fields[0], "bool"):
+            self.error(f"{what}: loop body's condition must be a boolean scalar tensor, got {result.fields[0]}")
+        for k, (p, t) in enumerate(zip(e.params[2:], result.fields[1:1 + n])):
+            why = type_conflict(p.type, t)
+            if why:
+                self.error(f"{what}: loop carried value {k} changes type: {p.type} in, {t} out ({why})")
+        scans = result.fields[1 + n:]
+        if not isinstance(e.type, TupleType) or len(e.type.fields) != n + len(scans):
+            self.error(f"{what}: loop type {e.type} must list {n} carried and {len(scans)} scan values")
+            return
+        for k, (t, final) in enumerate(zip(result.fields[1:1 + n], e.type.fields)):
+            why = type_conflict(final, t)
+            if why:
+                self.error(f"{what}: loop carried value {k}: type {final}, the body gives {t} ({why})")
+        for k, (t, stacked) in enumerate(zip(scans, e.type.fields[n:])):
+            ok = isinstance(t, TensorType) and isinstance(stacked, TensorType) and t.dtype == stacked.dtype \
+                and t.shape is not None and stacked.ndim == len(t.shape) + 1
+            if ok and stacked.shape is not None:
+                ok = not type_conflict(TensorType(stacked.shape[1:], t.dtype), t)
+            if not ok:
+                self.error(f"{what}: loop scan value {k}: the body gives {t}, the loop stacks it as {stacked}")
 
     def check_call(self, call: Call, what: str) -> None:
         if isinstance(call.op, GlobalVar):
@@ -197,6 +264,10 @@ class _FunctionChecker:
         why = type_conflict(call.type, inferred)
         if why:
             self.error(f"{what}: {call.op.name} recorded type {call.type} but its rule gives {inferred} ({why})")
+
+
+def _is_scalar(t, dtype: str) -> bool:
+    return isinstance(t, TensorType) and t.ndim == 0 and t.dtype == dtype
 
 
 def _binding_dims(t) -> set:

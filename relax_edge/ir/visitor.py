@@ -14,9 +14,11 @@ from .expr import (
     Call,
     CallExtern,
     CallTensor,
+    Expr,
     Function,
     If,
     IRModule,
+    Loop,
     MatchCast,
     SeqExpr,
     Tuple,
@@ -76,6 +78,13 @@ class ExprVisitor:
         self.visit(e.cond)
         self.visit(e.then_branch)
         self.visit(e.else_branch)
+
+    def visit_Loop(self, e: Loop):
+        for x in e.operands():
+            self.visit(x)
+        for p in e.params:
+            self.visit(p)
+        self.visit(e.body)
 
 
 class ExprMutator:
@@ -165,3 +174,12 @@ class ExprMutator:
             return e
         return If(cond, then_b, else_b, e.type)
 
+
+    def visit_Loop(self, e: Loop):
+        trip = self.visit(e.trip_count) if isinstance(e.trip_count, Expr) else e.trip_count
+        cond = None if e.cond is None else self.visit(e.cond)
+        init, changed = self._args(e.init)
+        body = self.visit_SeqExpr(e.body)
+        if trip is e.trip_count and cond is e.cond and not changed and body is e.body:
+            return e
+        return Loop(trip, cond, init, e.params, body, e.type)

@@ -1,6 +1,7 @@
 """dce: dead-code elimination over graph functions and the module.
 
-1. In every graph function (and in each branch of an `if`), a `VarBinding`
+1. In every graph function (and in each branch of an `if` and the body of
+   a `loop`, whose result is always kept whole), a `VarBinding`
    whose variable nothing uses is removed, walking backwards so that whole
    dead chains go in one pass. Every value of the graph IR is pure: operator
    calls, calls of graph functions, tensor programs and externs; removing an
@@ -19,7 +20,19 @@ Does not remove parameters, rewrite calls, or look inside tensor programs
 
 from __future__ import annotations
 
-from ..ir.expr import Call, CallExtern, CallTensor, Function, GlobalVar, If, IRModule, MatchCast, SeqExpr, VarBinding
+from ..ir.expr import (
+    Call,
+    CallExtern,
+    CallTensor,
+    Function,
+    GlobalVar,
+    If,
+    IRModule,
+    Loop,
+    MatchCast,
+    SeqExpr,
+    VarBinding,
+)
 from ..ir.visitor import ExprVisitor
 
 __all__ = ["dce"]
@@ -76,6 +89,14 @@ def _sweep_seq(seq: SeqExpr, live: set) -> SeqExpr:
                 if any(new is not old for new, old in zip(branches, (value.then_branch, value.else_branch))):
                     b = VarBinding(b.var, If(value.cond, *branches, value.type))
                 _read(value.cond, live)
+            elif isinstance(b, VarBinding) and isinstance(b.value, Loop):
+                value = b.value
+                body = _sweep_seq(value.body, live)
+                if body is not value.body:
+                    b = VarBinding(b.var, Loop(value.trip_count, value.cond, value.init, value.params, body,
+                                               value.type))
+                for x in value.operands():
+                    _read(x, live)
             else:
                 _read(b.value, live)
             kept.append(b)
