@@ -28,6 +28,15 @@ as C (codegen/c/host.py) and as LLVM IR (codegen/llvm/host.py).
    condition's byte read at run time, then the branch's kernels and the
    copy of its result into the if's storage.
 
+6. A `loop` (linearized by memory/liveness.py, its body's steps under its
+   LoopScope) becomes `LoopBegin` ... `LoopEnd` around the body's
+   operations: iterations 0, 1, ... while below the trip count (a symbolic
+   integer, or an int64 read at run time) and, where the loop can stop
+   early, while the condition's byte is nonzero (read before each one).
+   Each iteration stores its number (`StoreCounter`), runs the body, copies
+   the results into the state and each scan value into its slot of the
+   stacked output (`CopySlot`: at the iteration number times its bytes).
+
 Library kernels (call_extern of runtime_c/kernels) are called like
 generated ones, their constant weights packed at compile time. Not supported
 here yet: match_cast (so an `if` whose branches differ in a dim), calls
@@ -47,7 +56,7 @@ from ..ir.shape import IntExpr, SizeVar, as_expr, free_vars
 from ..ir.types import TensorType, shape_str
 from ..legalize.common import broadcast_checks
 from ..memory import FunctionMemory, MemoryPlans, Plan
-from ..memory.liveness import nbytes
+from ..memory.liveness import LoopScope, nbytes
 from .abi import DTYPES, WORKSPACE_ALIGNMENT
 
 
@@ -203,6 +212,38 @@ class Branch:
 @dataclass
 class EndBranch:
     """The end of the innermost Branch."""
+
+
+@dataclass
+class LoopBegin:
+    """`for (iteration of loop `depth` = 0; below `count`; ++)`: `count` an IntExpr,
+    an Address of an int64 (read at run time) or None (no limit); before each
+    iteration, stop unless the bool at `cond` is set (None: never stops early)."""
+    count: object
+    cond: Address | None
+    depth: int
+    what: str
+
+
+@dataclass
+class LoopEnd:
+    """The end of the innermost LoopBegin."""
+
+
+@dataclass
+class StoreCounter:
+    """The int64 at `dst` = the iteration number of loop `depth`."""
+    dst: Address
+    depth: int
+
+
+@dataclass
+class CopySlot:
+    """rxe_mem_copy(dst + iteration of loop `depth` * bytes, src, bytes)."""
+    dst: Address
+    src: Address
+    bytes: IntExpr
+    depth: int
 
 
 FALLIBLE = (CheckTensor, BindSize, CheckDim, CheckBroadcast, Bind, CallKernel)
@@ -436,23 +477,43 @@ class HostLowering:
         return ops
 
     def enter_guard(self, current: tuple, wanted: tuple) -> list:
-        """The EndBranch and Branch operations that take the code from inside
-        the branches `current` to inside `wanted` (each outermost first)."""
+        """The EndBranch / LoopEnd and Branch / LoopBegin operations that take
+        the code from inside the branches and loops `current` to inside
+        `wanted` (each outermost first)."""
         common = 0
         while common < min(len(current), len(wanted)) and current[common] == wanted[common]:
-            common += 1
-        ops: list = [EndBranch() for _ in current[common:]]
-        for number, taken, cond in wanted[common:]:
+            common += 1   # a LoopScope compares by identity
+        ops: list = [LoopEnd() if isinstance(g, LoopScope) else EndBranch() for g in reversed(current[common:])]
+        for g in wanted[common:]:
+            if isinstance(g, LoopScope):
+                ops.append(self.loop_begin(g))
+                continue
+            number, taken, cond = g
             ops.append(Branch(self.address(cond, "bool"), taken,
                               f"if {number} ({'then' if taken else 'else'} branch, on {getattr(cond, 'name', cond)})"))
         return ops
+
+    def loop_begin(self, scope: LoopScope) -> LoopBegin:
+        trip = scope.trip
+        count = trip if trip is None else self.address(trip, "int64") if isinstance(trip, (Var, Constant)) \
+            else self.sized(trip)
+        cond = None if scope.cond is None else self.address(scope.cond, "bool")
+        return LoopBegin(count, cond, scope.depth, f"loop {scope.number}")
 
     def step(self, step) -> list:
         """Run-time broadcast checks, then the kernel (views run none); a copy
         step copies an if branch's result into the if's storage."""
         call, var = step.call, step.var
+        if step.counter is not None:
+            return [StoreCounter(self.address(var, "int64"), step.counter.depth)]
+        if step.slot is not None:
+            return [CopySlot(self.address(var), self.address(step.copy_from), self.sized(nbytes(step.copy_from.type)),
+                             step.slot.depth)]
         if call is None:
-            return [Copy(self.address(var), self.address(step.copy_from), self.sized(nbytes(var.type)))]
+            dst, src = self.address(var), self.address(step.copy_from)
+            if dst == src:   # a view of the value it is copied into (a loop's state passed on)
+                return []
+            return [Copy(dst, src, self.sized(nbytes(var.type)))]
         if isinstance(call, CallExtern):
             return self.library_step(step)
         program = self.mod.tensor_programs[call.program.name]

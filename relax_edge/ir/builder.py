@@ -211,6 +211,18 @@ class Builder:
         loop = Loop(trip_count, cond, init, params, seq, TupleType([p.type for p in params[2:]] + stacked))
         return self.emit(loop, name)
 
+    def checkpoint(self) -> tuple:
+        """A mark of the bindings emitted so far in the current frame (see `rollback`)."""
+        frame = self._frame()
+        return frame, len(frame.blocks), len(frame.current), frame.in_dataflow
+
+    def rollback(self, mark: tuple) -> None:
+        """Drop the bindings emitted in the current frame since `checkpoint()` gave `mark`."""
+        frame, n_blocks, n_current, in_dataflow = mark
+        if frame is not self._frame() or frame.in_dataflow != in_dataflow or len(frame.blocks) != n_blocks:
+            raise RelaxEdgeError(f"function {self._func_name}: rollback past a block or frame boundary")
+        del frame.current[n_current:]
+
     # module contents --------------------------------------------------
     def add_extern(self, decl: ExternDecl) -> None:
         self._externs[decl.name] = decl

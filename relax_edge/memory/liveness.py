@@ -22,6 +22,18 @@
    storage. Lifetimes over this order cover both branches (a value read in
    either lives through both), so the plan is sound whichever runs.
 
+6. A `loop` is linearized too: before it, copies of the initial carried
+   values (and condition) into the loop's state; then the body's steps,
+   each carrying the loop's `LoopScope` in its guard: the iteration number
+   stored, the body's kernels, and at the end of the iteration the copies
+   of the body's condition and carried values into the state and of each
+   scan value into its slot of the stacked output. A carried result that is
+   another state of the same loop goes through a temporary first (double
+   buffering, so a body that swaps its states is right). Every value
+   defined before the loop and read inside it (the state included) lives to
+   the loop's last step, and the stacked outputs live from its first, so
+   no iteration clobbers what a later one reads.
+
 Values are grouped (views, in-place results) and each group is one buffer.
 """
 
@@ -30,7 +42,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import RelaxEdgeError
-from ..ir.expr import CallExtern, CallTensor, Constant, Function, If, IRModule, MatchCast, Tuple, TupleGetItem, Var
+from ..ir.expr import (
+    CallExtern,
+    CallTensor,
+    Constant,
+    Function,
+    If,
+    IRModule,
+    Loop,
+    MatchCast,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
 from ..ir.shape import Proof, as_expr, prove_equal, substitute
 from ..ir.types import TensorType, TupleType
 from ..op.registry import OPS
@@ -52,6 +76,20 @@ def nbytes(t: TensorType):
     return total
 
 
+@dataclass(eq=False)
+class LoopScope:
+    """One loop of the function, as a guard entry of the steps of its body.
+    `trip`: an IntExpr, a Var (an int64 scalar read at run time) or None;
+    `cond`: the condition's state (read before each iteration) or None when
+    the loop cannot stop early; `depth`: how many loops enclose it."""
+    number: int
+    trip: object
+    cond: Var | None
+    depth: int
+    first: int = 0      # its first and last step
+    last: int = 0
+
+
 @dataclass
 class Step:
     var: Var
@@ -60,13 +98,19 @@ class Step:
     inplace_over: Var | None = None     # writes over this argument's storage
     scratch: list = field(default_factory=list)   # buffer indices of its scratch
     copy_from: object = None            # a copy step's source (an if branch's result)
-    guard: tuple = ()                   # (if number, branch taken, condition Var) per enclosing branch
+    guard: tuple = ()                   # per enclosing branch (if number, branch taken, condition Var),
+    #                                     per enclosing loop its LoopScope; outermost first
+    counter: LoopScope | None = None    # stores the loop's iteration number into var (no call, no copy)
+    slot: LoopScope | None = None       # a copy into the iteration's slot of var (a stacked scan output)
 
     @property
     def reads(self) -> tuple:
-        """The values the step reads, its guards' conditions included."""
-        args = self.call.args if self.call is not None else (self.copy_from,)
-        return tuple(args) + tuple(cond for _, _, cond in self.guard)
+        """The values the step reads, its guards' conditions (and loops' trip counts) included."""
+        args = () if self.counter is not None else self.call.args if self.call is not None else (self.copy_from,)
+        extra = []
+        for g in self.guard:
+            extra += [g.cond, g.trip] if isinstance(g, LoopScope) else [g[2]]
+        return tuple(args) + tuple(x for x in extra if isinstance(x, Var))
 
 
 @dataclass
@@ -88,6 +132,10 @@ def output_vars(func: Function) -> list:
         if not isinstance(v, Var) or not isinstance(v.type, TensorType) or v.type.shape is None:
             raise RelaxEdgeError(f"function {func.name}: outputs must be tensor variables of known shape")
     return list(values)
+
+
+def _always_true(cond) -> bool:
+    return cond is None or (isinstance(cond, Constant) and bool(cond.data.reshape(-1)[0]))
 
 
 def _same_type(a: TensorType, b: TensorType) -> bool:
@@ -115,8 +163,10 @@ class _Analysis:
         self.storage: dict = {p: ("input", i) for i, p in enumerate(func.params)}
         self.alias: dict = {}          # Var -> Var whose storage it uses
         self.steps: list[Step] = []
-        self.fields: dict = {}         # a tuple-valued if's Var -> one Var per field
+        self.fields: dict = {}         # a tuple-valued if's (or loop's) Var -> one Var per field
         self.ifs = 0
+        self.loops: list = []          # LoopScope
+        self.unviewed: set = set()     # values that must have their own storage (a loop's carried results)
         for block in func.body.blocks:
             for b in block.bindings:
                 self.bind(b, ())
@@ -138,6 +188,8 @@ class _Analysis:
             self.steps.append(Step(b.var, v, guard=guard))
         elif isinstance(v, If):
             self.bind_if(b.var, v, guard)
+        elif isinstance(v, Loop):
+            self.bind_loop(b.var, v, guard)
         elif isinstance(v, TupleGetItem) and v.tuple_value in self.fields:
             self.alias[b.var] = self.fields[v.tuple_value][v.index]
         elif isinstance(v, Var):
@@ -176,6 +228,60 @@ class _Analysis:
             for target, r in zip(targets, results):
                 self.steps.append(Step(target, None, copy_from=r, guard=inner))
 
+    def bind_loop(self, var: Var, e: Loop, guard: tuple) -> None:
+        """The copies into the loop's state, then its body's steps under its
+        LoopScope, ending with the copies of the iteration's results."""
+        where = f"function {self.func.name}: loop {var.name}"
+        n = e.num_carried
+        for k, t in enumerate(var.type.fields):
+            if not isinstance(t, TensorType) or t.shape is None:
+                what = f"carried value {k}" if k < n else f"scan output {k - n}"
+                raise RelaxEdgeError(f"{where}: its {what} has type {t}; a scan output whose length is known only "
+                                     "at run time (a run-time trip count or a condition that can stop the loop "
+                                     "early) is not supported by the compiled code yet")
+        if not all(isinstance(x, (Var, Constant)) for x in e.operands()):
+            raise RelaxEdgeError(f"{where}: its trip count, condition and initial values must be variables or constants")
+        iteration, cond, states = e.params[0], e.params[1], e.params[2:]
+        results = e.body.body.fields if isinstance(e.body.body, Tuple) else ()
+        if len(results) != len(e.body.type.fields) or not all(isinstance(r, (Var, Constant)) for r in results):
+            raise RelaxEdgeError(f"{where}: its body must end in a tuple of variables or constants")
+        go = results[0]
+        stops = not (_always_true(e.cond) and (_always_true(go) or go is cond))
+        scope = LoopScope(len(self.loops) + 1, e.trip_count, cond if stops else None,
+                          sum(isinstance(g, LoopScope) for g in guard))
+        self.loops.append(scope)
+        self.fields[var] = list(states) + [Var(f"{var.name}_scan{k}", t) for k, t in enumerate(var.type.fields[n:])]
+        if stops:
+            self.steps.append(Step(cond, None, copy_from=e.cond if e.cond is not None else Constant(True), guard=guard))
+        else:
+            self.storage[cond] = ("const", Constant(True))
+        for state, x in zip(states, e.init):
+            self.steps.append(Step(state, None, copy_from=x, guard=guard))
+        inner = guard + (scope,)
+        scope.first = len(self.steps)
+        self.steps.append(Step(iteration, None, counter=scope, guard=inner))
+        for block in e.body.blocks:
+            for b in block.bindings:
+                self.bind(b, inner)
+        if stops and go is not cond:
+            self.steps.append(Step(cond, None, copy_from=go, guard=inner))
+        swapped = []
+        for k, (state, r) in enumerate(zip(states, results[1:1 + n])):
+            if r is state:
+                continue
+            self.unviewed.add(r)
+            if self.root(r) in states:   # another state: through a temporary, before any state is written
+                temp = Var(f"{state.name}_next", state.type)
+                self.steps.append(Step(temp, None, copy_from=r, guard=inner))
+                swapped.append((state, temp))
+            else:
+                swapped.append((state, r))
+        for state, r in swapped:
+            self.steps.append(Step(state, None, copy_from=r, guard=inner))
+        for target, r in zip(self.fields[var][n:], results[1 + n:]):
+            self.steps.append(Step(target, None, copy_from=r, guard=inner, slot=scope))
+        scope.last = len(self.steps) - 1
+
     def root(self, x):
         """The value an alias stands for."""
         while x in self.alias:
@@ -200,10 +306,18 @@ class _Analysis:
     def last_uses(self) -> dict:
         """The last step reading each value (outputs: past the last step)."""
         last_use: dict = {}
+        defined = {}
+        for t, s in enumerate(self.steps):
+            defined.setdefault(s.var, t)
         for t, s in enumerate(self.steps):
             for a in s.reads:
                 if isinstance(a, Var):
-                    last_use[self.root(a)] = t
+                    r = self.root(a)
+                    end = t
+                    for g in s.guard:   # read in a loop, defined before it: lives through the whole loop
+                        if isinstance(g, LoopScope) and defined.get(r, -1) < g.first:
+                            end = max(end, g.last)
+                    last_use[r] = max(last_use.get(r, -1), end)
         for var in self.outputs:
             last_use[self.root(var)] = len(self.steps)
         return last_use
@@ -212,6 +326,8 @@ class _Analysis:
         """Views share their source's storage; pointwise kernels write over a dying input."""
         for t, s in enumerate(self.steps):
             if s.call is None or isinstance(s.call, CallExtern):   # copies and library kernels: never in place
+                continue
+            if s.var in self.unviewed:
                 continue
             program = self.mod.tensor_programs[s.call.program.name]
             op = program.attrs.get("op")
@@ -264,6 +380,10 @@ class _Analysis:
             if kind == "buffer":
                 buf = buffers[idx]
                 buf.last = max(buf.last, self.last_use.get(var, buf.first))
+        for s in self.steps:   # a stacked scan output holds the earlier iterations' slots: the whole loop
+            if s.slot is not None and self.storage[s.var][0] == "buffer":
+                buf = buffers[self.storage[s.var][1]]
+                buf.first, buf.last = min(buf.first, s.slot.first), max(buf.last, s.slot.last)
         return buffers
 
     def add_scratch(self, buffers: list) -> None:

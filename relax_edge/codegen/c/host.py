@@ -11,6 +11,9 @@ For a graph function `main` with symbol PREFIX_main this renders:
    and PREFIX_main, each its operations in order, a fallible one returning
    its status when not RXE_OK.
 
+A loop is a C `for` over `itD` (D: how many loops enclose it), its
+condition tested before each iteration.
+
 codegen/llvm/host.py renders the same operations as LLVM IR.
 """
 
@@ -31,13 +34,17 @@ from ..host_program import (
     CheckWorkspace,
     CodegenError,
     Copy,
+    CopySlot,
     Dim,
     EndBranch,
     HostFunction,
     Layout,
+    LoopBegin,
+    LoopEnd,
     ProfileBegin,
     ProfileEnd,
     SizeValue,
+    StoreCounter,
     StoreShape,
     View,
 )
@@ -57,7 +64,8 @@ RENDER = {
     CheckTensor: "check_tensor", BindSize: "bind_size", CheckDim: "check_dim", CheckBroadcast: "check_broadcast",
     Bind: "bind", Layout: "layout", CheckWorkspace: "check_workspace", StoreShape: "store_shape", View: "view",
     ProfileBegin: "profile_begin", ProfileEnd: "profile_end", CallKernel: "call_kernel", Copy: "copy",
-    Branch: "branch", EndBranch: "end_branch",
+    Branch: "branch", EndBranch: "end_branch", LoopBegin: "loop_begin", LoopEnd: "loop_end",
+    StoreCounter: "store_counter", CopySlot: "copy_slot",
 }
 
 
@@ -204,6 +212,30 @@ class CHostEmitter:
 
     def end_branch(self, op: EndBranch) -> list:
         return ["  }"]
+
+    def loop_begin(self, op: LoopBegin) -> list:
+        it = f"it{op.depth}"
+        if op.count is None:
+            test = ""
+        elif isinstance(op.count, Address):
+            test = f"{it} < *{self.address(op.count)}"
+        else:
+            test = f"{it} < (int64_t)({self.r.int_expr(op.count)})"
+        lines = [f"  for (int64_t {it} = 0; {test}; ++{it}) {{  /* {op.what} */"]
+        if op.cond is not None:
+            lines.append(f"  if (*{self.address(op.cond)} == 0) break;")
+        return lines
+
+    def loop_end(self, op: LoopEnd) -> list:
+        return ["  }"]
+
+    def store_counter(self, op: StoreCounter) -> list:
+        return [f"  *{self.address(op.dst)} = it{op.depth};"]
+
+    def copy_slot(self, op: CopySlot) -> list:
+        size = f"(uint64_t)({self.r.int_expr(op.bytes)})"
+        return [f"  rxe_mem_copy((uint8_t*)({self.address(op.dst)}) + (uint64_t)it{op.depth} * {size}, "
+                f"{self.address(op.src)}, {size});"]
 
     def copy(self, op: Copy) -> list:
         return [f"  rxe_mem_copy({self.address(op.dst)}, {self.address(op.src)}, "

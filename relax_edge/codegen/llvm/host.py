@@ -42,8 +42,12 @@ from ..host_program import (
     CheckWorkspace,
     CodegenError,
     Copy,
+    CopySlot,
     Dim,
     EndBranch,
+    LoopBegin,
+    LoopEnd,
+    StoreCounter,
     HostFunction,
     HostModule,
     Layout,
@@ -82,7 +86,8 @@ RENDER = {
     CheckTensor: "check_tensor", BindSize: "bind_size", CheckDim: "check_dim", CheckBroadcast: "check_broadcast",
     Bind: "bind", Layout: "layout", CheckWorkspace: "check_workspace", StoreShape: "store_shape", View: "view",
     ProfileBegin: "profile_begin", ProfileEnd: "profile_end", CallKernel: "call_kernel", Copy: "copy",
-    Branch: "branch", EndBranch: "end_branch",
+    Branch: "branch", EndBranch: "end_branch", LoopBegin: "loop_begin", LoopEnd: "loop_end",
+    StoreCounter: "store_counter", CopySlot: "copy_slot",
 }
 
 
@@ -151,6 +156,7 @@ class LLVMHostEmitter(IndexArithmetic):
         self.params: dict = {}
         self.s = self.offsets = self.needed = self.t0 = None
         self.joins: list = []              # the join block of each open Branch, innermost last
+        self.loops: list = []              # (counter alloca, header block, exit block) of each open loop
 
     def emit(self) -> dict:
         self.functions["layout"] = self.emit_layout()
@@ -331,6 +337,43 @@ class LLVMHostEmitter(IndexArithmetic):
         join = self.joins.pop()
         self.b.branch(join)
         self.b.position_at_end(join)
+
+    def loop_begin(self, op: LoopBegin) -> None:
+        b = self.b
+        with b.goto_entry_block():
+            counter = b.alloca(I64, name=f"it{op.depth}")
+        b.store(i64(0), counter)
+        head, body, done = (b.append_basic_block(name) for name in ("loop", "loop_body", "loop_done"))
+        b.branch(head)
+        b.position_at_end(head)
+        it = b.load(counter, typ=I64)
+        test = ir.Constant(ir.IntType(1), 1)
+        if op.count is not None:
+            count = b.load(self.address(op.count), typ=I64) if isinstance(op.count, Address) \
+                else self.int_expr(op.count)
+            test = b.icmp_signed("<", it, count)
+        if op.cond is not None:
+            flag = b.load(self.address(op.cond), typ=I8)
+            test = b.and_(test, b.icmp_unsigned("!=", flag, ir.Constant(I8, 0)))
+        b.cbranch(test, body, done)
+        b.position_at_end(body)
+        self.loops.append((counter, head, done))
+
+    def loop_end(self, op: LoopEnd) -> None:
+        counter, head, done = self.loops.pop()
+        b = self.b
+        b.store(b.add(b.load(counter, typ=I64), i64(1)), counter)
+        b.branch(head)
+        b.position_at_end(done)
+
+    def store_counter(self, op: StoreCounter) -> None:
+        self.b.store(self.b.load(self.loops[op.depth][0], typ=I64), self.address(op.dst))
+
+    def copy_slot(self, op: CopySlot) -> None:
+        b = self.b
+        size = self.int_expr(op.bytes)
+        offset = b.mul(b.load(self.loops[op.depth][0], typ=I64), size)
+        self.call("rxe_mem_copy", [self.element(self.address(op.dst), offset, I8), self.address(op.src), size])
 
     def copy(self, op: Copy) -> None:
         self.call("rxe_mem_copy", [self.address(op.dst), self.address(op.src), self.int_expr(op.bytes)])

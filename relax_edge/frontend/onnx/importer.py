@@ -22,9 +22,11 @@
 6. Subgraphs (If branches, Loop and Scan bodies) are converted by
    `run_graph` in a scope over the enclosing one (ONNX lexical scoping),
    their nodes' spans prefixed by the holding node's. convert/control.py
-   folds an If whose condition is known, unrolls Loop and Scan, and emits
-   the IR's `If` otherwise; an `If` cannot stand in a dataflow block, so a
-   model that needs one is imported again without dataflow blocks.
+   folds an If whose condition is known and emits the IR's `If` otherwise;
+   it unrolls a Loop or Scan of a few iterations known at compile time and
+   emits the IR's `Loop` otherwise. Neither an `If` nor a `Loop` can stand
+   in a dataflow block, so a model that needs one is imported again without
+   dataflow blocks (the runs between them become dataflow blocks after).
 
 Not handled: sequence and optional values, sparse initializers, external
 data outside the model's folder, domains other than the default.
@@ -43,7 +45,7 @@ from onnx import numpy_helper
 
 from ...errors import RelaxEdgeError
 from ...ir.builder import Builder
-from ...ir.expr import BindingBlock, DataflowBlock, Function, If, IRModule, SeqExpr, Tuple, Var
+from ...ir.expr import BindingBlock, DataflowBlock, Function, If, IRModule, Loop, SeqExpr, Tuple, Var
 from ...ir.shape import SizeVar
 from ...ir.types import TensorType
 from ...ir.verify import verify
@@ -93,7 +95,7 @@ def _identifier(name: str, fallback: str) -> str:
 
 
 class NeedsBindingBlocks(Exception):
-    """Raised by a converter that must emit an `If` while the importer builds
+    """Raised by a converter that must emit an `If` or a `Loop` while the importer builds
     a dataflow block: the importer starts again without dataflow blocks."""
 
 
@@ -117,6 +119,11 @@ class ImportContext(ConvertContext):
         if self.importer.dataflow:
             raise NeedsBindingBlocks
         return self.builder.emit_if(cond, then_body, else_body, name=_identifier(self.span, "if"), join=join)
+
+    def emit_loop(self, trip_count, cond, init, body):
+        if self.importer.dataflow:
+            raise NeedsBindingBlocks
+        return self.builder.emit_loop(trip_count, cond, init, body, name=_identifier(self.span, "loop"))
 
 
 class OnnxImporter:
@@ -407,14 +414,14 @@ class OnnxImporter:
 
 
 def _dataflow_runs(mod: IRModule) -> IRModule:
-    """Main with each run of bindings between its ifs made a dataflow block
+    """Main with each run of bindings between its ifs and loops made a dataflow block
     (its variables stay visible after it), so that passes such as fusion
     still see them; the module verified."""
     func = mod.functions["main"]
     blocks, run = [], []
     for block in func.body.blocks:
         for b in block.bindings:
-            if isinstance(b.value, If):
+            if isinstance(b.value, (If, Loop)):
                 if run:
                     blocks.append(DataflowBlock(run))
                 blocks.append(BindingBlock([b]))

@@ -5,19 +5,25 @@
    SeqExpr; the result types are joined across the branches: a dim that
    differs becomes a fresh size variable bound by a match_cast after the if.
    Branches must agree on each output's dtype and rank.
-2. Loop: unrolled at import. The trip count M must be known at compile time
-   (or absent). While the condition (the initial one, then the body's
-   `cond` output) is known, each copy is inlined and a false one stops the
-   loop; once it is computed at run time, each further copy runs inside an
-   if on it (its else branch passes the carried values on), which needs a
-   trip count and no scan outputs (their length would be a run-time value).
-   Carried values flow from one copy to the next; scan outputs are the
-   per-iteration values stacked on a new axis 0.
+2. Loop with a trip count M of at most UNROLL_LIMIT known at compile time
+   and a known initial condition: unrolled at import while the condition
+   (then the body's `cond` output) stays known, each copy inlined, a false
+   one stopping the loop; a condition computed at run time drops the copies
+   and makes the loop (4). Carried values flow from one copy to the next;
+   scan outputs are the per-iteration values stacked on a new axis 0. A
+   false initial condition gives the initial values and empty scans.
 3. Scan (opset 8 with its batch axis and sequence_lens, opset 9+ with
    scan_input_axes/directions and scan_output_axes/directions): unrolled at
-   import over the scanned axis, whose length must be known at compile
-   time; opset 8's sequence_lens must be known and equal the full length.
-4. At most MAX_UNROLL body copies per node; beyond it a clear error.
+   import over a scanned axis of at most UNROLL_LIMIT known at compile
+   time, else the loop (4; opset 9+ only: opset 8 needs static lengths);
+   opset 8's sequence_lens must be known and equal the full length.
+4. A Loop or Scan of more than UNROLL_LIMIT iterations, or of a number
+   known only as a symbol or at run time, becomes the IR's `loop`
+   (ir/expr.py `Loop`): the body converted once over its parameters, the
+   trip count symbolic or a run-time tensor, the condition checked at run
+   time; a scan output's length is then the trip count, or (a condition
+   that can stop the loop early) a fresh size bound after the loop. A
+   carried value whose shape changes across iterations is refused.
 
 Subgraphs see the enclosing scopes' names (importer.run_graph); sequence and
 optional values are refused there as everywhere.
@@ -28,12 +34,16 @@ from __future__ import annotations
 import numpy as np
 
 from ....ir.expr import Tuple, TupleGetItem
-from ....ir.shape import Proof, as_expr, prove_equal
+from ....ir.shape import IntExpr, Proof, as_expr, prove_equal
 from ....ir.types import TensorType
 from ..context import converter
+from ..values import static_array
 
-# the most body copies one Loop or Scan node may unroll to
-MAX_UNROLL = 4096
+# a Loop or Scan of at most this many iterations known at compile time is
+# unrolled (each copy specialized to its iteration); longer ones become the IR's loop
+UNROLL_LIMIT = 16
+# a trip count at least this large bounds nothing (exporters write INT64_MAX for "no limit")
+NO_LIMIT = 2 ** 62
 
 
 # ------------------------------------------------------------------ If
@@ -112,7 +122,11 @@ def _join_types(ctx, i, a, b, common):
 
 # ---------------------------------------------------------------- Loop
 
-@converter("Loop", static={0, 1})
+class _RuntimeCondition(Exception):
+    """Raised while unrolling a Loop whose condition turns out to be computed at run time."""
+
+
+@converter("Loop", static={0, 1})   # known ones may unroll; run-time ones make the loop
 def convert_loop(ctx, inputs):
     body = ctx.graph_attr("body")
     inputs = list(inputs) + [None] * (2 - len(inputs))
@@ -125,38 +139,99 @@ def convert_loop(ctx, inputs):
         raise ctx.error(f"the body gives {len(body.output)} outputs; it must give at least 1 + {n_carried}")
     if any(v is None for v in carried):
         raise ctx.error("an empty loop-carried value is not supported (optional values)")
-    count = None if trip is None else int(ctx.scalar(trip, 0, "trip count M", integer=True))
+    count = _trip_count(ctx, trip)
+    start = True if cond is None else _condition(ctx, cond, "the initial condition (input 1)")
+    if start is False or (isinstance(count, int) and count <= UNROLL_LIMIT and start is True):
+        mark = ctx.builder.checkpoint()
+        try:
+            return _unroll_loop(ctx, body, count if start is True else 0, carried)
+        except _RuntimeCondition:   # the loop construct instead; the copies made so far are dropped
+            ctx.builder.rollback(mark)
+    return _emit_loop(ctx, body, count, None if start is True else cond, carried)
+
+
+def _trip_count(ctx, trip):
+    """The trip count M: None (absent, or so large it cannot bound the loop), an
+    int or a symbolic IntExpr (known at compile time), or the tensor value."""
+    if trip is None:
+        return None
+    arr = static_array(trip)
+    if arr is None:
+        t = ctx.type_of(trip)
+        if t.dtype != "int64" or t.shape is None or int(np.prod([d.value if d.is_const else 2
+                                                                  for d in t.shape])) != 1:
+            raise ctx.error(f"the trip count M must be an int64 tensor of one value, got {t}")
+        return trip if t.ndim == 0 else ctx.emit("reshape", [trip], {"shape": ()})
+    if arr.size != 1 or not (arr.dtype == object or arr.dtype.kind in "iu"):
+        raise ctx.error(f"the trip count M must hold one integer, got {arr.dtype} of shape {arr.shape}")
+    value = arr.reshape(-1)[0]
+    if isinstance(value, IntExpr) and not value.is_const:
+        return value
+    count = int(value.value if isinstance(value, IntExpr) else value)
+    return None if count >= NO_LIMIT else max(count, 0)
+
+
+def _unroll_loop(ctx, body, count, carried):
+    """The body inlined once per iteration while the condition is known (a
+    known false one stops it); a condition computed at run time raises
+    _RuntimeCondition."""
+    n_carried = len(carried)
     n_scans = len(body.output) - 1 - n_carried
-    go = np.array(True) if cond is None else cond
-    limit = MAX_UNROLL if count is None else min(count, MAX_UNROLL)
+    go = np.array(True)
     scans: list = [[] for _ in range(n_scans)]
-    i = 0
-    while i < limit:
-        known = _condition(ctx, go, "the initial condition (input 1)" if i == 0 else
-                           f"the body's condition output at iteration {i - 1}")
-        if known is False:
+    for i in range(count):
+        known = _condition(ctx, go, f"the body's condition output at iteration {i - 1}") if i else True
+        if known is None:
+            raise _RuntimeCondition
+        if not known:
             break
-        values = [np.array(i, np.int64), np.array(True)] + carried
-        if known is None:   # a runtime condition: this copy runs only while it holds
-            if count is None or n_scans:
-                raise ctx.error(f"{'the initial condition' if i == 0 else f'the condition after iteration {i - 1}'}"
-                                " is computed at run time; relax_edge unrolls such a Loop (each copy guarded) "
-                                "only with a trip count M and no scan outputs (a runtime condition here is "
-                                "not supported)")
-            outs = emit_if(ctx, go, lambda values=values, i=i: _body(ctx, body, values, f"iter{i}")[:1 + n_carried],
-                           lambda carried=carried: [np.array(False)] + carried, 1 + n_carried)
-        else:
-            outs = _body(ctx, body, values, f"iter{i}")
+        outs = _body(ctx, body, [np.array(i, np.int64), np.array(True)] + carried, f"iter{i}")
         go, carried = outs[0], outs[1:1 + n_carried]
         for acc, value in zip(scans, outs[1 + n_carried:]):
             acc.append(value)
-        i += 1
-    if i == MAX_UNROLL and (count is None or count > MAX_UNROLL) and \
-            _condition(ctx, go, f"the body's condition output at iteration {i - 1}") is not False:
-        raise ctx.error(f"the loop runs more than {MAX_UNROLL} iterations (trip count "
-                        f"{'none' if count is None else count}); relax_edge unrolls at most {MAX_UNROLL} body copies")
     stacked = [_stack(ctx, acc, 0, body.output[1 + n_carried + k]) for k, acc in enumerate(scans)]
     return carried + stacked
+
+
+def _emit_loop(ctx, body, count, cond, carried):
+    """The IR's loop: the body converted once over its parameters."""
+    n_carried = len(carried)
+    init = [ctx.tensor(v) for v in carried]
+    cond = None if cond is None else _scalar_condition(ctx, cond)
+    scan_types: list = []
+
+    def build(_builder, iteration, go, states):
+        outs = _body(ctx, body, [iteration, go, *states], "body")
+        done = ctx.known(outs[0])
+        if done is not None:
+            if done.size != 1 or done.dtype != np.bool_:
+                raise ctx.error(f"the body's condition output must be one bool, got {done.dtype} {done.shape}")
+            new_go = ctx.tensor(np.array(bool(done.reshape(-1)[0])))
+        else:
+            new_go = _scalar_condition(ctx, outs[0])
+        new = [ctx.tensor(v) for v in outs[1:1 + n_carried]]
+        for k, (state, value) in enumerate(zip(states, new)):
+            if not _same_type(state.type, value.type):
+                raise ctx.error(f"loop-carried value {k} ({body.output[1 + k].name}) enters the body as "
+                                f"{state.type} and leaves it as {value.type}; a Loop whose carried value "
+                                "changes shape (or dtype) across iterations is not supported")
+        scans = [ctx.tensor(v) for v in outs[1 + n_carried:]]
+        scan_types.extend(ctx.type_of(v) for v in scans)
+        return new_go, new, scans
+
+    loop = ctx.emit_loop(count, cond, init, build)
+    outs = [ctx.builder.emit(TupleGetItem(loop, k)) for k in range(len(loop.type.fields))]
+    for k in range(n_carried, len(outs)):
+        if outs[k].type.shape is None:   # stopped by a run-time condition: its length is known at run time
+            inner = scan_types[k - n_carried].shape
+            outs[k] = ctx.match_cast_fresh(outs[k], f"scan{k - n_carried}_", lower=0, known=[None, *inner])
+    return outs
+
+
+def _same_type(a, b) -> bool:
+    return (isinstance(a, TensorType) and isinstance(b, TensorType) and a.dtype == b.dtype
+            and a.shape is not None and b.shape is not None and len(a.shape) == len(b.shape)
+            and all(prove_equal(x, y) is Proof.YES for x, y in zip(a.shape, b.shape)))
 
 
 def _condition(ctx, value, what: str):
@@ -270,17 +345,19 @@ def _scan(ctx, body, states, scanned, in_axes, in_dirs, out_axes, out_dirs, labe
     if any(v is None for v in states + scanned):
         raise ctx.error("an empty state or scan input is not supported")
     axes = [_norm_axis(ctx, a, len(ctx.type_of(v).shape), f"scan input axis {a}") for a, v in zip(in_axes, scanned)]
-    lengths = [_static_dim(ctx, v, a, "the scanned axis") for v, a in zip(scanned, axes)]
-    if len(set(lengths)) != 1:
-        raise ctx.error(f"the scan inputs have different lengths {lengths} along their scanned axes")
+    lengths = [_scanned_dim(ctx, v, a) for v, a in zip(scanned, axes)]
+    if not all(prove_equal(n, lengths[0]) is Proof.YES for n in lengths):
+        raise ctx.error(f"the scan inputs have different lengths {[str(n) for n in lengths]} along their "
+                        "scanned axes")
     length = lengths[0]
-    if length > MAX_UNROLL:
-        raise ctx.error(f"the scanned length {length} would unroll to more than {MAX_UNROLL} body copies")
     for name, dirs in (("scan_input_directions", in_dirs), ("scan_output_directions", out_dirs)):
         if any(d not in (0, 1) for d in dirs):
             raise ctx.error(f"{name} must be 0 (forward) or 1 (reverse), got {dirs}")
-    if length == 0:
+    if length.is_const and length.value == 0:
         raise ctx.error("the scanned axis has length 0; an empty Scan is not supported")
+    if not length.is_const or length.value > UNROLL_LIMIT:
+        return _scan_loop(ctx, body, states, scanned, axes, in_dirs, out_axes, out_dirs, length)
+    length = length.value
     scans: list = [[] for _ in range(len(body.output) - n_state)]
     for t in range(length):
         elems = [_index(ctx, v, a, length - 1 - t if d else t) for v, a, d in zip(scanned, axes, in_dirs)]
@@ -294,6 +371,51 @@ def _scan(ctx, body, states, scanned, in_axes, in_dirs, out_axes, out_dirs, labe
         stacked.append(_stack(ctx, acc[::-1] if direction else acc,
                               _norm_axis(ctx, axis, rank, f"scan output axis {axis}")))
     return states + stacked
+
+
+def _scan_loop(ctx, body, states, scanned, axes, in_dirs, out_axes, out_dirs, length):
+    """The IR's loop over the scanned axis: each iteration takes its element of
+    every scan input (counting back for a reverse one); the loop stacks the
+    scan outputs on axis 0, then they are reversed and moved to their axis."""
+    n_state = len(states)
+    backwards = None
+    if any(in_dirs) or any(out_dirs):   # length - 1, ..., 0
+        backwards = ctx.emit("arange", [], {"start": length - 1, "stop": -1, "step": -1, "dtype": "int64"})
+
+    def build(_builder, iteration, go, carried):
+        elems = []
+        for v, a, d in zip(scanned, axes, in_dirs):
+            index = ctx.emit("take", [backwards, iteration], {"axis": 0}) if d else iteration
+            elems.append(ctx.emit("take", [v, index], {"axis": a}))
+        outs = _body(ctx, body, list(carried) + elems, "body")
+        new = [ctx.tensor(v) for v in outs[:n_state]]
+        for k, (state, value) in enumerate(zip(carried, new)):
+            if not _same_type(state.type, value.type):
+                raise ctx.error(f"state {k} ({body.output[k].name}) enters the body as {state.type} and "
+                                f"leaves it as {value.type}; a state that changes shape is not supported")
+        return ctx.tensor(np.array(True)), new, [ctx.tensor(v) for v in outs[n_state:]]
+
+    loop = ctx.emit_loop(length, None, [ctx.tensor(v) for v in states], build)
+    outs = [ctx.builder.emit(TupleGetItem(loop, k)) for k in range(len(loop.type.fields))]
+    for k, (axis, direction) in enumerate(zip(out_axes, out_dirs)):
+        value = outs[n_state + k]
+        if direction:
+            value = ctx.emit("take", [value, backwards], {"axis": 0})
+        rank = value.type.ndim
+        axis = _norm_axis(ctx, axis, rank, f"scan output axis {axis}")
+        if axis:
+            perm = list(range(1, rank))
+            perm.insert(axis, 0)
+            value = ctx.emit("transpose", [value], {"axes": tuple(perm)})
+        outs[n_state + k] = value
+    return outs
+
+
+def _scanned_dim(ctx, value, axis):
+    dims = ctx.type_of(value).shape
+    if axis >= len(dims):
+        raise ctx.error(f"the scanned axis ({axis}) is out of range for rank {len(dims)}")
+    return dims[axis]
 
 
 def _per_input(ctx, name, count, default):
