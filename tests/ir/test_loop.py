@@ -13,7 +13,7 @@ from relax_edge.op.registry import make_call
 from relax_edge.transform.dce import dce
 
 
-def recurrence_module(runtime_trip=False, with_cond=False):
+def recurrence_module(runtime_trip=False, with_cond=False, scans=True):
     """h_{i+1} = 0.5 h_i + x[i] (+ the unused value d), over the rows of x;
     the outputs: the final h and the h of every iteration stacked."""
     n = SizeVar("n", upper=16)
@@ -34,14 +34,17 @@ def recurrence_module(runtime_trip=False, with_cond=False):
             keep = go
             if with_cond:   # go on while sum(h) stays below the limit
                 keep = b.emit(make_call("less", [op.sum(new), params[-1]]))
-            return keep, [new], [new]
+            return keep, [new], [new] if scans else []
         trip = params[2] if runtime_trip else n
         cond = Constant(np.array(True)) if with_cond else None
         loop = bb.emit_loop(trip, cond, [h0], body, name="rec")
-        final, seq = bb.emit(TupleGetItem(loop, 0)), bb.emit(TupleGetItem(loop, 1))
-        if seq.type.shape is None:   # an unknown length: a match_cast names it
-            seq = bb.match_cast(seq, TensorType((SizeVar("k", lower=0), 3), "float32"))
-        bb.ret(bb.emit(Tuple([final, seq])))
+        result = final = bb.emit(TupleGetItem(loop, 0))
+        if scans:
+            seq = bb.emit(TupleGetItem(loop, 1))
+            if seq.type.shape is None:   # an unknown length: a match_cast names it
+                seq = bb.match_cast(seq, TensorType((SizeVar("k", lower=0), 3), "float32"))
+            result = bb.emit(Tuple([final, seq]))
+        bb.ret(result)
     return bb.get()
 
 
@@ -119,3 +122,60 @@ def test_interpreter_runtime_trip_count_and_condition(m):
     want = reference(x, h0, m, 1.5)
     np.testing.assert_allclose(final, want[0], rtol=1e-6)
     np.testing.assert_allclose(seq, want[1], rtol=1e-6)
+
+
+def swap_module():
+    """(a, b) -> (b, a + b) three times: the body reads both states while writing both."""
+    a0, b0 = Var("a0", TensorType((2,), "float32")), Var("b0", TensorType((2,), "float32"))
+    bb = Builder()
+    with bb.function("main", [a0, b0]):
+        def body(b, i, go, carried):
+            a, c = carried
+            return go, [c, b.emit(op.add(a, c))], []
+        loop = bb.emit_loop(3, None, [a0, b0], body, name="fib")
+        bb.ret(bb.emit(Tuple([bb.emit(TupleGetItem(loop, 0)), bb.emit(TupleGetItem(loop, 1))])))
+    return bb.get()
+
+
+@pytest.fixture(scope="module", params=["c", "llvm"])
+def host(request):
+    with rxe.connect("host") as dev:
+        yield request.param, dev
+
+
+def build(mod, backend, tmp_path, dev):
+    return dev.load(rxe.build(mod, board="host", backend=backend, out_dir=tmp_path, name="m"))
+
+
+def test_compiled_symbolic_trip_count_and_scans(host, tmp_path):
+    backend, dev = host
+    loaded = build(recurrence_module(), backend, tmp_path, dev)
+    for n in (1, 6):
+        x, h0 = inputs(n)
+        for got, want in zip(loaded.run(x, h0), reference(x, h0)):
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_compiled_runtime_trip_count_and_condition(host, tmp_path):
+    backend, dev = host
+    loaded = build(recurrence_module(runtime_trip=True, with_cond=True, scans=False), backend, tmp_path, dev)
+    for m, limit in ((0, 1.5), (3, 100.0), (9, 0.5), (9, 100.0)):
+        x, h0 = inputs(9, seed=m)
+        got = loaded.run(x, h0, np.int64(m), np.float32(limit))
+        np.testing.assert_allclose(got[0] if isinstance(got, (list, tuple)) else got,
+                                   reference(x, h0, m, limit)[0], rtol=1e-6)
+
+
+def test_compiled_swap_of_carried_values(host, tmp_path):
+    backend, dev = host
+    loaded = build(swap_module(), backend, tmp_path, dev)
+    a, b = np.array([1, 2], np.float32), np.array([1, 3], np.float32)
+    got = loaded.run(a, b)
+    np.testing.assert_array_equal(got[0], [3, 8])
+    np.testing.assert_array_equal(got[1], [5, 13])
+    np.testing.assert_array_equal(rxe.interpret(swap_module(), a, b)[1], [5, 13])
+
+
+def test_compiled_path_refuses_a_scan_of_run_time_length(tmp_path):
+    with pytest.raises(rxe.RelaxEdgeError, match=r"loop rec: its scan output 0 has type Tensor\(ndim=2"):
+        rxe.build(recurrence_module(runtime_trip=True), board="host", backend="c", out_dir=tmp_path, name="m")
