@@ -2,10 +2,13 @@
 
 If with a runtime condition is imported as the IR's if, interpreted and
 compiled (C, LLVM on the host; one qemu-aarch64 row); a known condition
-folds. Loop and Scan are unrolled at import, interpreted and compiled.
-Unsupported forms (runtime loop conditions, symbolic scan lengths, branches
-that differ in dtype, sequence values) and unsupported operators inside
-bodies are refused with the node named."""
+folds. Loop and Scan of a few known iterations are unrolled at import;
+longer ones, run-time trip counts and conditions and symbolic scan lengths
+become the IR's loop, interpreted and compiled (one qemu-aarch64 row).
+Unsupported forms (carried values that change shape in a loop, branches
+that differ in dtype, sequence values, a scan output of run-time length in
+compiled code) and unsupported operators inside bodies are refused with
+the node named."""
 
 import importlib.util
 from pathlib import Path
@@ -247,25 +250,57 @@ def test_loop_compiled_on_the_host(backend, tmp_path):
             check(m, {"y0": rand(n, 2), "x": rand(n, 2)}, loaded.run)
 
 
-def test_loop_refusals():
+def test_loop_with_a_runtime_condition_and_scan_outputs_is_the_irs_loop():
+    """cond_out = sum(y_in) > 0, computed at run time: the loop, its scan output's length bound after it."""
     runtime_cond = helper.make_node("Greater", ["y_in_sum", "zero"], ["cond_out"])
     m = loop_model(3, cond_node=runtime_cond)
     body = m.graph.node[0].attribute[0].g
     body.node.insert(0, helper.make_node("ReduceSum", ["y_in"], ["y_in_sum"], keepdims=0))
     body.node.insert(0, helper.make_node("Constant", [], ["zero"], value=helper.make_tensor("z", T.FLOAT, [], [0])))
-    with pytest.raises(OnnxImportError, match=r"node loop \(Loop\): the condition after iteration 0 is computed at "
-                                              r"run time; .* only with a trip count M and no scan outputs"):
-        rxe.from_onnx(m)
-    with pytest.raises(OnnxImportError, match=r"node loop \(Loop\): the loop runs more than 4096 iterations"):
-        rxe.from_onnx(loop_model(5000))
+    mod = rxe.from_onnx(m)
+    assert "loop(trip_count=3" in str(mod) and "match_cast" in str(mod)
+    for y0 in (np.ones((2, 2), np.float32), -np.ones((2, 2), np.float32)):
+        check(m, {"y0": y0, "x": rand(2, 2)}, interpreted(mod))
+
+
+def test_loop_with_a_runtime_trip_count():
     m = loop_model(3)
     m.graph.initializer.pop(0)   # the trip count becomes a graph input
     m.graph.input.append(vi("M", [], T.INT64))
-    with pytest.raises(OnnxImportError, match=r"node loop \(Loop\): input 0 \(trip count M, 'M'\) must be known at "
-                                              r"compile time"):
+    mod = rxe.from_onnx(m)
+    assert "loop(trip_count=M" in str(mod)
+    for trip in (1, 2, 5):
+        check(m, {"y0": rand(2, 2), "x": rand(2, 2), "M": np.array(trip, np.int64)}, interpreted(mod))
+    # no iteration: the initial value and an empty scan output of the body's rank (ONNX Runtime gives shape (0,))
+    y0 = rand(2, 2)
+    y, ys = rxe.interpret(mod, y0, rand(2, 2), np.array(0, np.int64))
+    assert np.array_equal(y, y0) and ys.shape == (0, 2, 2)
+    mod = rxe.from_onnx(m, constant_inputs={"M": np.array(2, np.int64)})   # known: unrolled
+    assert "loop(" not in str(mod) and rxe.interpret(mod, rand(1, 2), rand(1, 2))[1].shape == (2, 1, 2)
+    with pytest.raises(RelaxEdgeError, match=r"loop loop: its scan output 0 has type Tensor\(ndim=3.* not "
+                                             r"supported by the compiled code yet"):
+        rxe.build(rxe.from_onnx(m), board="host", backend="c", out_dir="/nonexistent", name="m")
+
+
+def test_a_long_loop_is_not_unrolled():
+    m = loop_model(40)
+    mod = rxe.from_onnx(m)
+    assert "loop(trip_count=40" in str(mod) and str(mod).count("Mul") <= 1
+    check(m, {"y0": rand(2, 2), "x": rand(2, 2)}, interpreted(mod))
+
+
+def test_loop_whose_carried_value_changes_shape_is_refused():
+    """y_out = concat(y_in, x * i): fine unrolled (each copy its own shape), refused as the IR's loop."""
+    m = loop_model(2, cond_node=helper.make_node("Identity", ["cond_in"], ["cond_out"]))
+    body = m.graph.node[0].attribute[0].g
+    body.node[3].CopyFrom(helper.make_node("Concat", ["y_in", "xi"], ["y_out"], axis=0))
+    body.node[4].CopyFrom(helper.make_node("Identity", ["xi"], ["scan"]))
+    check(m, {"y0": rand(2, 2), "x": rand(2, 2)}, interpreted(rxe.from_onnx(m)))
+    m.graph.initializer[0].CopyFrom(helper.make_tensor("M", T.INT64, [], [20]))
+    with pytest.raises(OnnxImportError, match=r"node loop \(Loop\): loop-carried value 0 \(y_out\) enters the "
+                                              r"body as Tensor\(\(n, 2\), \"float32\"\) and leaves it as "
+                                              r"Tensor\(\(n \* 2, 2\).* changes shape"):
         rxe.from_onnx(m)
-    mod = rxe.from_onnx(m, constant_inputs={"M": np.array(2, np.int64)})
-    assert rxe.interpret(mod, rand(1, 2), rand(1, 2))[1].shape == (2, 1, 2)
 
 
 def while_model():
@@ -282,17 +317,47 @@ def while_model():
                  [helper.make_tensor("M", T.INT64, [], [5])])
 
 
-def test_loop_with_a_runtime_condition_runs_guarded_copies(tmp_path):
+@pytest.mark.parametrize("backend", ["c", "llvm"])
+def test_loop_with_a_runtime_condition_compiled(backend, tmp_path):
     m = while_model()
     mod = rxe.from_onnx(m)
-    assert str(mod).count("if ") == 5
+    assert "loop(trip_count=5, cond=" in str(mod) and "if " not in str(mod)
     cases = [(np.ones((2, 2), np.float32), 10.0), (np.ones((1, 2), np.float32), 1.0),
              (np.ones((3, 2), np.float32), 1000.0), (np.ones((2, 2), np.float32), 30.0)]
     for y0, limit in cases:
         check(m, {"y0": y0, "limit": np.array(limit, np.float32)}, interpreted(mod))
-    with compiled(m, "c", tmp_path) as loaded:
+    with compiled(m, backend, tmp_path) as loaded:
         for y0, limit in cases:
             check(m, {"y0": y0, "limit": np.array(limit, np.float32)}, loaded.run)
+
+
+def runtime_trip_model():
+    """The while model with its trip count a graph input (1 element: remote sessions refuse rank 0)."""
+    m = while_model()
+    m.graph.initializer.pop(0)
+    m.graph.input.append(vi("M", [1], T.INT64))
+    return m
+
+
+@pytest.mark.parametrize("backend", ["c", "llvm"])
+def test_loop_with_a_runtime_trip_count_and_condition_compiled(backend, tmp_path):
+    m = runtime_trip_model()
+    with compiled(m, backend, tmp_path) as loaded:
+        for trip, limit in ((0, 100.0), (3, 100.0), (9, 100.0), (9, 30.0)):
+            check(m, {"y0": np.ones((2, 2), np.float32), "limit": np.array(limit, np.float32),
+                      "M": np.array([trip], np.int64)}, loaded.run)
+
+
+@pytest.mark.slow
+@pytest.mark.emu
+def test_loop_compiled_on_qemu_aarch64(tmp_path):
+    m = runtime_trip_model()
+    art = rxe.build(rxe.from_onnx(m), board="qemu-aarch64", backend="c", out_dir=tmp_path, name="m")
+    with rxe.connect("qemu-aarch64") as dev:
+        loaded = dev.load(art)
+        for trip, limit in ((2, 100.0), (9, 30.0)):
+            check(m, {"y0": np.ones((3, 2), np.float32), "limit": np.array(limit, np.float32),
+                      "M": np.array([trip], np.int64)}, loaded.run)
 
 
 def test_if_inside_an_unrolled_loop_with_a_constant_branch(tmp_path):
@@ -373,9 +438,20 @@ def test_scan8_batch_and_directions():
         rxe.from_onnx(m)
 
 
-def test_scan_over_a_symbolic_axis_is_refused():
-    with pytest.raises(OnnxImportError, match=r"node scan \(Scan\): the scanned axis has symbolic length t"):
-        rxe.from_onnx(scan9_model())
+def test_scan_over_a_symbolic_axis_is_the_irs_loop():
+    m = scan9_model()
+    mod = rxe.from_onnx(m)
+    assert "loop(trip_count=t" in str(mod)
+    for n, t in ((1, 1), (2, 5), (1, 20)):
+        check(m, {"s0": rand(n, 3), "x": rand(n, t, 3)}, interpreted(mod))
+
+
+@pytest.mark.parametrize("backend", ["c", "llvm"])
+def test_scan_over_a_symbolic_axis_compiled(backend, tmp_path):
+    m = scan9_model()
+    with compiled(m, backend, tmp_path) as loaded:
+        for n, t in ((1, 1), (2, 5), (1, 20)):
+            check(m, {"s0": rand(n, 3), "x": rand(n, t, 3)}, loaded.run)
 
 
 # ------------------------------------------------------ unsupported operators, validation
