@@ -290,6 +290,53 @@ def test_kws_compiled_matches_onnx_runtime(cell, backend, tmp_path):
 
 # ------------------------------------------------------------------------ bad input
 
+# ------------------------------------------------ a symbolic sequence length: the IR's loop
+
+SYMBOLIC = [
+    Case("lstm_symbolic_bidir_all_inputs", "LSTM", attrs={"direction": "bidirectional"},
+         inputs=("B", "sequence_lens", "initial_h", "initial_c", "P")),
+    Case("gru_symbolic_reverse_lbr", "GRU", attrs={"direction": "reverse", "linear_before_reset": 1},
+         inputs=("B", "initial_h")),
+    Case("rnn_symbolic_forward_zero_state", "RNN", inputs=("B",), outputs=("Y", "Y_h")),
+]
+
+
+def _symbolic_model(case: Case):
+    """The case's model with the sequence dim of X named T."""
+    model = _model(case)
+    dim = model.graph.input[0].type.tensor_type.shape.dim[1 if case.layout else 0]
+    dim.Clear()
+    dim.dim_param = "T"
+    return model
+
+
+def _symbolic_check(case, model, run):
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for t in (2, 9):
+        feeds = _feeds(replace(case, seq=t), 2)
+        _check(case, run(*feeds.values()), sess.run(None, feeds))
+
+
+@pytest.mark.parametrize("case", SYMBOLIC, ids=[c.name for c in SYMBOLIC])
+def test_symbolic_sequence_length_is_the_irs_loop(case):
+    model = _symbolic_model(case)
+    mod = rxe.from_onnx(model)
+    assert str(mod).count("loop(trip_count=T") == case.directions
+    _symbolic_check(case, model, lambda *arrays: _as_list(rxe.interpret(mod, *arrays)))
+
+
+@pytest.mark.parametrize("backend", ["c", "llvm"])
+def test_symbolic_lstm_compiled(backend, tmp_path):
+    case = SYMBOLIC[0]
+    model = _symbolic_model(case)
+    with compiled(model, backend, tmp_path) as loaded:
+        _symbolic_check(case, model, lambda *arrays: _as_list(loaded.run(*arrays)))
+
+
+def _as_list(out):
+    return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
 def _bad(op="RNN", x_shape=(3, "n", 2), hidden=4, attrs=None, w_dirs=1, w_rows=None, opset=14, extra=()):
     g = GATES[op]
     w = np.zeros((w_dirs, w_rows or g * hidden, x_shape[-1]), np.float32)
@@ -306,7 +353,6 @@ def _bad(op="RNN", x_shape=(3, "n", 2), hidden=4, attrs=None, w_dirs=1, w_rows=N
 
 
 @pytest.mark.parametrize("model,message", [
-    (_bad(x_shape=("T", "n", 2)), r"bad \(RNN\).*sequence length \(T\) must be known at import time"),
     (_bad(attrs={"direction": "sideways"}), r"bad \(RNN\).*direction 'sideways' is not supported"),
     (_bad(attrs={"direction": "bidirectional"}), r"bad \(RNN\).*input 1 \(W\) must have shape \(2, 4, 2\)"),
     (_bad(hidden=4, w_rows=5), r"bad \(RNN\).*input 1 \(W\) must have shape \(1, 4, 2\), got \(1, 5, 2\)"),

@@ -1,6 +1,7 @@
 """ONNX import: recurrent networks (RNN, GRU, LSTM; opsets 1 to 22), unrolled
 over a sequence length known at import time, each time step expressed over
-existing graph operators.
+existing graph operators; a symbolic sequence length makes the IR's loop
+(7).
 
 1. Per direction, the input projection of every time step is one matmul,
    (T * batch, input) x (input, gates * hidden), plus the biases that sit
@@ -27,8 +28,13 @@ existing graph operators.
    has no default: it needs both values.
 6. float16 is computed in float32 and rounded once at the outputs.
 
-Not supported (a clear error): a sequence length not known at import time,
-a sequence length of 0, dtypes other than float32 and float16, activation
+7. A symbolic sequence length: per direction one `loop` over the time
+   steps (ir/expr.py `Loop`), carrying h (and c), each iteration one cell
+   over its rows of the projection (`take`), the hidden states stacked as
+   the loop's scan output (reversed after the loop for the reverse
+   direction); an omitted initial state starts as zeros.
+
+Not supported (a clear error): a sequence length of 0, dtypes other than float32 and float16, activation
 lists of the wrong length, more alpha / beta values than the activations use.
 """
 
@@ -38,6 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ....ir.expr import TupleGetItem
 from ....ir.shape import as_expr
 from ..context import converter
 
@@ -115,7 +122,7 @@ class _Node:
     """What one RNN / GRU / LSTM node asks for, checked."""
     kind: str
     hidden: int
-    steps: int
+    steps: object          # int (unrolled) or a symbolic IntExpr (the IR's loop)
     batch: object          # IntExpr
     layout: int
     directions: tuple
@@ -158,10 +165,7 @@ def _read_node(ctx, inputs) -> _Node:
         raise ctx.error(f"attribute layout must be 0 or 1, got {layout}")
     x_dims = _dims(ctx, x, 0, "X", 3)
     steps, batch = (x_dims[0], x_dims[1]) if layout == 0 else (x_dims[1], x_dims[0])
-    if not steps.is_const:
-        raise ctx.error(f"the sequence length ({steps}) must be known at import time: the recurrence is unrolled "
-                        "(a symbolic sequence length is not supported)")
-    if int(steps) < 1:
+    if steps.is_const and int(steps) < 1:
         raise ctx.error("a sequence length of 0 is not supported")
     direction = ctx.attr("direction", "forward", str)
     if direction not in _DIRECTIONS:
@@ -180,7 +184,7 @@ def _read_node(ctx, inputs) -> _Node:
     clip = ctx.attr("clip", None, float)
     if clip is not None and not clip > 0:
         raise ctx.error(f"attribute clip must be positive, got {clip}")
-    node = _Node(kind, hidden, int(steps), batch, layout, directions, clip, dtype,
+    node = _Node(kind, hidden, int(steps) if steps.is_const else steps, batch, layout, directions, clip, dtype,
                  _activations(ctx, kind, len(directions)))
     if kind == "LSTM":
         node.input_forget = bool(_flag(ctx, "input_forget"))
@@ -391,7 +395,7 @@ def _sequence_lens(s: _Steps, inputs):
     """sequence_lens, or None where every sequence is known to be full."""
     lens = inputs[4] if len(inputs) > 4 else None
     known = None if lens is None else s.ctx.known(lens)
-    if known is not None and (known == s.node.steps).all():
+    if known is not None and isinstance(s.node.steps, int) and (known == s.node.steps).all():
         return None
     return lens
 
@@ -404,6 +408,8 @@ def _run_direction(s: _Steps, inputs, x_seq, d, lens):
     h = _work(s.ctx, s.direction(_batch_second(s, inputs, 5), d))
     c = _work(s.ctx, s.direction(_batch_second(s, inputs, 6), d))
     column = None if lens is None else s.emit("reshape", [lens], {"shape": (node.batch, 1)})
+    if not isinstance(node.steps, int):
+        return _loop_direction(s, weights, proj, h, c, d, lens)
     order = range(node.steps) if node.directions[d] == "forward" else range(node.steps - 1, -1, -1)
     states = [None] * node.steps
     for t in order:
@@ -412,6 +418,41 @@ def _run_direction(s: _Steps, inputs, x_seq, d, lens):
         h, c = s.keep(mask, h_new, h), (None if c_new is None else s.view(s.keep(mask, c_new, c)))
         states[t] = h
     return states, h, c
+
+
+def _loop_direction(s: _Steps, weights, proj, h, c, d, lens):
+    """Direction d over a symbolic sequence length: the IR's loop, one cell
+    per iteration (time step t = the iteration, or counting back for the
+    reverse direction); the states carried (an omitted one starts at zero);
+    the hidden states stacked in time order, and the final states."""
+    node, ctx = s.node, s.ctx
+    steps, batch, hidden = as_expr(node.steps), as_expr(node.batch), node.hidden
+    zeros = ctx.emit("broadcast_to", [np.zeros((), "float32")], {"shape": (batch, hidden)})
+    h = zeros if h is None else h
+    c = None if node.kind != "LSTM" else zeros if c is None else c
+    rows = ctx.emit("reshape", [proj], {"shape": (steps, batch, _GATES[node.kind] * hidden)})
+    backwards = None
+    if node.directions[d] == "reverse":
+        backwards = ctx.emit("arange", [], {"start": steps - 1, "stop": -1, "step": -1, "dtype": "int64"})
+    column = None if lens is None else ctx.emit("reshape", [lens], {"shape": (batch, 1)})
+
+    def body(_builder, iteration, _go, carried):
+        h, c = carried[0], (carried[1] if len(carried) > 1 else None)
+        t = iteration if backwards is None else ctx.emit("take", [backwards, iteration], {"axis": 0})
+        mask = None
+        if column is not None:
+            t_lens = ctx.emit("cast", [t], {"dtype": ctx.type_of(lens).dtype})
+            mask = s.view(ctx.emit("less", [t_lens, column]))
+        xp = ctx.emit("take", [rows, t], {"axis": 0})
+        h_new, c_new = _CELLS[node.kind](s, weights, node.activations[d], xp, h, c)
+        h = s.keep(mask, h_new, h)
+        carried = [h] if c is None else [h, s.keep(mask, c_new, c)]
+        return ctx.tensor(np.array(True)), carried, [h]
+
+    loop = ctx.emit_loop(steps, None, [h] if c is None else [h, c], body)
+    outs = [ctx.builder.emit(TupleGetItem(loop, k)) for k in range(len(loop.type.fields))]
+    states = outs[-1] if backwards is None else ctx.emit("take", [outs[-1], backwards], {"axis": 0})
+    return states, outs[0], (outs[1] if c is not None else None)
 
 
 def _batch_second(s: _Steps, inputs, index):
@@ -425,12 +466,20 @@ def _batch_second(s: _Steps, inputs, index):
 def _sequence_output(s: _Steps, results, lens):
     """Y as (T, directions, batch, hidden): zero past each sequence's length."""
     node = s.node
-    per_dir = [_stacked(s, states, 0, (1, 1, node.batch, node.hidden)) for states, _, _ in results]
+    if isinstance(node.steps, int):
+        per_dir = [_stacked(s, states, 0, (1, 1, node.batch, node.hidden)) for states, _, _ in results]
+    else:   # the loop's stacked states, (T, batch, hidden)
+        per_dir = [s.emit("reshape", [states], {"shape": (node.steps, 1, node.batch, node.hidden)})
+                   for states, _, _ in results]
     y = per_dir[0] if len(per_dir) == 1 else s.emit("concat", per_dir, {"axis": 1})
     if lens is None:
         return y
     dtype = s.ctx.type_of(lens).dtype
-    times = np.arange(node.steps, dtype=dtype).reshape(node.steps, 1, 1, 1)
+    if isinstance(node.steps, int):
+        times = np.arange(node.steps, dtype=dtype).reshape(node.steps, 1, 1, 1)
+    else:
+        times = s.emit("reshape", [s.emit("arange", [], {"start": 0, "stop": node.steps, "step": 1, "dtype": dtype})],
+                       {"shape": (node.steps, 1, 1, 1)})
     inside = s.emit("less", [times, s.emit("reshape", [lens], {"shape": (1, 1, node.batch, 1)})])
     return s.emit("where", [inside, y, np.array(0, "float32")])
 
