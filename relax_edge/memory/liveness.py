@@ -240,7 +240,8 @@ class _Analysis:
                                      "at run time (a run-time trip count or a condition that can stop the loop "
                                      "early) is not supported by the compiled code yet")
         if not all(isinstance(x, (Var, Constant)) for x in e.operands()):
-            raise RelaxEdgeError(f"{where}: its trip count, condition and initial values must be variables or constants")
+            raise RelaxEdgeError(f"{where}: its trip count, condition and initial values must be variables or "
+                                 "constants")
         iteration, cond, states = e.params[0], e.params[1], e.params[2:]
         results = e.body.body.fields if isinstance(e.body.body, Tuple) else ()
         if len(results) != len(e.body.type.fields) or not all(isinstance(r, (Var, Constant)) for r in results):
@@ -266,7 +267,7 @@ class _Analysis:
         if stops and go is not cond:
             self.steps.append(Step(cond, None, copy_from=go, guard=inner))
         swapped = []
-        for k, (state, r) in enumerate(zip(states, results[1:1 + n])):
+        for state, r in zip(states, results[1:1 + n]):
             if r is state:
                 continue
             self.unviewed.add(r)
