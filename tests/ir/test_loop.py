@@ -179,3 +179,35 @@ def test_compiled_swap_of_carried_values(host, tmp_path):
 def test_compiled_path_refuses_a_scan_of_run_time_length(tmp_path):
     with pytest.raises(rxe.RelaxEdgeError, match=r"loop rec: its scan output 0 has type Tensor\(ndim=2"):
         rxe.build(recurrence_module(runtime_trip=True), board="host", backend="c", out_dir=tmp_path, name="m")
+
+
+def nested_module():
+    """For i < n: for j < i + 1: acc += x (the inner trip count computed in the outer body)."""
+    n = SizeVar("n", upper=8)
+    x = Var("x", TensorType((n, 2), "float32"))
+    acc0 = Var("acc0", TensorType((2,), "float32"))
+    bb = Builder()
+    with bb.function("main", [x, acc0]):
+        def outer(b, i, go, carried):
+            row = b.emit(make_call("take", [x, i], {"axis": 0}))
+            trip = b.emit(op.add(i, Constant(np.int64(1))))
+
+            def inner(b2, j, go2, carried2):
+                return go2, [b2.emit(op.add(carried2[0], row))], []
+            loop = b.emit_loop(trip, None, carried, inner, name="inner")
+            return go, [b.emit(TupleGetItem(loop, 0))], []
+        loop = bb.emit_loop(n, None, [acc0], outer, name="outer")
+        bb.ret(bb.emit(TupleGetItem(loop, 0)))
+    return bb.get()
+
+
+def test_nested_loops_verified_through_the_pipeline_interpreted_and_compiled(host, tmp_path):
+    from relax_edge.memory import plan_module
+    backend, dev = host
+    mod = nested_module()
+    plan = plan_module(rxe.optimize(mod, verify=True))["main"].plan
+    assert plan.is_bounded   # n is bounded: the arena is fixed
+    x, acc = inputs(4)[0][:, :2].copy(), np.zeros(2, np.float32)
+    want = acc + sum((i + 1) * x[i] for i in range(4))
+    np.testing.assert_allclose(rxe.interpret(mod, x, acc), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(build(mod, backend, tmp_path, dev).run(x, acc)[0], want, rtol=1e-5, atol=1e-6)
