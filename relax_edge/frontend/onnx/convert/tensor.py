@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ....ir.shape import IntExpr, as_expr
+from ....ir.shape import IntExpr, as_expr, bounds
 from ....op.manipulate import arange_length
 from ..context import converter
 from ..values import SymInts, from_static, static_array
@@ -115,8 +115,12 @@ def convert_reshape(ctx, inputs):
 
 @converter("NonZero")
 def convert_nonzero(ctx, inputs):
-    rank = len(_dims(ctx, inputs[0]))
-    return ctx.match_cast_fresh(ctx.emit("nonzero", inputs), "count", lower=0, known=[rank, None])
+    dims = _dims(ctx, inputs[0])
+    numel = as_expr(1)
+    for d in dims:
+        numel = numel * d
+    return ctx.match_cast_fresh(ctx.emit("nonzero", inputs), "count", lower=0, known=[len(dims), None],
+                                upper=bounds(numel)[1])   # at most every element: the compiled plan's capacity
 
 
 @converter("Flatten")
