@@ -364,6 +364,9 @@ class KernelEmitter(KernelSkeleton, IndexArithmetic):
     def visit_Cast(self, e: Cast):
         return self.cast(self.expr(e.a), e.a.dtype, e.dtype)
 
+    def visit_Reinterpret(self, e):   # tir.expr.Reinterpret
+        return self.reinterpret(self.expr(e.a), e.a.dtype, e.dtype)
+
     def visit_Intrinsic(self, e: Intrinsic):
         return self.intrinsic(e.name, [self.expr(a) for a in e.args], e.dtype)
 
@@ -422,6 +425,12 @@ class KernelEmitter(KernelSkeleton, IndexArithmetic):
         if BITS[dst] > BITS[src]:
             return (b.zext if src in UNSIGNED else b.sext)(value, to)
         return value
+
+    def reinterpret(self, value, src: str, dst: str) -> ir.Value:
+        """`bitcast`; float16 and bfloat16 values are their i16 bits, narrowed from and widened to float."""
+        bits = self.narrow(value, src) if src in NARROW_FLOATS else value
+        bits = self.b.bitcast(bits, memory_type(dst)) if bits.type != memory_type(dst) else bits
+        return self.widen(bits, dst) if dst in NARROW_FLOATS else bits
 
     def intrinsic(self, name: str, args: list, dtype: str) -> ir.Value:
         dtype = "float32" if dtype in NARROW_FLOATS else dtype
