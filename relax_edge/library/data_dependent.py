@@ -136,5 +136,6 @@ def lower_call(call: Call):
     if "scratch_bytes" in attrs:
         attrs["scratch_bytes"] = as_expr(attrs["scratch_bytes"])
     attrs["params"] = tuple(call.attrs.items())
-    decl = ExternDecl(symbol, [a.type for a in args], call.type, "runtime", reference=_reference(call.op.name, len(call.args)))
+    reference = _reference(call.op.name, len(call.args))
+    decl = ExternDecl(symbol, [a.type for a in args], call.type, "runtime", reference=reference)
     return CallExtern(symbol, args, call.type, attrs, call.span), decl
