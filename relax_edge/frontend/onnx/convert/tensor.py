@@ -260,7 +260,10 @@ def convert_expand(ctx, inputs):
 @converter("Tile")
 def convert_tile(ctx, inputs):
     data, reps = inputs
-    repeats = tuple(ctx.integers(reps, 1, "repeats"))
+    if ctx.known(reps) is not None:
+        repeats = tuple(ctx.integers(reps, 1, "repeats"))
+    else:  # computed from shapes (DeBERTa tiles by the batch size)
+        repeats = tuple(as_expr(r) for r in ctx.require_static(reps, 1, "repeats").reshape(-1))
     return ctx.emit("tile", [data], {"repeats": repeats})
 
 
