@@ -302,7 +302,9 @@ class LLVMHostEmitter(IndexArithmetic):
         self.b.store(self.int_expr(op.value), self.element(shape, op.axis))
 
     def set_size(self, op: SetSize) -> None:
-        self.b.store(self.int_expr(op.value), self.element(self.s, self.slots[op.var]))
+        where = self.element(self.s, self.slots[op.var])
+        where.type = PTR   # llvmlite types the GEP by the sizes array; the IR pointer is opaque either way
+        self.b.store(self.int_expr(op.value), where)
 
     def view(self, op: View) -> None:
         return None
