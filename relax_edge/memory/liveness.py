@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 from ..errors import RelaxEdgeError
 from ..ir.expr import CallExtern, CallTensor, Constant, Function, If, IRModule, MatchCast, Tuple, TupleGetItem, Var
-from ..ir.shape import Proof, as_expr, free_vars, max_expr, prove_equal, substitute
+from ..ir.shape import Proof, as_expr, free_vars, max_expr, min_expr, prove_equal, substitute
 from ..ir.types import TensorType, TupleType
 from ..op.registry import OPS
 from .plan import Buffer
@@ -214,7 +214,7 @@ class _Analysis:
             var = d.as_var()
             if var is not None and var not in self.bound:
                 self.bound.add(var)
-                self.capacity[var] = cap
+                self.capacity[var] = cap if var.upper is None else min_expr(cap, var.upper)   # its own bound too
                 fresh.append(var)
         self.alias[b.var] = b.value
         self.casts.append(Cast(b.var, source, len(self.steps), guard, tuple(fresh)))
