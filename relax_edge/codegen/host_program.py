@@ -512,9 +512,11 @@ class HostLowering:
     def match_cast(self, cast) -> list:
         """Bind the cast's fresh sizes (within 0 and their capacity) and check its other dims."""
         ops = []
+        producer = next((s.call for s in self.live.steps if s.var is cast.source and s.call is not None), None)
+        where = f"match_cast {cast.var.name}" + (f" of {producer.span}" if getattr(producer, "span", None) else "")
         for d, (target, actual) in enumerate(zip(cast.var.type.shape, self.source_dims(cast.source))):
             var = target.as_var()
-            what = f"match_cast {cast.var.name} dimension {d}"
+            what = f"{where} dimension {d}"
             if var is not None and var in cast.fresh:
                 if var not in self.run_sizes:
                     self.run_sizes.append(var)
