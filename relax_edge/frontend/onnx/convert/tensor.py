@@ -257,13 +257,17 @@ def convert_expand(ctx, inputs):
     return ctx.emit("broadcast_to", [data], {"shape": target})
 
 
+def _integers_or_sizes(ctx, value, index, what):
+    """Input `index` as integers known at import, or as symbolic ones computed from shapes."""
+    if ctx.known(value) is not None:
+        return ctx.integers(value, index, what)
+    return [as_expr(v) for v in ctx.require_static(value, index, what).reshape(-1)]
+
+
 @converter("Tile")
 def convert_tile(ctx, inputs):
     data, reps = inputs
-    if ctx.known(reps) is not None:
-        repeats = tuple(ctx.integers(reps, 1, "repeats"))
-    else:  # computed from shapes (DeBERTa tiles by the batch size)
-        repeats = tuple(as_expr(r) for r in ctx.require_static(reps, 1, "repeats").reshape(-1))
+    repeats = tuple(_integers_or_sizes(ctx, reps, 1, "repeats"))  # DeBERTa tiles by the batch size
     return ctx.emit("tile", [data], {"repeats": repeats})
 
 
@@ -331,7 +335,7 @@ def convert_pad(ctx, inputs):
     if ctx.opset < 11:
         pads, value = list(ctx.attr("pads")), ctx.attr("value", 0.0, float)
     else:
-        pads = ctx.integers(inputs[1], 1, "pads")
+        pads = _integers_or_sizes(ctx, inputs[1], 1, "pads")  # swin_t pads to whole windows of any size
         value = 0
         if len(inputs) > 2 and inputs[2] is not None:
             value = ctx.scalar(inputs[2], 2, "constant_value").item()
