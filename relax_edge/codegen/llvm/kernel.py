@@ -408,10 +408,11 @@ class KernelEmitter(KernelSkeleton, IndexArithmetic):
         b, to = self.b, llvm_type(dst)
         if dst == "bool":
             return self.truth(value, src)
+        if dst in NARROW_FLOATS:   # rounded to the narrow type, held as float (a float16 value too, as in C)
+            single = value if src in NARROW_FLOATS else self.cast(value, src, "float32")   # narrow: float already
+            return self.widen(self.narrow(single, dst), dst)
         if src == dst:
             return value
-        if dst in NARROW_FLOATS:   # rounded to the narrow type, held as float
-            return self.widen(self.narrow(self.cast(value, src, "float32"), dst), dst)
         if src in NARROW_FLOATS:
             src = "float32"
         if is_float(src) and is_float(dst):
