@@ -9,7 +9,7 @@ targets refused with the node named. Expected values are numpy's
 import ml_dtypes
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import relax_edge as rxe
 from relax_edge.frontend.onnx import node_tests
@@ -117,6 +117,42 @@ def test_compiled_on_the_host(backend, tmp_path):
         for n in SIZES:
             inputs = _inputs(n, 10 + n)
             _check(loaded.run(*[inputs[s] for s in sources]), inputs)
+
+
+def _chain_model():
+    """BitCast inside fusable chains: the float16 sum's bits, the float32 exponent field cleared and read back."""
+    node = helper.make_node
+    i32 = numpy_helper.from_array(np.array(0x007FFFFF, np.int32), "mantissa")
+    one = numpy_helper.from_array(np.array(1.0, np.float32), "one")
+    half = numpy_helper.from_array(np.array(0.5, np.float16), "half")
+    nodes = [node("Add", ["x", "one"], ["a"]), node("BitCast", ["a"], ["bits"], to=TensorProto.INT32),
+             node("BitwiseAnd", ["bits", "mantissa"], ["m"]), node("BitCast", ["m"], ["f"], to=TensorProto.FLOAT),
+             node("Mul", ["f", "x"], ["y"]),
+             node("Add", ["h", "half"], ["hs"]), node("BitCast", ["hs"], ["hb"], to=TensorProto.INT16)]
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", ELEM["float32"], ["n"]),
+                                               helper.make_tensor_value_info("h", ELEM["float16"], ["n"])],
+                              [helper.make_tensor_value_info("y", ELEM["float32"], ["n"]),
+                               helper.make_tensor_value_info("hb", ELEM["int16"], ["n"])],
+                              initializer=[i32, one, half])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+    model.ir_version = 10
+    return model
+
+
+def _chain_expected(x, h):
+    f = ((x + np.float32(1)).view(np.int32) & np.int32(0x007FFFFF)).view(np.float32)
+    return f * x, (h.astype(np.float32) + np.float32(0.5)).astype(np.float16).view(np.int16)
+
+
+@pytest.mark.parametrize("backend", ["c", "llvm"])
+def test_fused_chains_compiled(backend, tmp_path):
+    model = _chain_model()
+    rng = np.random.default_rng(3)
+    with compiled(model, backend, tmp_path) as loaded:
+        for n in (2, 9):
+            x, h = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float16)
+            for got, want in zip(loaded.run(x, h), _chain_expected(x, h)):
+                np.testing.assert_array_equal(np.asarray(got), want)
 
 
 @pytest.mark.slow
