@@ -70,28 +70,23 @@ def _float_default(ctx, x) -> str:
     return dtype
 
 
-@converter("RandomUniform", "RandomUniformLike")
-def convert_random_uniform(ctx, inputs):
-    like = ctx.node.op_type.endswith("Like")
-    shape = _like_shape(ctx, inputs[0]) if like else _shape_attr(ctx)
-    dtype = _dtype(ctx, _float_default(ctx, inputs[0]) if like else "float32", FLOAT_DTYPES)
-    low, high = ctx.attr("low", 0.0, float), ctx.attr("high", 1.0, float)
-    if not np.isfinite([low, high]).all() or high < low:
-        raise ctx.error(f"low={low} and high={high} must be finite with low <= high")
-    return ctx.emit("random_uniform", [], {"shape": shape, "dtype": dtype, "low": low, "high": high,
-                                           "seed": _seed(ctx)})
+# ONNX generator -> (graph operator, its two float attributes with their defaults)
+_GENERATORS = {"RandomUniform": ("random_uniform", ("low", 0.0), ("high", 1.0)),
+               "RandomNormal": ("random_normal", ("mean", 0.0), ("scale", 1.0))}
 
 
-@converter("RandomNormal", "RandomNormalLike")
-def convert_random_normal(ctx, inputs):
-    like = ctx.node.op_type.endswith("Like")
+@converter("RandomUniform", "RandomUniformLike", "RandomNormal", "RandomNormalLike")
+def convert_random_generator(ctx, inputs):
+    base = ctx.node.op_type.removesuffix("Like")
+    like = base != ctx.node.op_type
+    op, (a, a_default), (b, b_default) = _GENERATORS[base]
     shape = _like_shape(ctx, inputs[0]) if like else _shape_attr(ctx)
     dtype = _dtype(ctx, _float_default(ctx, inputs[0]) if like else "float32", FLOAT_DTYPES)
-    mean, scale = ctx.attr("mean", 0.0, float), ctx.attr("scale", 1.0, float)
-    if not np.isfinite([mean, scale]).all():
-        raise ctx.error(f"mean={mean} and scale={scale} must be finite")
-    return ctx.emit("random_normal", [], {"shape": shape, "dtype": dtype, "mean": mean, "scale": scale,
-                                          "seed": _seed(ctx)})
+    va, vb = ctx.attr(a, a_default, float), ctx.attr(b, b_default, float)
+    uniform = op == "random_uniform"
+    if not np.isfinite([va, vb]).all() or (uniform and vb < va):
+        raise ctx.error(f"{a}={va} and {b}={vb} must be finite" + (f" with {a} <= {b}" if uniform else ""))
+    return ctx.emit(op, [], {"shape": shape, "dtype": dtype, a: va, b: vb, "seed": _seed(ctx)})
 
 
 @converter("Bernoulli")
