@@ -268,7 +268,7 @@ def _epilogue(producer: _Member, consumer: _Member, value_var, form) -> tuple:
         store = Store(out, new.indices, cex(cvalue))
         checks = [Assert(cex(a.cond), a.message, tuple(cex(v) for v in a.values)) for a in casserts]
         stmt = Seq([*checks, store]) if checks else store
-        return Let(scalar, value, stmt) if scalar is not None else stmt
+        return Let(scalar, _as_stored(value, nest.store.buffer.dtype), stmt) if scalar is not None else stmt
 
     body = _rewrite_stmt(producer.program.body, ex, merge.base_buffers, around)
     return merge, body, (out,), producer.program.scratch
