@@ -41,3 +41,22 @@ def test_fused_program_rounds_as_the_unfused_ones(elem, tmp_path):
         with compiled(model, backend, tmp_path / backend) as loaded:
             (y,) = loaded.run(x)
             np.testing.assert_array_equal(np.asarray(y).view(np.uint16), want, err_msg=backend)
+
+
+@pytest.mark.parametrize("elem", [TensorProto.FLOAT16, TensorProto.BFLOAT16])
+def test_epilogue_loading_twice_rounds(elem, tmp_path):
+    """A reduction's float16 result applied as an epilogue that reads it twice (bound once by a let)."""
+    dtype = np.float16 if elem == TensorProto.FLOAT16 else ml_dtypes.bfloat16
+    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0, axes=[1]),
+             helper.make_node("Mul", ["s", "s"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", elem, ["n", 3])],
+                              [helper.make_tensor_value_info("y", elem, ["n"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    model.ir_version = 8
+    x = np.array([[1024.0, 0.7, 0.6], [3.0, 0.3, -0.2]], np.float32).astype(dtype)
+    mod = rxe.from_onnx(model)
+    want = np.asarray(rxe.interpret(mod, x)).view(np.uint16)
+    np.testing.assert_array_equal(np.asarray(rxe.interpret(rxe.optimize(mod, verify=True), x)).view(np.uint16), want)
+    with compiled(model, "c", tmp_path) as loaded:
+        (y,) = loaded.run(x)
+        np.testing.assert_array_equal(np.asarray(y).view(np.uint16), want)
