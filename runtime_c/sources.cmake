@@ -25,6 +25,7 @@ set(RXE_THREAD_SOURCES
 set(RXE_KERNEL_SOURCES
   kernels/conv.c
   kernels/depthwise.c
+  kernels/detect.c
   kernels/gemm.c
   kernels/trig_math.c
 )

@@ -1,27 +1,50 @@
-"""One on-disk cache for models exported by the tests.
+"""One on-disk cache for the models the tests export (tests/onnx_models.py,
+zoo_models.py, rnn_models.py).
 
-``cached_export(stem, source, export)`` returns the path of ``stem-KEY.onnx``
-in the cache folder of tests/onnx_models.py, calling ``export(path)`` the
-first time. KEY changes with the file ``source`` (the module that defines the
-model) and with the exporting packages' versions. A file lock serializes
-concurrent test processes, the file appears only once complete (written to a
-temporary name, then renamed), and exports under older keys are removed.
+``export_once(stem, key, export)`` returns the path of ``stem-KEY.onnx`` in
+``cache_dir()``, calling ``export(path)`` the first time. A file lock
+serializes concurrent test processes (pytest-xdist workers export a model
+once), the file appears only once complete (written to a temporary name,
+then renamed), and exports of ``stem`` under other keys are removed.
+``cached_export(stem, source, export)`` keys the export by the file
+``source`` (the module that defines the model), tests/onnx_models.py (the
+builders it rests on) and the exporting packages' versions.
 """
 
 import fcntl
 import hashlib
+import importlib.metadata
 import os
 from pathlib import Path
 
-from tests.onnx_models import cache_dir, cache_key
+_VERSIONED_PACKAGES = ("torch", "torchvision", "transformers", "onnx")
+_BUILDERS = Path(__file__).with_name("onnx_models.py")
 
 
-def cached_export(stem: str, source, export) -> Path:
-    h = hashlib.sha256(Path(source).read_bytes())
-    h.update(cache_key().encode())
+def cache_dir() -> Path:
+    """$RXE_MODEL_CACHE, or ~/.cache/relax_edge/onnx_models."""
+    default = Path.home() / ".cache" / "relax_edge" / "onnx_models"
+    return Path(os.environ.get("RXE_MODEL_CACHE") or default)
+
+
+def source_key(*sources) -> str:
+    """16 hex digits that change with the files ``sources`` and the exporting packages' versions."""
+    h = hashlib.sha256()
+    for source in sources:
+        h.update(Path(source).read_bytes())
+    for pkg in _VERSIONED_PACKAGES:
+        try:
+            h.update(f"{pkg}=={importlib.metadata.version(pkg)}".encode())
+        except importlib.metadata.PackageNotFoundError:
+            h.update(f"{pkg} missing".encode())
+    return h.hexdigest()[:16]
+
+
+def export_once(stem: str, key: str, export) -> Path:
+    """The path of ``stem-KEY.onnx``, ``export(path)`` called under the lock where it is missing."""
     directory = cache_dir()
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{stem}-{h.hexdigest()[:16]}.onnx"
+    path = directory / f"{stem}-{key}.onnx"
     if path.exists():
         return path
     with open(directory / f"{stem}.lock", "w") as lock:
@@ -37,3 +60,8 @@ def cached_export(stem: str, source, export) -> Path:
                 if old != path:
                     old.unlink(missing_ok=True)
     return path
+
+
+def cached_export(stem: str, source, export) -> Path:
+    """export_once keyed by ``source``, tests/onnx_models.py and the packages' versions."""
+    return export_once(stem, source_key(source, _BUILDERS), export)

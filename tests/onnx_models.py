@@ -2,7 +2,8 @@
 
 ``export_<name>(path)`` builds the model in PyTorch, exports it with the
 TorchScript exporter at opset 17 and returns ``(path, spec)``. ``get_model(name)``
-does the same through an on-disk cache shared by all test processes.
+does the same through the on-disk cache of tests/model_cache.py, shared by all
+test processes.
 
 ``spec`` describes the graph's interface without needing torch:
 
@@ -15,15 +16,13 @@ does the same through an on-disk cache shared by all test processes.
   left out takes its small size.
 """
 
-import fcntl
-import hashlib
-import importlib.metadata
-import os
 import sys
 import warnings
 from pathlib import Path
 
 import numpy as np
+
+from tests import model_cache
 
 OPSET = 17
 MODEL_NAMES = ("mobilenet_v2", "resnet18", "bert", "gpt2", "mlp", "bert_long", "gpt2_long")
@@ -31,7 +30,6 @@ MODEL_NAMES = ("mobilenet_v2", "resnet18", "bert", "gpt2", "mlp", "bert_long", "
 # Exports trace at this size for every dynamic dim, so that neither test size
 # can hide a length baked into the graph.
 _TRACE_SIZE = 7
-_VERSIONED_PACKAGES = ("torch", "torchvision", "transformers", "onnx")
 _TORCHVISION_SCHEMAS = None  # kept alive: the placeholder schemas live as long as it does
 
 _BERT = dict(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -281,54 +279,17 @@ def export_mlp(path):
 
 # ---------------------------------------------------------------- cache
 
-def cache_dir():
-    default = Path.home() / ".cache" / "relax_edge" / "onnx_models"
-    return Path(os.environ.get("RXE_MODEL_CACHE") or default)
+cache_dir = model_cache.cache_dir   # scripts/fuzz_onnx.py finds the exports through this module
 
 
 def cache_key():
     """Changes with this file's source and with the exporting packages' versions."""
-    h = hashlib.sha256(Path(__file__).read_bytes())
-    for pkg in _VERSIONED_PACKAGES:
-        try:
-            h.update(f"{pkg}=={importlib.metadata.version(pkg)}".encode())
-        except importlib.metadata.PackageNotFoundError:
-            h.update(f"{pkg} missing".encode())
-    return h.hexdigest()[:16]
+    return model_cache.source_key(__file__)
 
 
 def get_model(name):
-    """``(path, spec)`` of model ``name``, exported once into the cache directory.
-
-    A file lock serializes concurrent processes, and the file appears only
-    once complete (written to a temporary name, then renamed).
-    """
+    """``(path, spec)`` of model ``name``, exported once into the cache directory."""
     if name not in SPECS:
         raise KeyError(f"unknown model {name!r}; known: {', '.join(MODEL_NAMES)}")
-    directory = cache_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}-{cache_key()}.onnx"
-    if path.exists():
-        return path, SPECS[name]()
-    with open(directory / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not path.exists():
-            _export_atomically(name, path)
-            _remove_stale(name, path)
+    path = model_cache.export_once(name, cache_key(), lambda tmp: export_model(name, tmp))
     return path, SPECS[name]()
-
-
-def _remove_stale(name, current):
-    """Drop exports of ``name`` made under other cache keys."""
-    for old in current.parent.glob(f"{name}-*.onnx"):
-        if old != current:
-            old.unlink(missing_ok=True)
-
-
-def _export_atomically(name, path):
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.onnx")
-    try:
-        export_model(name, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ctypes
 
-ABI_VERSION = 2
+ABI_VERSION = 3   # 3: data-dependent output dims (plan: the capacity; run writes the actual dims)
 MAX_NDIM = 8
 ERROR_MESSAGE_BYTES = 256
 WORKSPACE_ALIGNMENT = 64

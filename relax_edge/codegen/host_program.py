@@ -28,7 +28,21 @@ as C (codegen/c/host.py) and as LLVM IR (codegen/llvm/host.py).
    condition's byte read at run time, then the branch's kernels and the
    copy of its result into the if's storage.
 
-6. A `loop` (linearized by memory/liveness.py, its body's steps under its
+6. A match_cast (memory/liveness.py's `Cast`) runs where it stands among
+   the steps: each fresh size variable is bound (`BindSize`, within 0 and
+   its capacity, RXE_ERR_BOUND naming it otherwise) from the value's actual
+   dim, and every other dim is checked (`CheckDim`). The actual dims live in
+   run-time slots of the sizes struct (`HostFunction.run_sizes`, after the
+   input sizes): a data-dependent library kernel writes its count into one
+   (its `int64_t* out_count`, an `Address("sizes", slot)`), the copy ending
+   an if branch whose dims differ from the other's stores its dims
+   (`SetSize`). Later kernels, copies and checks read the bound variables.
+7. The plan entry reports a data-dependent output dim at its capacity (the
+   buffer the caller allocates); the run checks the caller's dims against the
+   capacity and, at its end, writes the actual dims into outputs[k].shape
+   (`StoreDim`). The layout never reads a run-time size: buffers are planned
+   at capacity (memory/liveness.py).
+8. A `loop` (linearized by memory/liveness.py, its body's steps under its
    LoopScope) becomes `LoopBegin` ... `LoopEnd` around the body's
    operations: iterations 0, 1, ... while below the trip count (a symbolic
    integer, or an int64 read at run time) and, where the loop can stop
@@ -39,8 +53,7 @@ as C (codegen/c/host.py) and as LLVM IR (codegen/llvm/host.py).
 
 Library kernels (call_extern of runtime_c/kernels) are called like
 generated ones, their constant weights packed at compile time. Not supported
-here yet: match_cast (so an `if` whose branches differ in a dim), calls
-between graph functions.
+here yet: calls between graph functions.
 """
 
 from __future__ import annotations
@@ -52,7 +65,7 @@ import numpy as np
 
 from ..errors import RelaxEdgeError
 from ..ir.expr import CallExtern, Constant, Function, IRModule, Var
-from ..ir.shape import IntExpr, SizeVar, as_expr, free_vars
+from ..ir.shape import IntExpr, Proof, SizeVar, as_expr, free_vars, prove_equal
 from ..ir.types import TensorType, shape_str
 from ..legalize.common import broadcast_checks
 from ..memory import FunctionMemory, MemoryPlans, Plan
@@ -92,8 +105,9 @@ class SizeValue:
 @dataclass(frozen=True)
 class Address:
     """Where a value's bytes start: the data of "inputs"/"outputs" number
-    `index`, the "weights" blob at byte `index`, or the "workspace" at the
-    planned offset of slot `index`. `dtype` types the pointer (None: bytes)."""
+    `index`, the "weights" blob at byte `index`, the "workspace" at the
+    planned offset of slot `index`, or run-time size slot `index` of the
+    "sizes" struct (HostFunction.run_sizes). `dtype` types the pointer (None: bytes)."""
     base: str
     index: int
     dtype: str | None = None
@@ -115,17 +129,19 @@ class CheckTensor:
 
 @dataclass
 class BindSize:
-    """Bind a size variable from a value, within its bounds (rxe_dim_bind)."""
-    value: Dim | SizeValue
+    """Bind a size variable from a value, within its bounds (rxe_dim_bind);
+    `upper` (an IntExpr) replaces the variable's own upper bound (a capacity)."""
+    value: Dim | SizeValue | IntExpr
     var: SizeVar
     what: str
+    upper: IntExpr | None = None
 
 
 @dataclass
 class CheckDim:
-    """A dimension equals its expected value (rxe_dim_check); `expr` is how
-    the signature writes it (None for constants)."""
-    value: Dim
+    """A dimension (or a run-time size, an IntExpr) equals its expected value
+    (rxe_dim_check); `expr` is how the signature writes it (None for constants)."""
+    value: Dim | IntExpr
     expected: IntExpr
     what: str
     expr: str | None
@@ -163,6 +179,21 @@ class CheckWorkspace:
 class StoreShape:
     """out_shapes[index] = value."""
     index: int
+    value: IntExpr
+
+
+@dataclass
+class StoreDim:
+    """outputs[index].shape[axis] = value: a data-dependent output's actual dim."""
+    index: int
+    axis: int
+    value: IntExpr
+
+
+@dataclass
+class SetSize:
+    """The run-time size slot `var` (of HostFunction.run_sizes) = value."""
+    var: SizeVar
     value: IntExpr
 
 
@@ -277,6 +308,12 @@ class HostFunction:
     signature: dict               # the artifact's description of the function
     summary: str                  # "x: Tensor(...) -> Tensor(...)", for the header
     output_dims: int
+    run_sizes: list = field(default_factory=list)   # bound while running: count slots, fresh sizes
+
+    @property
+    def struct_sizes(self) -> list:
+        """Every field of the sizes struct: the input sizes, then the run-time ones."""
+        return self.size_vars + self.run_sizes
 
     @property
     def fixed_workspace(self) -> int | None:
@@ -373,6 +410,8 @@ class HostLowering:
         self.profile_rows: list = []
         self.called: dict = {}
         self.packed: dict = {}      # (constant id, packer) -> packed Constant
+        self.run_sizes: list = []   # count slots and fresh sizes, bound by the run entry
+        self.slots: dict = {}       # (Var, axis) -> its run-time size slot
 
     def lower(self) -> HostFunction:
         bind = self.bind_entry()   # binds the size variables, which the others read
@@ -383,7 +422,8 @@ class HostLowering:
         signature = {
             "inputs": [{"name": p.name, "dtype": p.type.dtype, "shape": shape_str(p.type.shape)}
                        for p in self.func.params],
-            "outputs": [{"dtype": v.type.dtype, "shape": shape_str(v.type.shape), "ndim": len(v.type.shape)}
+            "outputs": [{"dtype": v.type.dtype, "shape": shape_str(v.type.shape), "ndim": len(v.type.shape),
+                         "capacity": shape_str([self.live.capacity_of(d) for d in v.type.shape])}
                         for v in outs],
             "sizes": [v.name for v in self.size_vars],
             "fixed_workspace_bytes": self.plan.total.value if self.plan.is_bounded else None,
@@ -397,13 +437,13 @@ class HostLowering:
             [arg_info(p.name, p.type) for p in self.func.params],
             [arg_info(name, v.type) for name, v in zip(out_names, outs)],
             self.profile_rows, self.called, signature, summary,
-            max(sum(len(v.type.shape) for v in outs), 1))
+            max(sum(len(v.type.shape) for v in outs), 1), self.run_sizes)
 
     # helpers ---------------------------------------------------------------
     def sized(self, e) -> IntExpr:
         """A symbolic integer whose size variables are all bound."""
         e = as_expr(e)
-        unbound = [v.name for v in free_vars(e) if v not in self.size_vars]
+        unbound = [v.name for v in free_vars(e) if v not in self.size_vars and v not in self.run_sizes]
         if unbound:
             raise CodegenError(f"function {self.func.name}: size {', '.join(sorted(unbound))} is not bound "
                                "by any input dimension")
@@ -456,7 +496,8 @@ class HostLowering:
         return ops + [Layout("out_bytes")]
 
     def plan_entry(self) -> list:
-        dims = [d for v in self.live.outputs for d in v.type.shape]
+        """The outputs' dims (a data-dependent one at its capacity) and the workspace."""
+        dims = [self.live.capacity_of(d) for v in self.live.outputs for d in v.type.shape]
         return [Bind(), *(StoreShape(k, self.sized(d)) for k, d in enumerate(dims)), Layout("out_workspace_bytes")]
 
     def run_entry(self) -> list:
@@ -464,16 +505,64 @@ class HostLowering:
         for k, v in enumerate(self.live.outputs):
             code, bits, _ = DTYPES[v.type.dtype]
             ops.append(CheckTensor("outputs", k, f"output {k}", code, bits, len(v.type.shape)))
-            ops += [CheckDim(Dim("outputs", k, d), self.sized(dim), f"output {k} dimension {d}", None)
-                    for d, dim in enumerate(v.type.shape)]
+            ops += [CheckDim(Dim("outputs", k, d), self.sized(self.live.capacity_of(dim)), f"output {k} dimension {d}",
+                             None) for d, dim in enumerate(v.type.shape)]
         guard: tuple = ()
-        for step in self.live.steps:
+        casts = list(self.live.casts)
+        for t, step in enumerate(self.live.steps + [None]):
+            while casts and casts[0].at == t:
+                ops += self.enter_guard(guard, casts[0].guard)
+                guard = casts[0].guard
+                ops += self.match_cast(casts.pop(0))
+            if step is None:
+                break
             ops += self.enter_guard(guard, step.guard)
             guard = step.guard
             ops += self.step(step)
         ops += self.enter_guard(guard, ())
         for k, v in self.live.copies:
             ops.append(Copy(Address("outputs", k), self.address(v), self.sized(nbytes(v.type))))
+        return ops + self.actual_dims()
+
+    # match_cast and data-dependent sizes -----------------------------------------
+    def slot(self, var: Var, axis: int) -> SizeVar:
+        """The run-time size slot holding dim `axis` of `var`."""
+        if (var, axis) not in self.slots:
+            self.slots[(var, axis)] = SizeVar(f"{var.name}_dim{axis}", lower=0)
+            self.run_sizes.append(self.slots[(var, axis)])
+        return self.slots[(var, axis)]
+
+    def actual_dims(self) -> list:
+        """The actual dims of the data-dependent outputs, into the caller's shape arrays."""
+        found = set(self.live.capacity)
+        return [StoreDim(k, d, self.sized(dim)) for k, v in enumerate(self.live.outputs)
+                for d, dim in enumerate(v.type.shape) if set(free_vars(dim)) & found]
+
+    def source_dims(self, source: Var) -> list:
+        """The actual dims of a cast's value: run-time slots where its shape is found at run time."""
+        if source not in self.live.unknown:
+            return [self.sized(d) for d in source.type.shape]
+        capacity = self.live.unknown[source]
+        producer = next((s for s in self.live.steps if s.var is source and s.call is not None), None)
+        if producer is not None:   # a data-dependent kernel: its count at one axis, the others exact
+            axis = producer.call.attrs["count"]
+            return [as_expr(self.slot(source, axis)) if d == axis else self.sized(c) for d, c in enumerate(capacity)]
+        return [as_expr(self.slot(source, d)) for d in range(len(capacity))]   # an if's result: each branch's dims
+
+    def match_cast(self, cast) -> list:
+        """Bind the cast's fresh sizes (within 0 and their capacity) and check its other dims."""
+        ops = []
+        producer = next((s.call for s in self.live.steps if s.var is cast.source and s.call is not None), None)
+        where = f"match_cast {cast.var.name}" + (f" of {producer.span}" if getattr(producer, "span", None) else "")
+        for d, (target, actual) in enumerate(zip(cast.var.type.shape, self.source_dims(cast.source))):
+            var = target.as_var()
+            what = f"{where} dimension {d}"
+            if var is not None and var in cast.fresh:
+                if var not in self.run_sizes:
+                    self.run_sizes.append(var)
+                ops.append(BindSize(actual, var, what, upper=self.sized(self.live.capacity[var])))
+            elif prove_equal(target, actual) is not Proof.YES:
+                ops.append(CheckDim(actual, self.sized(target), what, str(target)))
         return ops
 
     def enter_guard(self, current: tuple, wanted: tuple) -> list:
@@ -510,10 +599,13 @@ class HostLowering:
             return [CopySlot(self.address(var), self.address(step.copy_from), self.sized(nbytes(step.copy_from.type)),
                              step.slot.depth)]
         if call is None:
-            dst, src = self.address(var), self.address(step.copy_from)
-            if dst == src:   # a view of the value it is copied into (a loop's state passed on)
+            src = step.copy_from
+            if var in self.live.unknown:   # this branch's dims differ from the other's: recorded for the cast
+                return [*(SetSize(self.slot(var, d), self.sized(dim)) for d, dim in enumerate(src.type.shape)),
+                        Copy(self.address(var), self.address(src), self.sized(nbytes(src.type)))]
+            if self.address(var) == self.address(src):   # a view of the value it is copied into (a loop's state)
                 return []
-            return [Copy(dst, src, self.sized(nbytes(var.type)))]
+            return [Copy(self.address(var), self.address(src), self.sized(nbytes(var.type)))]
         if isinstance(call, CallExtern):
             return self.library_step(step)
         program = self.mod.tensor_programs[call.program.name]
@@ -558,7 +650,9 @@ class HostLowering:
             else:
                 buffers.append(self.address(x, x.type.dtype))
         buffers.append(self.address(var, call.type.dtype))
-        buffers += [Address("workspace", k, "float32") for k in step.scratch]
+        if "count" in call.attrs:   # a data-dependent result: its count into a run-time slot
+            buffers.append(Address("sizes", self.run_sizes.index(self.slot(var, call.attrs["count"])), "int64"))
+        buffers += [Address("workspace", k, None if "count" in call.attrs else "float32") for k in step.scratch]
         row = len(self.profile_rows)
         self.profile_rows.append((call.name, call.span or var.name))
         sizes = [self.sized(s) for s in call.attrs["sizes"]]

@@ -24,7 +24,7 @@ import numpy as np
 from ..codegen import abi
 from ..errors import RelaxEdgeError
 from .rpc import ProcessStream, RpcModule
-from .session import Device, LoadedModel, RuntimeCheckError, prepare_inputs, thread_args
+from .session import Device, LoadedModel, RuntimeCheckError, compact_output, prepare_inputs, thread_args
 
 
 def _tensor(arr: np.ndarray, keep: list) -> abi.Tensor:
@@ -101,7 +101,8 @@ class LoadedModule(LoadedModel):
         status = self.fn.run(tensors, out_tensors, workspace, ws_bytes, ctypes.byref(err))
         if status != 0:
             raise RuntimeCheckError(status, err.message.decode(errors="replace"))
-        return outputs
+        actual = [tuple(t.shape[d] for d in range(t.ndim)) for t in out_tensors]   # data-dependent dims (ABI 3)
+        return [compact_output(a, shape) for a, shape in zip(outputs, actual)]
 
     def _rpc(self) -> RpcModule:
         """The same model as a local server process, for on-device timing."""

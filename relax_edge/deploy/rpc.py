@@ -162,6 +162,8 @@ class RpcClient:
         self.request(SET_INPUT, struct.pack("<I", index) + encoded)
 
     def get_output(self, index: int) -> np.ndarray:
+        """Output `index` of the last run, at its actual shape: the reply carries
+        the dims the run wrote (a data-dependent one below its capacity, ABI 3)."""
         body = self.request(GET_OUTPUT, struct.pack("<I", index))
         return tensorfile.decode(b"RXT1" + struct.pack("<I", 1) + body)[0]
 

@@ -97,6 +97,18 @@ def prepare_inputs(signature: dict, inputs) -> list:
     return arrays
 
 
+def compact_output(buffer: np.ndarray, shape: tuple) -> np.ndarray:
+    """An output allocated at its planned capacity, as the array of the
+    actual `shape` the run reported (ABI 3: the data is compact at the start)."""
+    shape = tuple(int(d) for d in shape)
+    if shape == buffer.shape:
+        return buffer
+    n = int(np.prod(shape, dtype=np.int64))
+    if len(shape) != buffer.ndim or n > buffer.size or min(shape, default=0) < 0:
+        raise DeviceError(f"the run reported an output shape {shape} beyond its capacity {buffer.shape}")
+    return buffer.reshape(-1)[:n].reshape(shape).copy()
+
+
 def size_values(signature: dict, sizes: dict) -> list:
     """The values of the signature's size variables, in its order, from
     `workspace_bytes(**sizes)`; every size named, no other."""

@@ -384,12 +384,16 @@ def _coeff_gcd(e: IntExpr, c: int) -> int:
 
 def _exact_quotient(a: IntExpr, b: IntExpr) -> IntExpr | None:
     """a / b when b is one nonzero monomial dividing every term of a exactly."""
+    lo, hi = bounds(b)
+    return None if lo <= 0 <= hi else monomial_quotient(a, b)
+
+
+def monomial_quotient(a: IntExpr, b: IntExpr) -> IntExpr | None:
+    """The polynomial q with q * b == a when b is one monomial dividing every
+    term of a exactly, else None; b may be 0 (then a is 0 too)."""
     if len(b.terms) != 1:
         return None
     bmono, bk = b.terms[0]
-    lo, hi = bounds(b)
-    if lo <= 0 <= hi:
-        return None
     bpowers = dict(bmono)
     out = {}
     for mono, k in a.terms:

@@ -6,11 +6,13 @@
    output position p holds the j whose rank is p. O(n^2 + n*k) per row
    (the compute language has no sequential selection); a k beyond the axis
    is a run-time assertion, never a read out of bounds.
-2. `non_max_suppression` and `unique` have no tensor program: their
-   result's length is only known after the kernel runs, and the runtime's ABI
-   reports every output shape before the run (plan_shapes). Compiling them is
-   transform/legalize.py's "no legalization for" error; the interpreter runs
-   them.
+2. `non_max_suppression` and `unique` (and `nonzero`) have no tensor
+   program: their result's length is only known after the kernel runs, which
+   the compute language cannot express. transform/legalize.py makes them
+   `call_extern`s of library kernels (relax_edge/library/data_dependent.py,
+   runtime_c/kernels/detect.c) that write the result at its capacity and
+   their count; the match_cast after each binds the count at run time
+   (ABI 3: plan reports the capacity, run the actual dims).
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """Library micro-kernels of the runtime (runtime_c/kernels/): their
 signatures, scratch sizes, compile-time weight packing and numpy references,
-as the dispatch pass and the memory planner see them."""
+as the dispatch pass and the memory planner see them (kernels.py,
+depthwise.py), and the kernels of data-dependent result sizes that
+legalize calls (data_dependent.py)."""
 
 
 def pack(packer: str, data, groups: int = 1):

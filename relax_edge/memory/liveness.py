@@ -22,7 +22,17 @@
    storage. Lifetimes over this order cover both branches (a value read in
    either lives through both), so the plan is sound whichever runs.
 
-6. A `loop` is linearized too: before it, copies of the initial carried
+6. A match_cast is a run-time step (`Cast`, at the position of the steps
+   around it): the value keeps its storage (the cast value is an alias), and
+   the host code binds the cast's fresh size variables from the value's
+   actual dims (a library kernel's count, an if branch's dims) or checks the
+   dims already known. Values whose shape is only known at run time (a
+   data-dependent kernel's result, an if whose branches differ in a dim) are
+   planned at their capacity: the kernel's attrs["capacity"], the larger of
+   the branches; every fresh size variable's capacity (`Liveness.capacity`)
+   stands for it in the sizes of later buffers, so the plan (and a bounded
+   arena) never depends on a value found at run time.
+7. A `loop` is linearized too: before it, copies of the initial carried
    values (and condition) into the loop's state; then the body's steps,
    each carrying the loop's `LoopScope` in its guard: the iteration number
    stored, the body's kernels, and at the end of the iteration the copies
@@ -55,7 +65,7 @@ from ..ir.expr import (
     TupleGetItem,
     Var,
 )
-from ..ir.shape import Proof, as_expr, prove_equal, substitute
+from ..ir.shape import Proof, as_expr, free_vars, max_expr, min_expr, prove_equal, substitute
 from ..ir.types import TensorType, TupleType
 from ..op.registry import OPS
 from .plan import Buffer
@@ -114,12 +124,30 @@ class Step:
 
 
 @dataclass
+class Cast:
+    """A match_cast run before step `at`: `var` (an alias of `source`) has
+    `var.type`; `fresh` are the size variables it binds."""
+    var: Var
+    source: Var
+    at: int
+    guard: tuple
+    fresh: tuple
+
+
+@dataclass
 class Liveness:
     steps: list
     buffers: list                 # memory.plan.Buffer
     storage: dict                 # Var -> ("input", i) | ("const", Constant) | ("output", k) | ("buffer", i)
     outputs: list                 # output Vars in order
     copies: list                  # (output index, Var) copied into outputs at the end
+    casts: list = field(default_factory=list)       # Cast, in order
+    capacity: dict = field(default_factory=dict)    # fresh SizeVar -> its largest value (IntExpr of the inputs)
+    unknown: dict = field(default_factory=dict)     # Var of a run-time shape -> its capacity shape
+
+    def capacity_of(self, e):
+        """`e` with each fresh size variable at its capacity."""
+        return substitute(as_expr(e), self.capacity) if self.capacity else as_expr(e)
 
 
 def output_vars(func: Function) -> list:
@@ -167,6 +195,11 @@ class _Analysis:
         self.ifs = 0
         self.loops: list = []          # LoopScope
         self.unviewed: set = set()     # values that must have their own storage (a loop's carried results)
+        self.casts: list[Cast] = []
+        self.capacity: dict = {}       # fresh SizeVar -> IntExpr free of fresh variables
+        self.unknown: dict = {}        # Var whose shape is known at run time -> its capacity shape
+        self.bound = {v for p in func.params if isinstance(p.type, TensorType) and p.type.shape
+                      for d in p.type.shape for v in free_vars(d)}
         for block in func.body.blocks:
             for b in block.bindings:
                 self.bind(b, ())
@@ -180,11 +213,17 @@ class _Analysis:
         """A binding as a step, an alias or a constant (an if as its branches' steps)."""
         name = self.func.name
         if isinstance(b, MatchCast):
-            raise RelaxEdgeError(f"function {name}: match_cast ({b.var.name}) is not supported by the C backend yet")
+            self.bind_match_cast(b, guard)
+            return
         v = b.value
         if isinstance(v, (CallTensor, CallExtern)):
             if not isinstance(v.type, TensorType):
                 raise RelaxEdgeError(f"{b.var.name}: tuple-valued kernels are not supported yet")
+            if v.type.shape is None:
+                if not (isinstance(v, CallExtern) and "capacity" in v.attrs):
+                    raise RelaxEdgeError(f"function {name}: {b.var.name} has a shape known only at run time "
+                                         "and no capacity to plan it at")
+                self.unknown[b.var] = tuple(self.capacity_of(d) for d in v.attrs["capacity"])
             self.steps.append(Step(b.var, v, guard=guard))
         elif isinstance(v, If):
             self.bind_if(b.var, v, guard)
@@ -200,14 +239,45 @@ class _Analysis:
             raise RelaxEdgeError(f"function {name}: binding {b.var.name} ({type(v).__name__}) is not "
                                  "supported by the C backend yet")
 
+    def capacity_of(self, e):
+        """`e` with each fresh size variable bound so far at its capacity."""
+        return substitute(as_expr(e), self.capacity) if self.capacity else as_expr(e)
+
+    def bind_match_cast(self, b: MatchCast, guard: tuple) -> None:
+        """A run-time step before the next kernel: `b.var` shares the value's
+        storage; its type's new size variables are bound from the value's
+        dims (their capacity: the value's capacity at that axis)."""
+        where = f"function {self.func.name}: match_cast {b.var.name}"
+        t = b.type
+        if not isinstance(b.value, Var) or not isinstance(t, TensorType) or t.shape is None:
+            raise RelaxEdgeError(f"{where}: only a variable cast to a tensor type of known shape is supported")
+        source = self.root(b.value)
+        if source in self.unknown:
+            capacity = self.unknown[source]
+        elif isinstance(source.type, TensorType) and source.type.shape is not None:
+            capacity = tuple(self.capacity_of(d) for d in source.type.shape)
+        else:
+            raise RelaxEdgeError(f"{where}: the value {source.name} has neither a known shape nor a capacity")
+        if len(capacity) != len(t.shape):
+            raise RelaxEdgeError(f"{where}: rank {len(t.shape)} for a value of rank {len(capacity)}")
+        fresh = []
+        for d, cap in zip(t.shape, capacity):
+            var = d.as_var()
+            if var is not None and var not in self.bound:
+                self.bound.add(var)
+                self.capacity[var] = cap if var.upper is None else min_expr(cap, var.upper)   # its own bound too
+                fresh.append(var)
+        self.alias[b.var] = b.value
+        self.casts.append(Cast(b.var, source, len(self.steps), guard, tuple(fresh)))
+
     def bind_if(self, var: Var, e: If, guard: tuple) -> None:
         """Both branches' steps under their guards, each ending with copies of
-        its result into the if's storage (one Var per field of a tuple)."""
+        its result into the if's storage (one Var per field of a tuple); a
+        result whose dims differ between the branches is planned at the larger."""
         where = f"function {self.func.name}: if {var.name}"
         types = var.type.fields if isinstance(var.type, TupleType) else (var.type,)
-        if not all(isinstance(t, TensorType) and t.shape is not None for t in types):
-            raise RelaxEdgeError(f"{where}: the branches must give tensors of known shape (a dim that differs "
-                                 f"between them is not supported by the compiled code yet), got {var.type}")
+        if not all(isinstance(t, TensorType) and (t.shape is not None or t.ndim is not None) for t in types):
+            raise RelaxEdgeError(f"{where}: the branches must give tensors of known rank, got {var.type}")
         if not isinstance(e.cond, (Var, Constant)):
             raise RelaxEdgeError(f"{where}: the condition must be a variable or a constant")
         targets = [var]
@@ -226,6 +296,11 @@ class _Analysis:
             if len(results) != len(targets) or not all(isinstance(r, (Var, Constant)) for r in results):
                 raise RelaxEdgeError(f"{where}: each branch must end in {len(targets)} variables or constants")
             for target, r in zip(targets, results):
+                if target.type.shape is None:   # the dims differ between the branches: the larger of each
+                    dims = tuple(self.capacity_of(d) for d in r.type.shape)
+                    before = self.unknown.get(target)
+                    self.unknown[target] = dims if before is None else tuple(max_expr(a, b)
+                                                                             for a, b in zip(before, dims))
                 self.steps.append(Step(target, None, copy_from=r, guard=inner))
 
     def bind_loop(self, var: Var, e: Loop, guard: tuple) -> None:
@@ -374,7 +449,7 @@ class _Analysis:
             else:
                 if g not in index_of_group:
                     index_of_group[g] = len(buffers)
-                    buffers.append(Buffer(g.name, nbytes(g.type), t, t))
+                    buffers.append(Buffer(g.name, self.capacity_bytes(g), t, t))
                 self.storage[s.var] = ("buffer", index_of_group[g])
                 buffers[index_of_group[g]].last = max(buffers[index_of_group[g]].last, t)  # each if branch writes
         for var, (kind, idx) in list(self.storage.items()):
@@ -387,6 +462,15 @@ class _Analysis:
                 buf.first, buf.last = min(buf.first, s.slot.first), max(buf.last, s.slot.last)
         return buffers
 
+    def capacity_bytes(self, v: Var):
+        """The bytes planned for v: at its capacity when its size is found at run time."""
+        if v in self.unknown:
+            total = as_expr(itemsize(v.type.dtype))
+            for d in self.unknown[v]:
+                total = total * d
+            return total
+        return self.capacity_of(nbytes(v.type))
+
     def add_scratch(self, buffers: list) -> None:
         """Each kernel's scratch, a buffer living for its step only."""
         for t, s in enumerate(self.steps):
@@ -395,13 +479,14 @@ class _Analysis:
             if isinstance(s.call, CallExtern):
                 if s.call.attrs.get("scratch_bytes") is not None:
                     s.scratch.append(len(buffers))
-                    buffers.append(Buffer(f"{s.var.name}.scratch", s.call.attrs["scratch_bytes"], t, t))
+                    buffers.append(Buffer(f"{s.var.name}.scratch", self.capacity_of(s.call.attrs["scratch_bytes"]),
+                                          t, t))
                 continue
             program = self.mod.tensor_programs[s.call.program.name]
             mapping = dict(zip(program.size_params, s.call.size_args))
             for sb in program.scratch:
                 s.scratch.append(len(buffers))
-                size = substitute(sb.numel(), mapping) * itemsize(sb.dtype)
+                size = self.capacity_of(substitute(sb.numel(), mapping) * itemsize(sb.dtype))
                 buffers.append(Buffer(f"{s.var.name}.{sb.name}", size, t, t))
 
     def result(self, buffers: list) -> Liveness:
@@ -410,4 +495,4 @@ class _Analysis:
         for var in self.alias:
             storage[var] = storage.get(self.root(var))
         copies = [(k, var) for k, var in enumerate(self.outputs) if storage.get(var) != ("output", k)]
-        return Liveness(self.steps, buffers, storage, self.outputs, copies)
+        return Liveness(self.steps, buffers, storage, self.outputs, copies, self.casts, self.capacity, self.unknown)

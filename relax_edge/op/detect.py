@@ -6,7 +6,8 @@
    The output shape is static (k an IntExpr, possibly symbolic).
 2. `non_max_suppression` and `unique` have results whose length depends on
    the data: a known rank and an unknown shape; the importer follows them with
-   a match_cast whose fresh size variable carries the operator's upper bound.
+   a match_cast whose fresh size variable carries the operator's upper bound
+   (compiled, they are library kernels: relax_edge/library/data_dependent.py).
    `unique`'s `output` attribute picks one of ONNX's four results (the
    unique values, the first index of each, the inverse indices, the counts).
 """

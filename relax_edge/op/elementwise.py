@@ -24,6 +24,13 @@ def _binary_rule(types, attrs):
     return TensorType(broadcast_shapes(a.shape, b.shape), dtype)
 
 
+def _numeric_binary_rule(types, attrs):
+    t = _binary_rule(types, attrs)
+    if t.dtype == "bool":
+        raise RuleError("operands must be numeric, got bool")
+    return t
+
+
 def _compare_rule(types, attrs):
     t = _binary_rule(types, attrs)
     return TensorType(t.shape, "bool")
@@ -38,6 +45,13 @@ def _logical_rule(types, attrs):
 
 def _unary_rule(types, attrs):
     return tensor(types[0], 0, need_shape=False)
+
+
+def _numeric_unary_rule(types, attrs):
+    t = tensor(types[0], 0, need_shape=False)
+    if t.dtype == "bool":
+        raise RuleError("operand must be numeric, got bool")
+    return t
 
 
 def _float_unary_rule(types, attrs):
@@ -158,7 +172,7 @@ _ANY_UNARY = {
 for _name, _ref in _BINARY.items():
     # arithmetic on bool is refused (ONNX has none; numpy's bool add is an or, C's would store 2):
     # maximum and minimum stay, as or and and
-    _rule = _binary_rule if _name in ("maximum", "minimum") else (lambda *a: _numeric_binary_rule(*a))
+    _rule = _binary_rule if _name in ("maximum", "minimum") else _numeric_binary_rule
     register(Op(_name, _rule, _ref, kind="broadcast", num_args=(2, 2)))
 for _name, _fn in _COMPARE.items():
     register(Op(_name, _compare_rule, (lambda f: lambda a, b: f(a, b))(_fn), kind="broadcast", num_args=(2, 2)))
@@ -167,7 +181,7 @@ for _name, _fn in _LOGICAL.items():
 for _name, _ref in _FLOAT_UNARY.items():
     register(Op(_name, _float_unary_rule, _ref, kind="elementwise"))
 for _name, _ref in _ANY_UNARY.items():
-    _rule = _unary_rule if _name == "relu" else (lambda *a: _numeric_unary_rule(*a))
+    _rule = _unary_rule if _name == "relu" else _numeric_unary_rule
     register(Op(_name, _rule, (lambda f: lambda x: f(x))(_ref), kind="elementwise"))
 
 register(Op("logical_not", _bool_unary_rule, lambda x: np.logical_not(x), kind="elementwise"))
@@ -187,20 +201,6 @@ register(Op("gelu", _float_unary_rule, _in_f64(_gelu), attrs={"approximate": "no
 def _bool_of_float_rule(types, attrs):
     t = _float_unary_rule(types, attrs)
     return TensorType(t.shape, "bool", t.ndim)
-
-
-def _numeric_unary_rule(types, attrs):
-    t = tensor(types[0], 0, need_shape=False)
-    if t.dtype == "bool":
-        raise RuleError("operand must be numeric, got bool")
-    return t
-
-
-def _numeric_binary_rule(types, attrs):
-    t = _binary_rule(types, attrs)
-    if t.dtype == "bool":
-        raise RuleError("operands must be numeric, got bool")
-    return t
 
 
 def _mod(a, b, fmod):

@@ -10,6 +10,7 @@ from .expr import (
                    Index,
                    Load,
                    PrimExpr,
+                   Reinterpret,
                    ScalarVar,
                    cast,
                    const,
@@ -21,6 +22,7 @@ from .expr import (
                    maximum,
                    minimum,
                    ne,
+                   reinterpret,
                    select,
                    wrap,
 )

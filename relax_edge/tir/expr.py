@@ -5,8 +5,10 @@
    simplify (`i * 4 + j - i * 4` is `j`) and the prover can decide ranges.
 2. Everything else is a small tree: constants, binary arithmetic, comparisons,
    logical and/or/not, select, cast, math intrinsics (exp, log, sqrt, tanh,
-   erf, pow, fabs, floor, ceil), loads from buffers, and scalar variables
-   bound by `Let`.
+   erf, pow, fabs, floor, ceil), loads from buffers, scalar variables
+   bound by `Let`, and `Reinterpret` (the bits of a value read as another
+   type of the same width, ONNX BitCast; float16 / bfloat16 values are
+   their 16 bits).
 3. Python operators build nodes: `a + b`, `a * 2.0`, `a < b`; integer
    operands (ints, SizeVars, IntExprs) become `Index` nodes, and arithmetic
    between two `Index` nodes stays an `Index`. `==` is not overloaded; use
@@ -27,9 +29,9 @@ from ..ir.shape import IntExpr, SizeVar, as_expr, floordiv, floormod, max_expr, 
 
 __all__ = [
     "PrimExpr", "Const", "Index", "BinOp", "Compare", "Logical", "Not", "Select", "Cast",
-    "Intrinsic", "Load", "ScalarVar", "const", "index", "select", "cast", "eq", "ne",
+    "Intrinsic", "Load", "ScalarVar", "Reinterpret", "const", "index", "select", "cast", "eq", "ne",
     "logical_and", "logical_or", "logical_not", "minimum", "maximum", "intrinsic", "INTRINSICS",
-    "wrap", "is_float",
+    "wrap", "is_float", "reinterpret", "BIT_WIDTHS",
 ]
 
 INTRINSICS = ("exp", "log", "sqrt", "tanh", "erf", "pow", "fabs", "floor", "ceil", "round")
@@ -133,6 +135,13 @@ class Select(PrimExpr):
 
 @dataclass(frozen=True, eq=False)
 class Cast(PrimExpr):
+    a: PrimExpr
+    dtype: str
+
+
+@dataclass(frozen=True, eq=False)
+class Reinterpret(PrimExpr):
+    """The bits of `a` read as `dtype`, a type of the same width (no value conversion)."""
     a: PrimExpr
     dtype: str
 
@@ -278,6 +287,22 @@ def cast(x, dtype: str) -> PrimExpr:
     if isinstance(x, Const):
         return const(x.value, dtype)
     return Cast(x, dtype)
+
+
+BIT_WIDTHS = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64, "int8": 8, "uint8": 8, "int16": 16,
+              "uint16": 16, "int32": 32, "uint32": 32, "int64": 64, "uint64": 64}
+
+
+def reinterpret(x: PrimExpr, dtype: str) -> PrimExpr:
+    """`x`'s bits as `dtype`; both types must have the same width (bool has no defined bits here)."""
+    for t in (x.dtype, dtype):
+        if t not in BIT_WIDTHS:
+            raise RelaxEdgeError(f"reinterpret: {t} has no bit pattern to reinterpret "
+                                 f"(supported: {', '.join(BIT_WIDTHS)})")
+    if BIT_WIDTHS[x.dtype] != BIT_WIDTHS[dtype]:
+        raise RelaxEdgeError(f"reinterpret: {x.dtype} ({BIT_WIDTHS[x.dtype]} bits) and {dtype} "
+                             f"({BIT_WIDTHS[dtype]} bits) differ in width")
+    return x if x.dtype == dtype else Reinterpret(x, dtype)
 
 
 def minimum(a, b) -> PrimExpr:

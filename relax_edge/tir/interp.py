@@ -110,6 +110,22 @@ def _wrap_int(value: int, bits: int, signed: bool) -> int:
 _RUNTIME["_wrap_int"] = _wrap_int
 
 
+def _reinterpret(x, src: str, dst: str):
+    """The bits of value `x` of `src` read as `dst` (float16 / bfloat16 through their 16 bits)."""
+    if src == "bfloat16":
+        bits = bfloat16.narrow(np.float32(x))
+    elif src in _INT_WIDTH:
+        bits = np.array(_wrap_int(x, *_INT_WIDTH[src]), src)
+    else:
+        bits = np.array(x, src)
+    if dst == "bfloat16":
+        return float(bfloat16.widen(bits.view(np.uint16)))
+    return bits.view(dst).item()
+
+
+_RUNTIME["_reinterpret"] = _reinterpret
+
+
 class PythonRenderer(Renderer):
     BINARY = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})",
               "floordiv": "({a} // {b})", "floormod": "({a} % {b})", "pow": "_pow({a}, {b})"}
@@ -159,6 +175,9 @@ class PythonRenderer(Renderer):
         if dst == "int64" and src != "uint64":   # every other value fits
             return value
         return f"_wrap_int({value}, {_INT_WIDTH[dst][0]}, {_INT_WIDTH[dst][1]})"
+
+    def reinterpret(self, x, src, dst):
+        return f"_reinterpret({x}, {src!r}, {dst!r})"
 
     def intrinsic(self, name, args, dtype):
         text = self.INTRINSICS[name].format(*args)

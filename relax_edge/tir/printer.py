@@ -61,6 +61,9 @@ class _ExprPrinter(NodeFunctor):
     def visit_Cast(self, e) -> str:
         return f"{e.dtype}({self.visit(e.a)})"
 
+    def visit_Reinterpret(self, e) -> str:
+        return f"reinterpret_{e.dtype}({self.visit(e.a)})"
+
     def visit_Intrinsic(self, e) -> str:
         return f"{e.name}({self.join(e.args)})"
 

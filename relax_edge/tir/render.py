@@ -167,6 +167,9 @@ class Renderer(IndexLowering, NodeFunctor):
     def visit_Cast(self, e) -> str:
         return self.cast(self.expr(e.a), e.a.dtype, e.dtype)
 
+    def visit_Reinterpret(self, e) -> str:
+        return self.reinterpret(self.expr(e.a), e.a.dtype, e.dtype)
+
     def visit_Intrinsic(self, e) -> str:
         return self.intrinsic(e.name, [self.expr(a) for a in e.args], e.dtype)
 
@@ -183,6 +186,10 @@ class Renderer(IndexLowering, NodeFunctor):
         raise NotImplementedError
 
     def intrinsic(self, name: str, args: list, dtype: str) -> str:
+        raise NotImplementedError
+
+    def reinterpret(self, x: str, src: str, dst: str) -> str:
+        """The bits of `x` (a value of `src`) read as `dst`, of the same width."""
         raise NotImplementedError
 
 

@@ -79,7 +79,7 @@ class ExprVisitor(NodeFunctor):
     def visit_Not(self, e):
         self.visit(e.a)
 
-    visit_Cast = visit_Not
+    visit_Cast = visit_Reinterpret = visit_Not
 
     def visit_Select(self, e):
         self.visit(e.cond)
@@ -119,7 +119,7 @@ class ExprMutator(NodeFunctor):
     def visit_Not(self, e):
         return self._replace(e, ("a",))
 
-    visit_Cast = visit_Not
+    visit_Cast = visit_Reinterpret = visit_Not
 
     def visit_Select(self, e):
         return self._replace(e, ("cond", "a", "b"))

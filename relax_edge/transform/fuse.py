@@ -20,7 +20,9 @@ matmul + bias + residual add becomes one).
    an operand once per output column: unbounded, so nothing costly is
    inlined into it; pure data movement, cost 0, may be: see 4). An
    inlined 8/16-bit integer value is cast back to its dtype, so it wraps
-   around as the producer's store made it (C computes in int).
+   around as the producer's store made it (C computes in int); a float16 or
+   bfloat16 value is rounded to its dtype as the store did (kernels compute
+   them in float32), so fused and unfused programs agree.
 2. Epilogue: the only user of a producer that is not inlined (REDUCTION or
    OUTPUT_FUSABLE: matmul, conv, softmax, layer_norm; or too costly to
    recompute) is applied at the producer's final store, when that user is
@@ -193,6 +195,8 @@ def _as_stored(value, dtype: str):
     if dtype in _NARROW_INTS and (isinstance(value, Intrinsic)
                                   or isinstance(value, BinOp) and value.op not in ("min", "max")):
         return Cast(value, dtype)
+    if dtype in ("float16", "bfloat16") and not isinstance(value, (Load, Cast)):
+        return Cast(value, dtype)   # rounded as the store did: the producer's result is float16 (bfloat16)
     return value
 
 
@@ -264,7 +268,7 @@ def _epilogue(producer: _Member, consumer: _Member, value_var, form) -> tuple:
         store = Store(out, new.indices, cex(cvalue))
         checks = [Assert(cex(a.cond), a.message, tuple(cex(v) for v in a.values)) for a in casserts]
         stmt = Seq([*checks, store]) if checks else store
-        return Let(scalar, value, stmt) if scalar is not None else stmt
+        return Let(scalar, _as_stored(value, nest.store.buffer.dtype), stmt) if scalar is not None else stmt
 
     body = _rewrite_stmt(producer.program.body, ex, merge.base_buffers, around)
     return merge, body, (out,), producer.program.scratch

@@ -7,7 +7,9 @@
 2. The call becomes `call_tensor(@program, args, out_type, sizes)`, keeping
    its span; the program is added to the module.
 3. An operator without a legalization is a compile error naming it (every
-   such operator of the module, at once).
+   such operator of the module, at once); those with data-dependent result
+   sizes (nonzero, non_max_suppression, unique) become `call_extern`s of
+   library kernels instead (relax_edge/library/data_dependent.py).
 
 Does not fuse, schedule or deduplicate programs; calls of graph functions,
 externs and existing tensor programs are left as they are.
@@ -24,6 +26,7 @@ from ..ir.types import TensorType, type_free_vars
 from ..ir.visitor import ExprMutator, ExprVisitor
 from ..legalize import LegalizeContext
 from ..legalize.elementwise import BINARY
+from ..library.data_dependent import LOWERINGS, lower_call
 from ..op.registry import Op
 from ..tir.compute import lower, placeholder
 
@@ -61,7 +64,7 @@ class _Missing(ExprVisitor):
         self.missing = collections.Counter()
 
     def visit_Call(self, call):
-        if isinstance(call.op, Op) and call.op.legalize is None:
+        if isinstance(call.op, Op) and call.op.legalize is None and call.op.name not in LOWERINGS:
             self.missing[call.op.name] += 1
         super().visit_Call(call)
 
@@ -90,10 +93,14 @@ class _Legalizer(ExprMutator):
         super().__init__()
         self.programs = dict(mod.tensor_programs)
         self.fresh_name = NameSupply(mod)
+        self.externs = dict(mod.externs)
 
     def rewrite_call(self, call: Call):
         if not isinstance(call.op, Op):
             return call
+        if call.op.name in LOWERINGS:   # a data-dependent result: a library kernel
+            ext, self.externs[ext.name] = lower_call(call)
+            return ext
         arg_types = [a.type for a in call.args]
         if not isinstance(call.type, TensorType) or not all(isinstance(t, TensorType) for t in arg_types):
             raise LegalizeError(f"{call.op.name}: only tensor arguments and results can be legalized")
@@ -136,4 +143,4 @@ def legalize(mod: IRModule) -> IRModule:
         raise LegalizeError(f"no legalization for: {listed}")
     mutator = _Legalizer(mod)
     functions = {name: mutator.visit_Function(f) for name, f in mod.functions.items()}
-    return IRModule(functions, mutator.programs, mod.externs)
+    return IRModule(functions, mutator.programs, mutator.externs)

@@ -96,7 +96,14 @@ rxe_status_t fuzz_main_workspace_size(const int64_t* size_values, uint64_t* out_
 }
 
 /* The plan entry: bind, then every output's dims (concatenated) and the
- * workspace the run needs. The caller allocates both. */
+ * workspace the run needs. The caller allocates both. A data-dependent dim
+ * (NonZero's count, ABI 3) is reported at its capacity, and the run entry
+ * ends by writing the actual dim into outputs[k].shape:
+ *   st = rxe_lib_nonzero_f32(..., &s->lv0_dim1, ...);          the kernel's count
+ *   st = rxe_dim_bind(s->lv0_dim1, "...", "nz", 0, 3 * s->n, &s->nz, err);
+ *   outputs[0].shape[1] = s->nz;
+ * with the run-time sizes after the input sizes in the sizes struct. This
+ * module has no such output. */
 rxe_status_t fuzz_main_plan_shapes(const rxe_tensor_t* inputs, int64_t* out_shapes, uint64_t* out_workspace_bytes,
                                    rxe_error_t* err) {
   fuzz_main_sizes_t sizes;

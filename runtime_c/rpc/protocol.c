@@ -424,10 +424,15 @@ static void commit_staged(rxe_rpc_server_t* s) {
   s->has_outputs = 1;
 }
 
-/* Another run into the staged outputs (TIME); releases them on failure. */
+/* Another run into the staged outputs (TIME); releases them on failure.
+ * The outputs' shapes are planned again first: a run writes the actual dims
+ * of data-dependent outputs over the capacities (ABI 3), which the next run
+ * checks. GET_OUTPUT replies with the actual dims and only their bytes. */
 static rxe_status_t rerun_staged(rxe_rpc_server_t* s, rxe_error_t* err) {
-  rxe_status_t st = s->function->run(s->inputs, s->output_sets[s->current ^ 1].tensors, s->workspace,
-                                     s->workspace_bytes, err);
+  rxe_rpc_outputs_t* o = &s->output_sets[s->current ^ 1];
+  uint64_t ws = 0;
+  rxe_status_t st = s->function->plan(s->inputs, o->dims, &ws, err);
+  if (st == RXE_OK) st = s->function->run(s->inputs, o->tensors, s->workspace, s->workspace_bytes, err);
   if (st != RXE_OK) release_outputs(s, &s->output_sets[s->current ^ 1]);
   return st;
 }

@@ -296,6 +296,8 @@ int main(int argc, char** argv) {
     goto done;
   }
   workspace = (void*)(((uintptr_t)ws_block + RXE_WORKSPACE_ALIGNMENT - 1) & ~(uintptr_t)(RXE_WORKSPACE_ALIGNMENT - 1));
+  /* outputs at the planned shapes (a data-dependent dim at its capacity); the run writes the actual dims
+   * back into them (ABI 3), so the tensor files hold the actual shapes and only their bytes */
   st = fn->run(in.tensors, out.tensors, workspace, ws_bytes, &err);
   if (st != RXE_OK) {
     rc = model_error(st, &err);

@@ -51,11 +51,13 @@ def test_weights_are_binary_not_literals(tmp_path):
 
 def test_operator_without_legalization_is_a_compile_error(tmp_path):
     from onnx import TensorProto, helper
-    graph = helper.make_graph([helper.make_node("NonZero", ["x"], ["y"], name="find")], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
-                              [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+    graph = helper.make_graph([helper.make_node("Reshape", ["x", "shape"], ["y"], name="flat")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+                               helper.make_tensor_value_info("shape", TensorProto.INT64, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     mod = rxe.from_onnx(model)
-    assert rxe.interpret(mod, np.array([0, 1, 2], np.float32)).tolist() == [[1, 2]]
-    with pytest.raises(LegalizeError, match=r"no legalization for: nonzero \(1 call\)"):
-        rxe.build(mod, board="host", out_dir=tmp_path, name="nz")
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert rxe.interpret(mod, x, np.array([6])).tolist() == list(range(6))
+    with pytest.raises(LegalizeError, match=r"no legalization for: reshape_dynamic \(1 call\)"):
+        rxe.build(mod, board="host", out_dir=tmp_path, name="rs")

@@ -4,8 +4,10 @@ interpreted at several sizes against ONNX Runtime; TopK (K constant or read
 from a shape) and Compress with a constant condition compiled on the host
 with the C and LLVM backends (and TopK on qemu-aarch64), with a fixed arena
 under bounded dims; the data-dependent counts (NonMaxSuppression, Unique,
-Compress with a run-time condition) bounded in their match_cast, and their
-compiled build refused clearly; bad input refused with the node named."""
+Compress with a run-time condition) bounded in their match_cast, and
+NonMaxSuppression and Unique compiled (library kernels of data-dependent
+size; tests/codegen/test_data_dependent.py has the rest); bad input refused
+with the node named."""
 
 import zlib
 
@@ -276,13 +278,19 @@ def test_non_max_suppression_count_is_bounded_in_the_match_cast():
     assert count.upper is None  # an unbounded batch: no bound to give
 
 
-def test_data_dependent_counts_are_refused_when_compiled(tmp_path):
-    with pytest.raises(rxe.RelaxEdgeError, match=r"no legalization for: non_max_suppression \(1 call\)"):
-        rxe.build(rxe.from_onnx(_nms_model(), dim_bounds={"b": 4, "n": 100}), board="host", backend="c",
-                  out_dir=tmp_path, name="m", quiet=True)
-    with pytest.raises(rxe.RelaxEdgeError, match=r"no legalization for: unique \(4 calls\)"):
-        rxe.build(rxe.from_onnx(_unique_model(None, 1)), board="host", backend="c", out_dir=tmp_path, name="m",
-                  quiet=True)
+@pytest.mark.parametrize("case,backend", [(NMS[0], "c"), (NMS[1], "llvm")], ids=["corners-c", "center_score-llvm"])
+def test_non_max_suppression_compiled_matches_onnx_runtime(case, backend, tmp_path):
+    """The count bound in the match_cast is the compiled buffer's capacity: a fixed arena."""
+    name, center, max_out, iou, score = case
+    model = _nms_model(center, max_out, iou, score, name)
+    art = rxe.build(rxe.from_onnx(model, dim_bounds={"b": 3, "n": 20}), board="host", backend=backend,
+                    out_dir=tmp_path, name="m", quiet=True)
+    assert art.workspace_bytes is not None
+    with rxe.connect("host") as dev:
+        loaded = dev.load(art)
+        for b, n in ((1, 1), (2, 9), (3, 20)):
+            boxes, scores = _nms_inputs(name, b, n, center=center)
+            _check_all(loaded.run(boxes, scores), _ort(model, {"boxes": boxes, "scores": scores}))
 
 
 # ------------------------------------------------------------------- Unique
@@ -312,6 +320,17 @@ def test_unique_interpreted_matches_onnx_runtime(case):
     for n in (1, 4, 9):
         x = _rng(name, n).integers(0, 3, _concrete(shape, n)).astype(dtype)
         _check_all(_outputs(rxe.interpret(mod, x)), _ort(model, {"x": x}))
+
+
+@pytest.mark.parametrize("case,backend", [(UNIQUE[1], "c"), (UNIQUE[3], "llvm")],
+                         ids=["flat_unsorted_int64-c", "axis1_unsorted-llvm"])
+def test_unique_compiled_matches_onnx_runtime(case, backend, tmp_path):
+    name, axis, ordered, shape, dtype = case
+    model = _unique_model(axis, ordered, shape, dtype)
+    with compiled(model, backend, tmp_path) as loaded:
+        for n in (1, 4, 9):
+            x = _rng(name, n).integers(0, 3, _concrete(shape, n)).astype(dtype)
+            _check_all(loaded.run(x), _ort(model, {"x": x}))
 
 
 def test_unique_results_share_one_bounded_count():

@@ -21,10 +21,6 @@ KNOWN_UNSUPPORTED = {
     "test_training_dropout_zero_ratio": "training-mode Dropout",
     "test_training_dropout_zero_ratio_mask": "training-mode Dropout",
     "test_unique_bfloat16_sorted_without_axis": "Unique of bfloat16",
-    # no kernel reinterprets float bits as integers (or back) yet; constants and int <-> int are done
-    **{f"test_bitcast_{name}": "BitCast between floats and integers at run time" for name in (
-        "float32_to_int32", "int32_to_float32", "float64_to_int64", "int64_to_float64", "2d_float32_to_int32",
-        "scalar_float32_to_int32")},
 }
 
 # ONNX Runtime and relax_edge follow the spec (align_corners divides by the

@@ -4,18 +4,17 @@ at several sizes and compiled on the host with the C and LLVM backends,
 against ONNX Runtime (onnx.reference where ONNX Runtime lacks the type
 combination); bad input rejected with the node named."""
 
+import functools
 import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
-import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
+from onnx import TensorProto, numpy_helper
 
 import relax_edge as rxe
 from relax_edge.frontend.onnx import node_tests
-from tests.frontend.one_node import assert_matches, compiled
+from tests.frontend.one_node import assert_matches, check_compiled, check_interpreted, one_node_model, reference_outputs
 
 _TYPES = {"float32": TensorProto.FLOAT, "int32": TensorProto.INT32, "int64": TensorProto.INT64}
 NODE_CASES = [c for c in node_tests.collect_cases() if c.name.startswith(("test_onehot_", "test_cumsum_"))
@@ -57,7 +56,7 @@ class Case:
 
 
 def _model(case: Case):
-    inputs = [helper.make_tensor_value_info("x", _TYPES[case.dtype], list(case.shape))]
+    inputs = [("x", _TYPES[case.dtype], case.shape)]
     inits = []
     if case.op_type == "CumSum":
         names = ["x", "axis"]
@@ -68,14 +67,11 @@ def _model(case: Case):
         inits.append(numpy_helper.from_array(np.array(case.depth, depth_dtype), "depth"))
         values = np.array(case.values, case.values_dtype)
         if case.values_input:
-            inputs.append(helper.make_tensor_value_info("values", _TYPES[case.values_dtype], [2]))
+            inputs.append(("values", _TYPES[case.values_dtype], [2]))
         else:
             inits.append(numpy_helper.from_array(values, "values"))
-    graph = helper.make_graph([helper.make_node(case.op_type, names, ["y"], **case.attrs)], case.name, inputs,
-                              [helper.make_empty_tensor_value_info("y")], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", case.opset)])
-    model.ir_version = 8
-    return model
+    return one_node_model(case.op_type, inputs, opset=case.opset, node_inputs=names, attrs=case.attrs,
+                          initializers=inits, graph_name=case.name)
 
 
 def _arrays(case: Case, n: int):
@@ -95,11 +91,14 @@ def _arrays(case: Case, n: int):
 
 
 def _expected(case: Case, model, arrays):
-    feeds = dict(zip(["x", "values"], arrays))
-    if case.ort:
-        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-        return sess.run(None, feeds)[0]
-    return ReferenceEvaluator(model).run(None, feeds)[0]
+    """ONNX Runtime's output, or onnx.reference's where ONNX Runtime lacks the type combination."""
+    return reference_outputs(model, dict(zip(["x", "values"], arrays)), case.ort)[0]
+
+
+def _example(case: Case, model, n: int):
+    """The inputs at size n and the expected outputs."""
+    arrays = _arrays(case, n)
+    return arrays, [_expected(case, model, arrays)]
 
 
 CASES = [
@@ -130,33 +129,22 @@ def _check(actual, expected):
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_interpreted_matches_reference(case):
     model = _model(case)
-    mod = rxe.from_onnx(model)
-    for n in SIZES:
-        arrays = _arrays(case, n)
-        _check(rxe.interpret(mod, *arrays), _expected(case, model, arrays))
+    check_interpreted(model, SIZES, functools.partial(_example, case, model), _check)
 
 
 @pytest.mark.parametrize("backend", ["c", "llvm"])
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_compiled_matches_reference(case, backend, tmp_path):
     model = _model(case)
-    with compiled(model, backend, tmp_path) as loaded:
-        for n in SIZES:
-            arrays = _arrays(case, n)
-            _check(loaded.run(*arrays)[0], _expected(case, model, arrays))
+    check_compiled(model, backend, tmp_path, SIZES, functools.partial(_example, case, model), _check)
 
 
 # ------------------------------------------------------------------------ bad input
 
 def _bad(op_type, shape, attrs, consts, dtype=TensorProto.FLOAT, opset=14):
     inits = [numpy_helper.from_array(np.asarray(v), f"c{i}") for i, v in enumerate(consts)]
-    graph = helper.make_graph(
-        [helper.make_node(op_type, ["x"] + [f"c{i}" for i in range(len(consts))], ["y"], name="bad", **attrs)],
-        "bad", [helper.make_tensor_value_info("x", dtype, list(shape))],
-        [helper.make_empty_tensor_value_info("y")], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    return model
+    return one_node_model(op_type, [("x", dtype, shape)], opset=opset, attrs=attrs, initializers=inits,
+                          graph_name="bad", node_name="bad")
 
 
 @pytest.mark.parametrize("model,message", [

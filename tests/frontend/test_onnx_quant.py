@@ -5,6 +5,7 @@ over a symbolic batch dim `n`, interpreted at several sizes against onnx.referen
 the opsets it runs); one model of all of them compiled on the host with the C and LLVM backends (and,
 slow, a QDQ + QLinearMatMul model for qemu-aarch64); bad input refused with the node named."""
 
+import functools
 import zlib
 from dataclasses import dataclass, field
 
@@ -12,11 +13,10 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
 
 import relax_edge as rxe
 from relax_edge.frontend.onnx import node_tests
-from tests.frontend.one_node import assert_matches, compiled
+from tests.frontend.one_node import assert_matches, check_interpreted, compiled, one_node_model, reference_outputs
 
 OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "ConvInteger",
        "QLinearMatMul", "QLinearConv", "TfIdfVectorizer"}
@@ -59,14 +59,11 @@ class Case:
 
 
 def _model(case: Case):
-    node = helper.make_node(case.op_type, case.order, [f"y{i}" for i in range(case.outputs)], **case.attrs)
-    graph = helper.make_graph(
-        [node], case.name, [helper.make_tensor_value_info(n, TYPES[d], list(s)) for n, d, s in case.inputs],
-        [helper.make_empty_tensor_value_info(f"y{i}") for i in range(case.outputs)],
-        [numpy_helper.from_array(np.asarray(v), k) for k, v in case.consts.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", case.opset)])
-    model.ir_version = 8 if case.opset < 21 else 10
-    return model
+    return one_node_model(
+        case.op_type, [(n, TYPES[d], s) for n, d, s in case.inputs], opset=case.opset, node_inputs=case.order,
+        outputs=[f"y{i}" for i in range(case.outputs)], attrs=case.attrs, graph_name=case.name,
+        initializers=[numpy_helper.from_array(np.asarray(v), k) for k, v in case.consts.items()],
+        ir_version=8 if case.opset < 21 else 10)
 
 
 def _arrays(case: Case, n: int) -> list:
@@ -95,13 +92,15 @@ def _reference(model, case: Case, arrays) -> list:
         # onnx.reference starts at DequantizeLinear-19, the same for these dtypes and per tensor / per axis
         model = helper.make_model(model.graph, opset_imports=[helper.make_opsetid("", 19)])
         model.ir_version = 9
-    feeds = {name: a for (name, _, _), a in zip(case.inputs, arrays)}
-    return [np.asarray(v) for v in ReferenceEvaluator(model).run(None, feeds)]
+    return [np.asarray(v) for v in reference_outputs(model, _feeds(case, arrays), by_ort=False)]
 
 
 def _ort(model, case: Case, arrays) -> list:
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, {name: a for (name, _, _), a in zip(case.inputs, arrays)})
+    return reference_outputs(model, _feeds(case, arrays))
+
+
+def _feeds(case: Case, arrays) -> dict:
+    return {name: a for (name, _, _), a in zip(case.inputs, arrays)}
 
 
 U8, I8 = np.uint8, np.int8
@@ -220,16 +219,19 @@ def test_reference_agrees_with_onnx_runtime():
                 assert_matches(np.asarray(got), want, tol=1e-6)
 
 
+def _check(actual, expected):
+    assert_matches(np.asarray(actual), expected, tol=1e-6)
+
+
+def _example(case: Case, model, n: int):
+    arrays = _arrays(case, n)
+    return arrays, _reference(model, case, arrays)
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_interpreted_matches_reference(case):
     model = _model(case)
-    mod = rxe.from_onnx(model)
-    for n in SIZES:
-        arrays = _arrays(case, n)
-        got = rxe.interpret(mod, *arrays)
-        got = list(got) if isinstance(got, tuple) else [got]
-        for want, actual in zip(_reference(model, case, arrays), got, strict=True):
-            assert_matches(np.asarray(actual), want, tol=1e-6)
+    check_interpreted(model, SIZES, functools.partial(_example, case, model), _check)
 
 
 
@@ -325,14 +327,10 @@ def test_compiled_for_qemu_aarch64(tmp_path):
 # ------------------------------------------------------------------------ bad input
 
 def _bad(op_type, inputs, consts, order, attrs=None, opset=21, outputs=1):
-    graph = helper.make_graph(
-        [helper.make_node(op_type, order, [f"y{i}" for i in range(outputs)], name="bad", **(attrs or {}))], "bad",
-        [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
-        [helper.make_empty_tensor_value_info(f"y{i}") for i in range(outputs)],
-        [helper.make_tensor(k, t, s, v) for k, (t, s, v) in consts.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 10
-    return model
+    return one_node_model(
+        op_type, inputs, opset=opset, node_inputs=order, outputs=[f"y{i}" for i in range(outputs)], attrs=attrs,
+        initializers=[helper.make_tensor(k, t, s, v) for k, (t, s, v) in consts.items()], graph_name="bad",
+        node_name="bad", ir_version=10)
 
 
 _X = [("x", TensorProto.FLOAT, ["n", 3])]

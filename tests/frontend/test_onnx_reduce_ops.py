@@ -6,6 +6,7 @@ interpreted at several sizes and compiled on the host with the C and LLVM
 backends, against ONNX Runtime (or onnx.reference where ONNX Runtime lacks the
 opset); bad attributes and dtypes rejected with the node named."""
 
+import functools
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,6 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
 
 import relax_edge as rxe
 from relax_edge import op
@@ -24,7 +24,7 @@ from relax_edge.frontend.onnx import node_tests
 from relax_edge.frontend.onnx.context import ONNX_DTYPES
 from relax_edge.ir import Builder, SizeVar, TensorType, Var
 from relax_edge.op.registry import make_call
-from tests.frontend.one_node import assert_matches, compiled
+from tests.frontend.one_node import assert_matches, check_compiled, check_interpreted, one_node_model, reference_outputs
 
 OPS = frozenset("""ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceSumSquare ReduceL1 ReduceL2
 ReduceLogSum ReduceLogSumExp ArgMax ArgMin LpNormalization MeanVarianceNormalization LRN
@@ -86,22 +86,14 @@ class Case:
 
 
 def _model(case: Case):
-    names = [f"x{i}" for i in range(len(case.shapes))]
-    inputs = list(names)
     inits = []
     if case.axes is not None:
-        inputs.append("axes")
         inits.append(numpy_helper.from_array(np.array(case.axes, np.int64), "axes"))
     elem = _TYPES[np.dtype(case.dtype)]
     rest = elem if case.dtype.startswith("float") else TensorProto.FLOAT
-    graph = helper.make_graph(
-        [helper.make_node(case.op_type, inputs, ["y"], **case.attrs)], case.name,
-        [helper.make_tensor_value_info(nm, elem if i == 0 else rest, list(s))
-         for i, (nm, s) in enumerate(zip(names, case.shapes))],
-        [helper.make_empty_tensor_value_info("y")], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", case.opset)])
-    model.ir_version = 8
-    return model
+    inputs = [(f"x{i}", elem if i == 0 else rest, s) for i, s in enumerate(case.shapes)]
+    return one_node_model(case.op_type, inputs, opset=case.opset, attrs=case.attrs, initializers=inits,
+                          graph_name=case.name)
 
 
 def _arrays(case: Case, n: int):
@@ -120,13 +112,17 @@ def _arrays(case: Case, n: int):
 
 
 def _expected(case: Case, model, arrays):
-    feeds = {f"x{i}": a for i, a in enumerate(arrays)}
+    """The numpy reference's output where the case has one, else ONNX Runtime's or onnx.reference's."""
     if case.reference:
         return case.reference(*arrays, **case.attrs)
-    if case.ort:
-        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-        return sess.run(None, feeds)[0]
-    return ReferenceEvaluator(model).run(None, feeds)[0]
+    return reference_outputs(model, {f"x{i}": a for i, a in enumerate(arrays)}, case.ort)[0]
+
+
+def _example(case: Case, model, n: int):
+    """The inputs at size n and the expected outputs."""
+    arrays = _arrays(case, n)
+    return arrays, [_expected(case, model, arrays)]
+
 
 
 def lrn_reference(x, size, alpha=1e-4, beta=0.75, bias=1.0):
@@ -211,10 +207,7 @@ def _check(actual, expected):
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_interpreted_matches_reference(case):
     model = _model(case)
-    mod = rxe.from_onnx(model)
-    for n in BATCH:
-        arrays = _arrays(case, n)
-        _check(np.asarray(rxe.interpret(mod, *arrays)), _expected(case, model, arrays))
+    check_interpreted(model, BATCH, functools.partial(_example, case, model), _check)
 
 
 COMPILED = [c for c in CASES if c.name in {
@@ -227,10 +220,7 @@ COMPILED = [c for c in CASES if c.name in {
 @pytest.mark.parametrize("case", COMPILED, ids=[c.name for c in COMPILED])
 def test_compiled_matches_reference(case, backend, tmp_path):
     model = _model(case)
-    with compiled(model, backend, tmp_path) as loaded:
-        for n in BATCH:
-            arrays = _arrays(case, n)
-            _check(loaded.run(*arrays)[0], _expected(case, model, arrays))
+    check_compiled(model, backend, tmp_path, BATCH, functools.partial(_example, case, model), _check)
 
 
 # ------------------------------------------------------------------------ type rules
@@ -268,14 +258,8 @@ def test_bad_reductions_are_rejected(build, message):
 # ------------------------------------------------------------------------ bad input
 
 def _bad(op_type, shapes, attrs, opset=18, dtype=TensorProto.FLOAT):
-    graph = helper.make_graph(
-        [helper.make_node(op_type, [f"x{i}" for i in range(len(shapes))], ["y"], name="bad", **attrs)], "bad",
-        [helper.make_tensor_value_info(f"x{i}", dtype if i == 0 else TensorProto.FLOAT, list(s))
-         for i, s in enumerate(shapes)],
-        [helper.make_empty_tensor_value_info("y")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    return model
+    inputs = [(f"x{i}", dtype if i == 0 else TensorProto.FLOAT, s) for i, s in enumerate(shapes)]
+    return one_node_model(op_type, inputs, opset=opset, attrs=attrs, graph_name="bad", node_name="bad")
 
 
 @pytest.mark.parametrize("model,message", [

@@ -5,18 +5,18 @@ interpreted at several sizes and compiled on the host with the C and LLVM
 backends, against ONNX Runtime (numpy from the spec where ONNX Runtime lacks
 the form); bad attributes rejected with the node named."""
 
+import functools
 import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
-import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 import relax_edge as rxe
 from relax_edge.frontend.onnx import node_tests
 from relax_edge.frontend.onnx.context import ONNX_DTYPES
-from tests.frontend.one_node import assert_matches, compiled
+from tests.frontend.one_node import assert_matches, check_compiled, check_interpreted, one_node_model, reference_outputs
 
 OPS = frozenset({"DepthToSpace", "SpaceToDepth", "EyeLike"})
 PREFIXES = ("test_depthtospace", "test_spacetodepth", "test_eyelike")
@@ -103,13 +103,8 @@ class Case:
 
 
 def _model(case: Case):
-    graph = helper.make_graph(
-        [helper.make_node(case.op_type, ["x"], ["y"], **case.attrs)], case.name,
-        [helper.make_tensor_value_info("x", _TYPES[case.dtype], list(case.shape))],
-        [helper.make_empty_tensor_value_info("y")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", case.opset)])
-    model.ir_version = 8
-    return model
+    return one_node_model(case.op_type, [("x", _TYPES[case.dtype], case.shape)], opset=case.opset, attrs=case.attrs,
+                          graph_name=case.name)
 
 
 def _array(case: Case, n: int):
@@ -125,8 +120,7 @@ def _array(case: Case, n: int):
 def _expected(case: Case, model, x):
     if not case.ort:
         return case.reference(x, **case.attrs)
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, {"x": x})[0]
+    return reference_outputs(model, {"x": x})[0]
 
 
 CASES = [
@@ -196,13 +190,16 @@ def test_references_agree_with_onnx_runtime():
             _check(want, _expected(case, _model(c), x))
 
 
+def _example(case: Case, n: int):
+    """The input at size n, and the expected output (of the case with its symbolic h, w sized for n)."""
+    sized = _concrete(case, n)
+    x = _array(sized, n)
+    return [x], [_expected(case, _model(sized), x)]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_interpreted_matches_reference(case):
-    model = _model(case)
-    mod = rxe.from_onnx(model)
-    for n in BATCH:
-        x = _array(_concrete(case, n), n)
-        _check(np.asarray(rxe.interpret(mod, x)), _expected(case, _model(_concrete(case, n)), x))
+    check_interpreted(_model(case), BATCH, functools.partial(_example, case), _check)
 
 
 COMPILED = [c for c in CASES if c.name in {
@@ -214,23 +211,13 @@ COMPILED = [c for c in CASES if c.name in {
 @pytest.mark.parametrize("backend", ["c", "llvm"])
 @pytest.mark.parametrize("case", COMPILED, ids=[c.name for c in COMPILED])
 def test_compiled_matches_reference(case, backend, tmp_path):
-    model = _model(case)
-    with compiled(model, backend, tmp_path) as loaded:
-        for n in BATCH:
-            x = _array(_concrete(case, n), n)
-            _check(loaded.run(x)[0], _expected(case, _model(_concrete(case, n)), x))
+    check_compiled(_model(case), backend, tmp_path, BATCH, functools.partial(_example, case), _check)
 
 
 # ------------------------------------------------------------------------ bad input
 
 def _bad(op_type, shape, attrs, opset=13, dtype=TensorProto.FLOAT):
-    graph = helper.make_graph(
-        [helper.make_node(op_type, ["x"], ["y"], name="bad", **attrs)], "bad",
-        [helper.make_tensor_value_info("x", dtype, list(shape))],
-        [helper.make_empty_tensor_value_info("y")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    return model
+    return one_node_model(op_type, [("x", dtype, shape)], opset=opset, attrs=attrs, graph_name="bad", node_name="bad")
 
 
 @pytest.mark.parametrize("model,message", [

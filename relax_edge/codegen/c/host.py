@@ -3,7 +3,8 @@ rendered by table (operation kind -> C statements).
 
 For a graph function `main` with symbol PREFIX_main this renders:
 
-1. `PREFIX_main_sizes_t` (the bound size variables) and, under RXE_PROFILE,
+1. `PREFIX_main_sizes_t` (the bound size variables, then those bound while
+   running: data-dependent counts and match_cast sizes) and, under RXE_PROFILE,
    the per-kernel profile table `PREFIX_main_profile`.
 2. `PREFIX_main_bind` (static): input checks, binding each size variable.
 3. `PREFIX_main_layout` (static): the memory plan's offsets and total.
@@ -43,8 +44,10 @@ from ..host_program import (
     LoopEnd,
     ProfileBegin,
     ProfileEnd,
+    SetSize,
     SizeValue,
     StoreCounter,
+    StoreDim,
     StoreShape,
     View,
 )
@@ -64,8 +67,8 @@ RENDER = {
     CheckTensor: "check_tensor", BindSize: "bind_size", CheckDim: "check_dim", CheckBroadcast: "check_broadcast",
     Bind: "bind", Layout: "layout", CheckWorkspace: "check_workspace", StoreShape: "store_shape", View: "view",
     ProfileBegin: "profile_begin", ProfileEnd: "profile_end", CallKernel: "call_kernel", Copy: "copy",
-    Branch: "branch", EndBranch: "end_branch", LoopBegin: "loop_begin", LoopEnd: "loop_end",
-    StoreCounter: "store_counter", CopySlot: "copy_slot",
+    Branch: "branch", EndBranch: "end_branch", StoreDim: "store_dim", SetSize: "set_size",
+    LoopBegin: "loop_begin", LoopEnd: "loop_end", StoreCounter: "store_counter", CopySlot: "copy_slot",
 }
 
 
@@ -90,7 +93,7 @@ class CHostEmitter:
         self.fn = fn
         self.p = fn.symbol
         self.weights = weights_symbol
-        self.r = SizesRenderer(fn.size_vars)
+        self.r = SizesRenderer(fn.struct_sizes)
 
     def render(self) -> str:
         fn, p = self.fn, self.p
@@ -139,13 +142,15 @@ class CHostEmitter:
             return f"{v.tensor}[{v.index}].shape[{v.axis}]"
         if isinstance(v, SizeValue):
             return f"size_values[{v.index}]"
-        raise CodegenError(f"no C for value {v!r}")
+        return self.r.int_expr(v)   # a symbolic integer of bound sizes
 
     def address(self, a: Address) -> str:
         if a.base in ("inputs", "outputs"):
             where = f"RXE_DATA({a.base}[{a.index}])"
         elif a.base == "weights":
             where = f"{self.weights} + {a.index}"
+        elif a.base == "sizes":
+            where = f"&s->{self.r.fields[self.fn.run_sizes[a.index]]}"
         else:
             where = f"ws + offsets[{a.index}]"
         if a.dtype is None:
@@ -161,6 +166,8 @@ class CHostEmitter:
         var = op.var
         lower = "INT64_MIN" if var.lower is None else str(var.lower)
         upper = "-1" if var.upper is None else str(var.upper)
+        if op.upper is not None:
+            upper = self.r.int_expr(op.upper)
         return [f"  st = rxe_dim_bind({self.value(op.value)}, {c_string(op.what)}, {c_string(var.name)}, {lower}, "
                 f"{upper}, &s->{self.r.fields[var]}, err);"]
 
@@ -189,6 +196,12 @@ class CHostEmitter:
 
     def store_shape(self, op: StoreShape) -> list:
         return [f"  out_shapes[{op.index}] = {self.r.int_expr(op.value)};"]
+
+    def store_dim(self, op: StoreDim) -> list:
+        return [f"  outputs[{op.index}].shape[{op.axis}] = {self.r.int_expr(op.value)};"]
+
+    def set_size(self, op: SetSize) -> list:
+        return [f"  s->{self.r.fields[op.var]} = {self.r.int_expr(op.value)};"]
 
     def view(self, op: View) -> list:
         return [f"  /* {op.name}: a view of {op.of}, no kernel */"]

@@ -132,6 +132,14 @@ class CRenderer(Renderer):
         dtype = e.buffer.dtype
         return f"{NARROW_FLOATS[dtype]}_widen({text})" if dtype in NARROW_FLOATS else text
 
+    def reinterpret(self, x, src, dst):
+        """Through a union (C99 defines it; a pointer pun would break strict aliasing); float16 and
+        bfloat16 values are their uint16_t bits, narrowed from and widened to float."""
+        bits = narrowed(x, src)
+        if c_type(src) != c_type(dst):
+            bits = f"(((union {{ {c_type(src)} from; {c_type(dst)} to; }}){{ .from = {bits} }}).to)"
+        return f"{NARROW_FLOATS[dst]}_widen({bits})" if dst in NARROW_FLOATS else bits
+
     def intrinsic(self, name, args, dtype):
         if dtype != "float64" and name in F32_MATH:
             return f"rxe_f32_{name}({args[0]})"

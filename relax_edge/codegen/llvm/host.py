@@ -52,8 +52,10 @@ from ..host_program import (
     LoopEnd,
     ProfileBegin,
     ProfileEnd,
+    SetSize,
     SizeValue,
     StoreCounter,
+    StoreDim,
     StoreShape,
     View,
 )
@@ -86,8 +88,8 @@ RENDER = {
     CheckTensor: "check_tensor", BindSize: "bind_size", CheckDim: "check_dim", CheckBroadcast: "check_broadcast",
     Bind: "bind", Layout: "layout", CheckWorkspace: "check_workspace", StoreShape: "store_shape", View: "view",
     ProfileBegin: "profile_begin", ProfileEnd: "profile_end", CallKernel: "call_kernel", Copy: "copy",
-    Branch: "branch", EndBranch: "end_branch", LoopBegin: "loop_begin", LoopEnd: "loop_end",
-    StoreCounter: "store_counter", CopySlot: "copy_slot",
+    Branch: "branch", EndBranch: "end_branch", StoreDim: "store_dim", SetSize: "set_size",
+    LoopBegin: "loop_begin", LoopEnd: "loop_end", StoreCounter: "store_counter", CopySlot: "copy_slot",
 }
 
 
@@ -149,7 +151,7 @@ class LLVMHostEmitter(IndexArithmetic):
         self.fn = fn
         self.weights = weights
         self.string = strings
-        self.slots = {var: k for k, var in enumerate(fn.size_vars)}
+        self.slots = {var: k for k, var in enumerate(fn.struct_sizes)}
         self.profile = self.profile_table() if profile else None
         self.functions: dict = {}          # entry -> ir.Function
         self.b: ir.IRBuilder | None = None
@@ -191,7 +193,7 @@ class LLVMHostEmitter(IndexArithmetic):
         self.needed = self.t0 = None
         self.s = self.params.get("s")
         if self.s is None:
-            self.s = self.b.alloca(ir.ArrayType(I64, max(len(self.fn.size_vars), 1)), name="sizes")
+            self.s = self.b.alloca(ir.ArrayType(I64, max(len(self.fn.struct_sizes), 1)), name="sizes")
             self.offsets = self.b.alloca(ir.ArrayType(I64, max(len(self.fn.offsets), 1)), name="offsets")
         for op in self.fn.entries[kind]:
             result = getattr(self, RENDER[type(op)])(op)
@@ -238,7 +240,7 @@ class LLVMHostEmitter(IndexArithmetic):
             return self.b.load(self.element(shape, v.axis), typ=I64)
         if isinstance(v, SizeValue):
             return self.b.load(self.element(self.params["size_values"], v.index), typ=I64)
-        raise CodegenError(f"no LLVM for value {v!r}")
+        return self.int_expr(v)   # a symbolic integer of bound sizes
 
     def address(self, a: Address) -> ir.Value:
         if a.base in ("inputs", "outputs"):   # RXE_DATA: data + byte_offset
@@ -246,6 +248,8 @@ class LLVMHostEmitter(IndexArithmetic):
             return self.element(data, self.tensor_field(a.base, a.index, "byte_offset", I64), I8)
         if a.base == "weights":
             return self.element(opaque(self.weights), a.index, I8)
+        if a.base == "sizes":
+            return self.element(self.s, self.slots[self.fn.run_sizes[a.index]])
         offset = self.b.load(self.element(self.offsets, a.index), typ=I64)
         return self.element(self.params["workspace"], offset, I8)
 
@@ -261,9 +265,9 @@ class LLVMHostEmitter(IndexArithmetic):
     def bind_size(self, op: BindSize) -> ir.Value:
         var = op.var
         lower = INT64_MIN if var.lower is None else var.lower
-        upper = -1 if var.upper is None else var.upper
+        upper = i64(-1 if var.upper is None else var.upper) if op.upper is None else self.int_expr(op.upper)
         return self.call("rxe_dim_bind", [self.value(op.value), self.text(op.what), self.text(var.name), i64(lower),
-                                          i64(upper), self.element(self.s, self.slots[var]), self.params["err"]])
+                                          upper, self.element(self.s, self.slots[var]), self.params["err"]])
 
     def check_dim(self, op: CheckDim) -> ir.Value:
         return self.call("rxe_dim_check", [self.value(op.value), self.int_expr(op.expected), self.text(op.what),
@@ -298,6 +302,15 @@ class LLVMHostEmitter(IndexArithmetic):
 
     def store_shape(self, op: StoreShape) -> None:
         self.b.store(self.int_expr(op.value), self.element(self.params["out_shapes"], op.index))
+
+    def store_dim(self, op: StoreDim) -> None:
+        shape = self.tensor_field("outputs", op.index, "shape", PTR)
+        self.b.store(self.int_expr(op.value), self.element(shape, op.axis))
+
+    def set_size(self, op: SetSize) -> None:
+        where = self.element(self.s, self.slots[op.var])
+        where.type = PTR   # llvmlite types the GEP by the sizes array; the IR pointer is opaque either way
+        self.b.store(self.int_expr(op.value), where)
 
     def view(self, op: View) -> None:
         return None

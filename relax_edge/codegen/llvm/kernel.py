@@ -364,6 +364,9 @@ class KernelEmitter(KernelSkeleton, IndexArithmetic):
     def visit_Cast(self, e: Cast):
         return self.cast(self.expr(e.a), e.a.dtype, e.dtype)
 
+    def visit_Reinterpret(self, e):   # tir.expr.Reinterpret
+        return self.reinterpret(self.expr(e.a), e.a.dtype, e.dtype)
+
     def visit_Intrinsic(self, e: Intrinsic):
         return self.intrinsic(e.name, [self.expr(a) for a in e.args], e.dtype)
 
@@ -405,10 +408,11 @@ class KernelEmitter(KernelSkeleton, IndexArithmetic):
         b, to = self.b, llvm_type(dst)
         if dst == "bool":
             return self.truth(value, src)
+        if dst in NARROW_FLOATS:   # rounded to the narrow type, held as float (a float16 value too, as in C)
+            single = value if src in NARROW_FLOATS else self.cast(value, src, "float32")   # narrow: float already
+            return self.widen(self.narrow(single, dst), dst)
         if src == dst:
             return value
-        if dst in NARROW_FLOATS:   # rounded to the narrow type, held as float
-            return self.widen(self.narrow(self.cast(value, src, "float32"), dst), dst)
         if src in NARROW_FLOATS:
             src = "float32"
         if is_float(src) and is_float(dst):
@@ -422,6 +426,12 @@ class KernelEmitter(KernelSkeleton, IndexArithmetic):
         if BITS[dst] > BITS[src]:
             return (b.zext if src in UNSIGNED else b.sext)(value, to)
         return value
+
+    def reinterpret(self, value, src: str, dst: str) -> ir.Value:
+        """`bitcast`; float16 and bfloat16 values are their i16 bits, narrowed from and widened to float."""
+        bits = self.narrow(value, src) if src in NARROW_FLOATS else value
+        bits = self.b.bitcast(bits, memory_type(dst)) if bits.type != memory_type(dst) else bits
+        return self.widen(bits, dst) if dst in NARROW_FLOATS else bits
 
     def intrinsic(self, name: str, args: list, dtype: str) -> ir.Value:
         dtype = "float32" if dtype in NARROW_FLOATS else dtype

@@ -289,10 +289,11 @@ class ConvertContext:
             raise self.error(f"evaluating {call.op.name} on constants failed: {err}") from None
         return np.asarray(out)
 
-    def match_cast_fresh(self, value, what: str, lower: int = 1, known=None):
+    def match_cast_fresh(self, value, what: str, lower: int = 1, known=None, upper=None):
         """Give a value of unknown shape (known rank) fresh size variables
         (except where `known` gives a dim), bound and checked at run time by
-        a match_cast."""
+        a match_cast; `upper` (an int, or one per dim, None for none) bounds
+        them, so a compiled model plans their buffers at that size."""
         if not isinstance(value, Expr):
             return value  # known at import time: its shape is known too
         t = value.type
@@ -301,7 +302,10 @@ class ConvertContext:
         base = re.sub(r"\W", "_", self.span)
         base = base if base[:1].isalpha() else f"d_{base}"
         known = known or [None] * t.ndim
-        dims = [k if k is not None else SizeVar(f"{base}_{what}{i}", lower=lower) for i, k in enumerate(known)]
+        uppers = upper if isinstance(upper, (list, tuple)) else [upper] * t.ndim
+        uppers = [None if u is None or u == float("inf") else int(u) for u in uppers]
+        dims = [k if k is not None else SizeVar(f"{base}_{what}{i}", upper=u, lower=lower)
+                for i, (k, u) in enumerate(zip(known, uppers))]
         return self.builder.match_cast(value, TensorType(dims, t.dtype))
 
     def type_of(self, value) -> TensorType:

@@ -15,6 +15,18 @@
  *       checks again and computes. The caller owns all memory: outputs are
  *       caller-allocated tensors and the workspace is caller memory of at
  *       least the planned size. Nothing is allocated on the run path.
+ *
+ * Data-dependent output sizes (NonZero, NonMaxSuppression, Unique, Compress,
+ * an If whose branches differ in a dim): plan reports such a dim at its
+ * upper bound, the capacity, and the caller allocates that much; run checks
+ * the caller's outputs[k].shape against the capacity, computes, and then
+ * writes the actual dims into outputs[k].shape (the caller's shape array,
+ * so it must be writable), the data compact for those dims (row-major, at
+ * the start of the buffer). Such a dim is printed with its size variable in
+ * the arg info ("(2, nz)"). Before reusing an output tensor for another run,
+ * set its shape back to the planned capacity. The workspace never depends
+ * on a data-dependent size: it is planned at the capacities, so a bounded
+ * function's fixed_workspace_bytes stays fixed.
  * Every entry point returns a status; on failure err->message names the
  * input, the dimension and the expected value.
  */
@@ -34,7 +46,9 @@ extern "C" {
  * portable math functions take libm's names behind the prefix (rxe_expf,
  * rxe_tanh: kernel.h), and the library kernels are rxe_lib_<op>_<dtype>
  * (kernels.h). */
-#define RXE_ABI_VERSION 2u
+/* 3: data-dependent output dims: plan reports the capacity, run writes the
+ * actual dims into the outputs' shape arrays (above). */
+#define RXE_ABI_VERSION 3u
 
 /* Limits (compile-time configuration). */
 #ifndef RXE_MAX_NDIM
@@ -119,7 +133,7 @@ typedef struct {
   int32_t num_outputs;
   const rxe_arg_info_t* inputs;
   const rxe_arg_info_t* outputs;
-  rxe_plan_fn plan; /* out_shapes: the outputs' dims, concatenated */
+  rxe_plan_fn plan; /* out_shapes: the outputs' dims, concatenated (a data-dependent one: its capacity) */
   rxe_run_fn run;
   rxe_workspace_fn workspace;
   int32_t num_sizes;

@@ -118,6 +118,8 @@ rxe_status_t rxe_lib_depthwise_conv2d_f32(const float* x, const float* w, const 
                                           int64_t pad_left, int64_t dil_h, int64_t dil_w, int64_t act,
                                           rxe_error_t* err);
 
+#include "relax_edge/kernels_detect.h" /* the data-dependent kernels (detect.c) */
+
 #ifdef __cplusplus
 }
 #endif

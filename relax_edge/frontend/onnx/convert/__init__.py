@@ -10,6 +10,7 @@ from . import (  # noqa: F401  (register the converters)
     misc,
     nn,
     quant,
+    random,
     reduce,
     resize,
     rnn,

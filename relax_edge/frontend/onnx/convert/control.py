@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....ir.expr import Tuple, TupleGetItem
-from ....ir.shape import IntExpr, Proof, as_expr, prove_equal
+from ....ir.shape import IntExpr, Proof, as_expr, bounds, prove_equal
 from ....ir.types import TensorType
 from ..context import converter
 from ..values import static_array
@@ -71,10 +71,11 @@ def emit_if(ctx, cond, then_values, else_values, n_out: int) -> list:
     converts; the outputs, a fresh size where the branches disagree on a dim."""
     cond = _scalar_condition(ctx, cond)
     common: dict = {}
+    uppers: dict = {}   # output -> each dim's larger bound over the branches
 
     def join(then_type, else_type):
         fields = (then_type.fields, else_type.fields) if n_out > 1 else ((then_type,), (else_type,))
-        joined = [_join_types(ctx, i, a, b, common) for i, (a, b) in enumerate(zip(*fields))]
+        joined = [_join_types(ctx, i, a, b, common, uppers) for i, (a, b) in enumerate(zip(*fields))]
         return joined[0] if n_out == 1 else type(then_type)(joined)
 
     def build(values, name):
@@ -90,7 +91,7 @@ def emit_if(ctx, cond, then_values, else_values, n_out: int) -> list:
     outs = [result] if n_out == 1 else [ctx.builder.emit(TupleGetItem(result, i)) for i in range(n_out)]
     for i, value in enumerate(outs):
         if i in common:  # the branches disagree on a dim: fresh size variables, checked at run time
-            outs[i] = ctx.match_cast_fresh(value, f"out{i}_", lower=0, known=common[i])
+            outs[i] = ctx.match_cast_fresh(value, f"out{i}_", lower=0, known=common[i], upper=uppers[i])
     return outs
 
 
@@ -103,9 +104,9 @@ def _scalar_condition(ctx, cond):
     return ctx.emit("reshape", [cond], {"shape": ()}) if t.ndim else cond
 
 
-def _join_types(ctx, i, a, b, common):
+def _join_types(ctx, i, a, b, common, uppers):
     """The type of output `i` over both branches; records in `common` the dims
-    both share when another dim differs."""
+    both share when another dim differs (and in `uppers` each dim's larger bound)."""
     if not (isinstance(a, TensorType) and isinstance(b, TensorType)):
         raise ctx.error(f"output {i}: only tensor outputs are supported (got {a} and {b})")
     if a.dtype != b.dtype:
@@ -117,6 +118,7 @@ def _join_types(ctx, i, a, b, common):
     if all(same):
         return a
     common[i] = [x if s else None for x, s in zip(a.shape, same)]
+    uppers[i] = [max(bounds(x)[1], bounds(y)[1]) for x, y in zip(a.shape, b.shape)]   # the larger branch
     return TensorType(None, a.dtype, ndim=a.ndim)
 
 

@@ -7,7 +7,9 @@
 2. NonMaxSuppression (10, 11), Unique (11): one operator call per result,
    followed by a match_cast whose fresh count carries the operator's upper
    bound (batch * classes * min(max_output_boxes_per_class, boxes) selected
-   rows; one unique value per element), so a memory plan can bound it.
+   rows; one unique value per element), so a memory plan can bound it: a
+   compiled model plans the result at that capacity (library kernels,
+   relax_edge/library/data_dependent.py) and binds the count at run time.
 3. Compress (9, 11): the indices of the condition's true entries (NonZero,
    over the condition cut to the axis' length as ONNX Runtime does), then a
    `take`; a constant condition folds to a take of constant indices.

@@ -9,7 +9,19 @@ from __future__ import annotations
 import numpy as np
 
 from ....errors import ShapeError
-from ....ir.shape import IntExpr, Proof, as_expr, bounds, floordiv, floormod, max_expr, min_expr, prove_equal, prove_lt
+from ....ir.shape import (
+    IntExpr,
+    Proof,
+    as_expr,
+    bounds,
+    floordiv,
+    floormod,
+    max_expr,
+    min_expr,
+    monomial_quotient,
+    prove_equal,
+    prove_lt,
+)
 from ..context import converter, onnx_dtype
 from ..values import SymInts, from_static, static_array, to_object
 
@@ -21,6 +33,12 @@ class _Undecidable(Exception):
 def _trunc_div(a: IntExpr, b: IntExpr) -> IntExpr:
     if bounds(a)[0] >= 0 and bounds(b)[0] > 0:
         return floordiv(a, b)
+    if bounds(a)[0] >= 0 and bounds(b)[0] == 0 and not b.is_const:
+        # b may be 0 only where ONNX's integer Div is undefined; an exact quotient (swin_t's
+        # (batch * windows) / windows) leaves no division to fault at run time
+        q = monomial_quotient(a, b)
+        if q is not None:
+            return q
     raise _Undecidable
 
 

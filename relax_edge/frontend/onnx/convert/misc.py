@@ -38,6 +38,7 @@ import itertools
 import numpy as np
 
 from ....ir.shape import as_expr
+from ....op.bitcast import BIT_WIDTHS
 from ..context import ONNX_DTYPE_NAMES, ONNX_DTYPES, converter
 from . import einsum, signal  # noqa: F401  (register their converters)
 from .conv import _emit_spatial, _per_axis, _spatial_rank, _window
@@ -435,23 +436,28 @@ def _sym_scalar(ctx, value):
 
 @converter("BitCast")
 def convert_bit_cast(ctx, inputs):
+    """Same-width element types only (the spec's rule; the shape is kept). A constant is reinterpreted at
+    import; at run time an integer or bool source to an integer is a wrapping cast (the same bits), the
+    rest (floats, float16 and bfloat16 as their 16 bits) the `bitcast` operator."""
     x = inputs[0]
     to = ctx.attr("to", None, int)
     if to not in ONNX_DTYPES:
         raise ctx.error(f"attribute to: element type {ONNX_DTYPE_NAMES.get(to, to)} is not supported")
-    target = np.dtype(ONNX_DTYPES[to])
-    source = np.dtype(ctx.type_of(x).dtype)
-    if source.itemsize != target.itemsize:
-        raise ctx.error(f"{source} and {target} differ in width ({source.itemsize * 8} and "
-                        f"{target.itemsize * 8} bits)")
-    known = ctx.known(x)
-    if known is not None:
-        if target == np.bool_ and not np.isin(known.view(np.uint8), (0, 1)).all():
-            raise ctx.error("only bytes 0 and 1 reinterpret as bool")
-        return np.ascontiguousarray(known).view(target)
+    target, source = ONNX_DTYPES[to], ctx.type_of(x).dtype
+    width = {**BIT_WIDTHS, "bool": 8}
+    if width[source] != width[target]:
+        raise ctx.error(f"{source} and {target} differ in width ({width[source]} and {width[target]} bits); "
+                        "BitCast needs element types of the same width")
     if source == target:
         return x
-    if source.kind in "iub" and target.kind in "iu":  # same width: the cast wraps, keeping the bits
-        return ctx.emit("cast", [x], {"dtype": target.name})
-    raise ctx.error(f"BitCast from {source} to {target} of a tensor known only at run time is not supported "
-                    "(integer and bool sources to integers of the same width are; any constant is)")
+    known = ctx.known(x)
+    if known is not None and "bfloat16" not in (source, target):
+        if target == "bool" and not np.isin(known.view(np.uint8), (0, 1)).all():
+            raise ctx.error("only bytes 0 and 1 reinterpret as bool")
+        return np.asarray(known).view(target)
+    if source not in ("float16", "bfloat16", "float32", "float64") and target.startswith(("int", "uint")):
+        return ctx.emit("cast", [x], {"dtype": target})   # same width: the cast wraps, keeping the bits
+    if target == "bool":
+        raise ctx.error(f"BitCast from {source} to bool of a tensor known only at run time is not supported "
+                        "(only bytes 0 and 1 are bools; a constant input is checked and converted)")
+    return ctx.emit("bitcast", [x], {"to": target})

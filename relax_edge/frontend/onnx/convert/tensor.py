@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ....ir.shape import IntExpr, as_expr
+from ....ir.shape import IntExpr, as_expr, bounds
 from ....op.manipulate import arange_length
 from ..context import converter
 from ..values import SymInts, from_static, static_array
@@ -115,8 +115,12 @@ def convert_reshape(ctx, inputs):
 
 @converter("NonZero")
 def convert_nonzero(ctx, inputs):
-    rank = len(_dims(ctx, inputs[0]))
-    return ctx.match_cast_fresh(ctx.emit("nonzero", inputs), "count", lower=0, known=[rank, None])
+    dims = _dims(ctx, inputs[0])
+    numel = as_expr(1)
+    for d in dims:
+        numel = numel * d
+    return ctx.match_cast_fresh(ctx.emit("nonzero", inputs), "count", lower=0, known=[len(dims), None],
+                                upper=bounds(numel)[1])   # at most every element: the compiled plan's capacity
 
 
 @converter("Flatten")
@@ -253,10 +257,17 @@ def convert_expand(ctx, inputs):
     return ctx.emit("broadcast_to", [data], {"shape": target})
 
 
+def _integers_or_sizes(ctx, value, index, what):
+    """Input `index` as integers known at import, or as symbolic ones computed from shapes."""
+    if ctx.known(value) is not None:
+        return ctx.integers(value, index, what)
+    return [as_expr(v) for v in ctx.require_static(value, index, what).reshape(-1)]
+
+
 @converter("Tile")
 def convert_tile(ctx, inputs):
     data, reps = inputs
-    repeats = tuple(ctx.integers(reps, 1, "repeats"))
+    repeats = tuple(_integers_or_sizes(ctx, reps, 1, "repeats"))  # DeBERTa tiles by the batch size
     return ctx.emit("tile", [data], {"repeats": repeats})
 
 
@@ -324,7 +335,7 @@ def convert_pad(ctx, inputs):
     if ctx.opset < 11:
         pads, value = list(ctx.attr("pads")), ctx.attr("value", 0.0, float)
     else:
-        pads = ctx.integers(inputs[1], 1, "pads")
+        pads = _integers_or_sizes(ctx, inputs[1], 1, "pads")  # swin_t pads to whole windows of any size
         value = 0
         if len(inputs) > 2 and inputs[2] is not None:
             value = ctx.scalar(inputs[2], 2, "constant_value").item()
