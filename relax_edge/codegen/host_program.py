@@ -263,9 +263,10 @@ class LoopEnd:
 
 @dataclass
 class StoreCounter:
-    """The int64 at `dst` = the iteration number of loop `depth`."""
+    """The int64 at `dst` = the iteration number of loop `depth` + `plus`."""
     dst: Address
     depth: int
+    plus: int = 0
 
 
 @dataclass
@@ -575,19 +576,24 @@ class HostLowering:
         ops: list = [LoopEnd() if isinstance(g, LoopScope) else EndBranch() for g in reversed(current[common:])]
         for g in wanted[common:]:
             if isinstance(g, LoopScope):
-                ops.append(self.loop_begin(g))
+                ops += self.loop_begin(g)
                 continue
             number, taken, cond = g
             ops.append(Branch(self.address(cond, "bool"), taken,
                               f"if {number} ({'then' if taken else 'else'} branch, on {getattr(cond, 'name', cond)})"))
         return ops
 
-    def loop_begin(self, scope: LoopScope) -> LoopBegin:
+    def loop_begin(self, scope: LoopScope) -> list:
+        """The loop's head; before it, the dims of the stacked outputs whose length is the iterations run."""
+        ops = []
+        for target, dims in scope.counted:
+            ops.append(SetSize(self.slot(target, 0), as_expr(0)))
+            ops += [SetSize(self.slot(target, d + 1), self.sized(dim)) for d, dim in enumerate(dims)]
         trip = scope.trip
         count = trip if trip is None else self.address(trip, "int64") if isinstance(trip, (Var, Constant)) \
             else self.sized(trip)
         cond = None if scope.cond is None else self.address(scope.cond, "bool")
-        return LoopBegin(count, cond, scope.depth, f"loop {scope.number}")
+        return ops + [LoopBegin(count, cond, scope.depth, f"loop {scope.number}")]
 
     def step(self, step) -> list:
         """Run-time broadcast checks, then the kernel (views run none); a copy
@@ -596,8 +602,12 @@ class HostLowering:
         if step.counter is not None:
             return [StoreCounter(self.address(var, "int64"), step.counter.depth)]
         if step.slot is not None:
-            return [CopySlot(self.address(var), self.address(step.copy_from), self.sized(nbytes(step.copy_from.type)),
-                             step.slot.depth)]
+            ops = [CopySlot(self.address(var), self.address(step.copy_from), self.sized(nbytes(step.copy_from.type)),
+                            step.slot.depth)]
+            if var in self.live.unknown:   # one more iteration run: the stacked output's length
+                count = Address("sizes", self.run_sizes.index(self.slot(var, 0)), "int64")
+                ops.append(StoreCounter(count, step.slot.depth, plus=1))
+            return ops
         if call is None:
             src = step.copy_from
             if var in self.live.unknown:   # this branch's dims differ from the other's: recorded for the cast

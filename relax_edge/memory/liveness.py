@@ -65,7 +65,7 @@ from ..ir.expr import (
     TupleGetItem,
     Var,
 )
-from ..ir.shape import Proof, as_expr, free_vars, max_expr, min_expr, prove_equal, substitute
+from ..ir.shape import IntExpr, Proof, as_expr, free_vars, max_expr, min_expr, prove_equal, substitute
 from ..ir.types import TensorType, TupleType
 from ..op.registry import OPS
 from .plan import Buffer
@@ -98,6 +98,7 @@ class LoopScope:
     depth: int
     first: int = 0      # its first and last step
     last: int = 0
+    counted: list = field(default_factory=list)   # stacked outputs whose length is the iterations run
 
 
 @dataclass
@@ -309,11 +310,12 @@ class _Analysis:
         where = f"function {self.func.name}: loop {var.name}"
         n = e.num_carried
         for k, t in enumerate(var.type.fields):
-            if not isinstance(t, TensorType) or t.shape is None:
+            bounded = k >= n and isinstance(e.trip_count, IntExpr)   # stopped early: at most the trip count
+            if not isinstance(t, TensorType) or (t.shape is None and not bounded):
                 what = f"carried value {k}" if k < n else f"scan output {k - n}"
                 raise RelaxEdgeError(f"{where}: its {what} has type {t}; a scan output whose length is known only "
-                                     "at run time (a run-time trip count or a condition that can stop the loop "
-                                     "early) is not supported by the compiled code yet")
+                                     "at run time and has no bound (a run-time trip count, or none) is not "
+                                     "supported by the compiled code yet")
         if not all(isinstance(x, (Var, Constant)) for x in e.operands()):
             raise RelaxEdgeError(f"{where}: its trip count, condition and initial values must be variables or "
                                  "constants")
@@ -355,6 +357,9 @@ class _Analysis:
         for state, r in swapped:
             self.steps.append(Step(state, None, copy_from=r, guard=inner))
         for target, r in zip(self.fields[var][n:], results[1 + n:]):
+            if target.type.shape is None:   # its length is the iterations run: planned at the trip count
+                self.unknown[target] = tuple(self.capacity_of(d) for d in (e.trip_count, *r.type.shape))
+                scope.counted.append((target, r.type.shape))
             self.steps.append(Step(target, None, copy_from=r, guard=inner, slot=scope))
         scope.last = len(self.steps) - 1
 

@@ -7,8 +7,8 @@ longer ones, run-time trip counts and conditions and symbolic scan lengths
 become the IR's loop, interpreted and compiled (one qemu-aarch64 row).
 Unsupported forms (carried values that change shape in a loop, branches
 that differ in dtype, sequence values, a scan output of run-time length in
-compiled code) and unsupported operators inside bodies are refused with
-the node named."""
+compiled code when the trip count is not a compile-time bound) and
+unsupported operators inside bodies are refused with the node named."""
 
 import importlib.util
 from pathlib import Path
@@ -250,17 +250,37 @@ def test_loop_compiled_on_the_host(backend, tmp_path):
             check(m, {"y0": rand(n, 2), "x": rand(n, 2)}, loaded.run)
 
 
-def test_loop_with_a_runtime_condition_and_scan_outputs_is_the_irs_loop():
-    """cond_out = sum(y_in) > 0, computed at run time: the loop, its scan output's length bound after it."""
+def stopping_loop_model():
+    """cond_out = sum(y_in) > 0, computed at run time, with a scan output."""
     runtime_cond = helper.make_node("Greater", ["y_in_sum", "zero"], ["cond_out"])
     m = loop_model(3, cond_node=runtime_cond)
     body = m.graph.node[0].attribute[0].g
     body.node.insert(0, helper.make_node("ReduceSum", ["y_in"], ["y_in_sum"], keepdims=0))
     body.node.insert(0, helper.make_node("Constant", [], ["zero"], value=helper.make_tensor("z", T.FLOAT, [], [0])))
+    return m
+
+
+# the body's condition reads y_in: all 3 iterations run when sum(y0) > 0, else only the first
+STOPPING_FEEDS = [{"y0": np.ones((2, 2), np.float32), "x": np.full((2, 2), -0.75, np.float32)},
+                  {"y0": -np.ones((1, 2), np.float32), "x": np.ones((1, 2), np.float32)}]
+
+
+def test_loop_with_a_runtime_condition_and_scan_outputs_is_the_irs_loop():
+    """The loop; its scan output's length (the iterations run) bound by a match_cast after it."""
+    m = stopping_loop_model()
     mod = rxe.from_onnx(m)
     assert "loop(trip_count=3" in str(mod) and "match_cast" in str(mod)
-    for y0 in (np.ones((2, 2), np.float32), -np.ones((2, 2), np.float32)):
-        check(m, {"y0": y0, "x": rand(2, 2)}, interpreted(mod))
+    for feeds in STOPPING_FEEDS:
+        check(m, feeds, interpreted(mod))
+
+
+@pytest.mark.parametrize("backend", ["c", "llvm"])
+def test_loop_with_a_runtime_condition_and_scan_outputs_compiled(backend, tmp_path):
+    """The stacked output planned at the trip count; the run writes its actual length."""
+    m = stopping_loop_model()
+    with compiled(m, backend, tmp_path) as loaded:
+        for feeds in STOPPING_FEEDS:
+            check(m, feeds, loaded.run)
 
 
 def test_loop_with_a_runtime_trip_count():

@@ -211,3 +211,16 @@ def test_nested_loops_verified_through_the_pipeline_interpreted_and_compiled(hos
     want = acc + sum((i + 1) * x[i] for i in range(4))
     np.testing.assert_allclose(rxe.interpret(mod, x, acc), want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(build(mod, backend, tmp_path, dev).run(x, acc)[0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_compiled_scans_of_a_loop_stopped_early(host, tmp_path):
+    """A run-time condition with scans: the stacked output planned at the trip count, its length the iterations
+    run (the match_cast after the loop binds it)."""
+    backend, dev = host
+    loaded = build(recurrence_module(with_cond=True), backend, tmp_path, dev)
+    for n, limit in ((1, 100.0), (6, 100.0), (6, 0.0), (6, 1.0)):
+        x, h0 = inputs(n, seed=n)
+        got, want = loaded.run(x, h0, np.float32(limit)), reference(x, h0, None, limit)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=1e-6)

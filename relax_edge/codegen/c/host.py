@@ -243,7 +243,7 @@ class CHostEmitter:
         return ["  }"]
 
     def store_counter(self, op: StoreCounter) -> list:
-        return [f"  *{self.address(op.dst)} = it{op.depth};"]
+        return [f"  *{self.address(op.dst)} = it{op.depth}{f' + {op.plus}' if op.plus else ''};"]
 
     def copy_slot(self, op: CopySlot) -> list:
         size = f"(uint64_t)({self.r.int_expr(op.bytes)})"

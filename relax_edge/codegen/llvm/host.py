@@ -380,7 +380,10 @@ class LLVMHostEmitter(IndexArithmetic):
         b.position_at_end(done)
 
     def store_counter(self, op: StoreCounter) -> None:
-        self.b.store(self.b.load(self.loops[op.depth][0], typ=I64), self.address(op.dst))
+        it = self.b.load(self.loops[op.depth][0], typ=I64)
+        where = self.address(op.dst)
+        where.type = PTR   # a sizes slot's GEP is typed by the sizes array (as in set_size)
+        self.b.store(self.b.add(it, i64(op.plus)) if op.plus else it, where)
 
     def copy_slot(self, op: CopySlot) -> None:
         b = self.b
