@@ -443,8 +443,8 @@ def _static_dim(ctx, value, axis, what) -> int:
     if axis >= len(dims):
         raise ctx.error(f"{what} ({axis}) is out of range for rank {len(dims)}")
     if not dims[axis].is_const:
-        raise ctx.error(f"{what} has symbolic length {dims[axis]}; relax_edge unrolls a Scan only over "
-                        "an axis of length known at compile time")
+        raise ctx.error(f"{what} has symbolic length {dims[axis]}; an opset-8 Scan (batch axis, "
+                        "sequence_lens) needs its batch and scanned lengths known at compile time")
     return dims[axis].value
 
 
