@@ -1,12 +1,14 @@
 """What graph rewrites ask of a function's bindings: the constant a variable
 is bound to, each value's binding, how many bindings read each variable
-(and which one last), and which variables the function returns."""
+(and which one last), and which variables the function returns. An `if`
+or a `loop` reads every variable its branches or body refer to."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.expr import Constant, Function, Var, VarBinding
+from ..ir.expr import Constant, Function, If, Loop, Var, VarBinding
+from ..ir.visitor import ExprVisitor
 
 
 @dataclass
@@ -36,10 +38,28 @@ def scan(func: Function) -> Bindings:
                 info.values[b.var] = b.value
                 if isinstance(b.value, Constant):
                     info.constants[b.var] = b.value
-            for a in getattr(b.value, "args", ()) or getattr(b.value, "fields", ()):
+            reads = _Reads.of(b.value) if isinstance(b.value, (If, Loop)) else \
+                getattr(b.value, "args", ()) or getattr(b.value, "fields", ())
+            for a in reads:
                 if isinstance(a, Var):
                     info.uses[a] = info.uses.get(a, 0) + 1
                     info.users[a] = b
     body = func.body.body
     info.outputs = {e for e in getattr(body, "fields", (body,)) if isinstance(e, Var)}
     return info
+
+
+class _Reads(ExprVisitor):
+    """Every variable an expression refers to, nested bodies included."""
+
+    def __init__(self):
+        self.vars: list = []
+
+    def visit_Var(self, v):
+        self.vars.append(v)
+
+    @classmethod
+    def of(cls, e) -> list:
+        reads = cls()
+        reads.visit(e)
+        return reads.vars

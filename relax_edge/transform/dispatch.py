@@ -21,6 +21,8 @@ arguments, symbolic), "scratch_bytes" (its scratch buffer, when it has
 one), "pack" ((argument index, packer) pairs applied to constants by the
 code generator) and "params" (the operators' attributes).
 
+A loop's body is dispatched like a function's (what it returns stays).
+
 Does not guarantee that the library is faster for every shape; the
 `kernels` argument restricts which families are dispatched (the pipeline
 keeps kernels with scratch buffers off microcontrollers).
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.expr import Call, CallExtern, Constant, ExternDecl, Function, IRModule, SeqExpr, VarBinding
+from ..ir.expr import Call, CallExtern, Constant, ExternDecl, Function, IRModule, Loop, SeqExpr, VarBinding
 from ..ir.shape import Proof, as_expr, prove_equal
 from ..ir.types import TensorType
 from ..op.registry import OPS
@@ -257,11 +259,27 @@ class _Dispatcher:
 
     # -- functions ------------------------------------------------------------------
     def function(self, f: Function) -> Function:
+        body = self.seq(f)
+        return f if body is f.body else Function(f.params, body, f.ret_type, f.name, f.attrs)
+
+    def seq(self, f: Function) -> SeqExpr:
+        """`f`'s body dispatched, and the body of each loop in it (the loop's result kept whole)."""
         info = scan(f)
-        blocks = [self.block(blk, info) for blk in f.body.blocks]
+        blocks = [self.block(self.loops(blk), info) for blk in f.body.blocks]
         if all(a is b for a, b in zip(blocks, f.body.blocks)):
-            return f
-        return Function(f.params, SeqExpr(blocks, f.body.body), f.ret_type, f.name, f.attrs)
+            return f.body
+        return SeqExpr(blocks, f.body.body)
+
+    def loops(self, block):
+        out = []
+        for b in block.bindings:
+            if isinstance(b, VarBinding) and isinstance(b.value, Loop):
+                e = b.value
+                body = self.seq(Function(e.params, e.body, name="loop body"))
+                if body is not e.body:
+                    b = VarBinding(b.var, Loop(e.trip_count, e.cond, e.init, e.params, body, e.type))
+            out.append(b)
+        return block if all(a is b for a, b in zip(out, block.bindings)) else type(block)(out)
 
 
 def dispatch(mod: IRModule, kernels=KERNEL_FAMILIES) -> IRModule:

@@ -325,6 +325,13 @@ def test_symbolic_sequence_length_is_the_irs_loop(case):
     _symbolic_check(case, model, lambda *arrays: _as_list(rxe.interpret(mod, *arrays)))
 
 
+def test_symbolic_lstm_recurrent_gemms_go_to_the_library_inside_the_loops():
+    mod = rxe.optimize(rxe.from_onnx(_symbolic_model(SYMBOLIC[0])), verify=True)
+    text = str(mod)
+    bodies = text[text.index("loop("):]
+    assert bodies.count('call_extern("rxe_lib_dense_f32", (rnn_state0') == 2   # h @ R^T, one per direction
+
+
 @pytest.mark.parametrize("backend", ["c", "llvm"])
 def test_symbolic_lstm_compiled(backend, tmp_path):
     case = SYMBOLIC[0]

@@ -224,3 +224,20 @@ def test_compiled_scans_of_a_loop_stopped_early(host, tmp_path):
         for g, w in zip(got, want):
             assert g.shape == w.shape
             np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def test_dispatch_keeps_a_value_that_a_loop_reads():
+    """m = x @ W feeds `add` and is the loop's initial value: the dense pattern must not absorb it."""
+    from relax_edge.transform.dispatch import dispatch
+    rng = np.random.default_rng(3)
+    w, bias = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    x = Var("x", TensorType((2, 3), "float32"))
+    bb = Builder()
+    with bb.function("main", [x]):
+        m = bb.emit(op.matmul(x, Constant(w)))
+        y = bb.emit(op.add(m, Constant(bias)))
+        loop = bb.emit_loop(20, None, [m], lambda b, i, go, s: (go, [b.emit(op.add(s[0], y))], []), name="acc")
+        bb.ret(bb.emit(TupleGetItem(loop, 0)))
+    mod = verify(dispatch(bb.get()))
+    xs = rng.standard_normal((2, 3)).astype(np.float32)
+    np.testing.assert_allclose(rxe.interpret(mod, xs), xs @ w + 20 * (xs @ w + bias), rtol=1e-5, atol=1e-5)
