@@ -201,7 +201,7 @@ class Builder:
             result = self._leaf(Tuple([go, *carried, *scans]))
             frame = self._frames[-1]
             frame.close_block()
-            seq = SeqExpr(frame.blocks, result)
+            seq = SeqExpr([_pure(blk) for blk in frame.blocks], result)
         finally:
             self._frames.pop()
         go = result.fields[0]
@@ -280,6 +280,13 @@ class Builder:
         if isinstance(value, Tuple):
             return Tuple(self._leaf(f) for f in value.fields)
         return value
+
+
+def _pure(block: BindingBlock) -> BindingBlock:
+    """A loop body's block as a dataflow block (so fusion sees it) unless it holds control flow."""
+    if isinstance(block, DataflowBlock) or any(isinstance(b.value, (If, Loop)) for b in block.bindings):
+        return block
+    return DataflowBlock(block.bindings)
 
 
 def _always_true(cond) -> bool:

@@ -45,7 +45,9 @@ matmul + bias + residual add becomes one).
    consumer that re-reads it (matmul), and an epilogue with math calls
    (erf, tanh, exp) onto an OUTPUT_FUSABLE producer. Without it, matmul +
    bias + GELU and transpose + matmul become one kernel each.
-5. A fused program has attrs "op": "fused", "ops": the members' operators
+5. A loop's body is fused like a function (its dataflow blocks; what it
+   returns stays), before the blocks around the loop.
+6. A fused program has attrs "op": "fused", "ops": the members' operators
    in order, "pattern": its analyzed pattern; its call's span joins the
    members' spans with "+", so profiles name the source nodes. It is named
    `fused_<ops>`, unique in the module. Programs no longer called are
@@ -61,7 +63,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 
-from ..ir.expr import CallTensor, DataflowBlock, Function, GlobalVar, IRModule, SeqExpr, VarBinding
+from ..ir.expr import CallTensor, DataflowBlock, Function, GlobalVar, IRModule, Loop, SeqExpr, VarBinding
 from ..ir.shape import Proof, as_expr, prove_equal, substitute
 from ..ir.visitor import ExprVisitor
 from ..legalize.common import broadcast_checks
@@ -409,6 +411,7 @@ class _Fuser:
         return None
 
     def function(self, f: Function) -> Function:
+        f = self.loop_bodies(f)
         refs = _Refs()
         refs.visit(f)
         blocks = []
@@ -428,6 +431,25 @@ class _Fuser:
             while (step := self.fuse_once(bindings, outside)) is not None:
                 bindings = step
             blocks.append(block if len(bindings) == len(block.bindings) else DataflowBlock(bindings))
+        if all(a is b for a, b in zip(blocks, f.body.blocks)):
+            return f
+        return Function(f.params, SeqExpr(blocks, f.body.body), f.ret_type, f.name, f.attrs)
+
+
+    def loop_bodies(self, f: Function) -> Function:
+        """`f` with the body of each of its loops fused."""
+        blocks = []
+        for block in f.body.blocks:
+            out = []
+            for b in block.bindings:
+                if isinstance(b, VarBinding) and isinstance(b.value, Loop):
+                    e = b.value
+                    body = self.function(Function(e.params, e.body, name=f"{f.name}/{b.var.name}")).body
+                    if body is not e.body:
+                        b = VarBinding(b.var, Loop(e.trip_count, e.cond, e.init, e.params, body, e.type))
+                out.append(b)
+            same = all(x is y for x, y in zip(out, block.bindings))
+            blocks.append(block if same else type(block)(out))
         if all(a is b for a, b in zip(blocks, f.body.blocks)):
             return f
         return Function(f.params, SeqExpr(blocks, f.body.body), f.ret_type, f.name, f.attrs)
