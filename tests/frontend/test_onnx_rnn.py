@@ -325,6 +325,14 @@ def test_symbolic_sequence_length_is_the_irs_loop(case):
     _symbolic_check(case, model, lambda *arrays: _as_list(rxe.interpret(mod, *arrays)))
 
 
+def test_a_long_sequence_is_the_irs_loop():
+    case = Case("lstm_long_seq70_lens", "LSTM", seq=70, attrs={"direction": "reverse"}, inputs=("B", "sequence_lens"))
+    mod = rxe.from_onnx(_model(case))
+    assert "loop(trip_count=70" in str(mod)
+    feeds = _feeds(case, 2)
+    _check(case, _as_list(rxe.interpret(mod, *feeds.values())), _expected(case, feeds))
+
+
 def test_symbolic_lstm_loop_bodies_are_dispatched_and_fused():
     """h @ R^T goes to the library dense kernel, one per direction; each cell's gates fuse into few kernels."""
     mod = rxe.optimize(rxe.from_onnx(_symbolic_model(SYMBOLIC[0])), verify=True)

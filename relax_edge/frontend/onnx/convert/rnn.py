@@ -1,7 +1,7 @@
 """ONNX import: recurrent networks (RNN, GRU, LSTM; opsets 1 to 22), unrolled
 over a sequence length known at import time, each time step expressed over
-existing graph operators; a symbolic sequence length makes the IR's loop
-(7).
+existing graph operators; a symbolic or long sequence length makes the
+IR's loop (7).
 
 1. Per direction, the input projection of every time step is one matmul,
    (T * batch, input) x (input, gates * hidden), plus the biases that sit
@@ -28,7 +28,8 @@ existing graph operators; a symbolic sequence length makes the IR's loop
    has no default: it needs both values.
 6. float16 is computed in float32 and rounded once at the outputs.
 
-7. A symbolic sequence length: per direction one `loop` over the time
+7. A symbolic sequence length, or one longer than MAX_UNROLLED_STEPS: per
+   direction one `loop` over the time
    steps (ir/expr.py `Loop`), carrying h (and c), each iteration one cell
    over its rows of the projection (`take`), the hidden states stacked as
    the loop's scan output (reversed after the loop for the reverse
@@ -53,6 +54,8 @@ _DEFAULT_ACTIVATIONS = {"RNN": ("Tanh",), "GRU": ("Sigmoid", "Tanh"), "LSTM": ("
 _DIRECTIONS = {"forward": ("forward",), "reverse": ("reverse",), "bidirectional": ("forward", "reverse")}
 _DTYPES = ("float32", "float16")
 _NO_DEFAULT = object()
+# a longer sequence (or a symbolic one) is the IR's loop rather than unrolled steps
+MAX_UNROLLED_STEPS = 64
 
 # activation -> (defaults of the alpha and beta it uses, or None where it uses none)
 _ACTIVATION_PARAMS = {
@@ -184,7 +187,8 @@ def _read_node(ctx, inputs) -> _Node:
     clip = ctx.attr("clip", None, float)
     if clip is not None and not clip > 0:
         raise ctx.error(f"attribute clip must be positive, got {clip}")
-    node = _Node(kind, hidden, int(steps) if steps.is_const else steps, batch, layout, directions, clip, dtype,
+    unrolled = steps.is_const and int(steps) <= MAX_UNROLLED_STEPS
+    node = _Node(kind, hidden, int(steps) if unrolled else steps, batch, layout, directions, clip, dtype,
                  _activations(ctx, kind, len(directions)))
     if kind == "LSTM":
         node.input_forget = bool(_flag(ctx, "input_forget"))
