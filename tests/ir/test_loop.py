@@ -13,9 +13,10 @@ from relax_edge.op.registry import make_call
 from relax_edge.transform.dce import dce
 
 
-def recurrence_module(runtime_trip=False, with_cond=False, scans=True):
+def recurrence_module(runtime_trip=False, with_cond=False, scans=True, doubled=False):
     """h_{i+1} = 0.5 h_i + x[i] (+ the unused value d), over the rows of x;
-    the outputs: the final h and the h of every iteration stacked."""
+    the outputs: the final h and the h of every iteration stacked (`doubled`: both times 2, so that the
+    loop's results are intermediates)."""
     n = SizeVar("n", upper=16)
     x = Var("x", TensorType((n, 3), "float32"))
     h0 = Var("h0", TensorType((3,), "float32"))
@@ -43,6 +44,9 @@ def recurrence_module(runtime_trip=False, with_cond=False, scans=True):
             seq = bb.emit(TupleGetItem(loop, 1))
             if seq.type.shape is None:   # an unknown length: a match_cast names it
                 seq = bb.match_cast(seq, TensorType((SizeVar("k", lower=0), 3), "float32"))
+            if doubled:
+                two = Constant(np.float32(2))
+                final, seq = bb.emit(op.multiply(final, two)), bb.emit(op.multiply(seq, two))
             result = bb.emit(Tuple([final, seq]))
         bb.ret(result)
     return bb.get()
@@ -241,3 +245,27 @@ def test_dispatch_keeps_a_value_that_a_loop_reads():
     mod = verify(dispatch(bb.get()))
     xs = rng.standard_normal((2, 3)).astype(np.float32)
     np.testing.assert_allclose(rxe.interpret(mod, xs), xs @ w + 20 * (xs @ w + bias), rtol=1e-5, atol=1e-5)
+
+
+def test_memory_plan_covers_the_loop():
+    """Linearized: every step's reads and writes live at it; the state and the stacked output (intermediates
+    here) live over the whole loop, from its first step to its last."""
+    from relax_edge.memory import plan_module
+    from relax_edge.memory.liveness import LoopScope
+    live = plan_module(rxe.optimize(recurrence_module(doubled=True)))["main"].liveness
+    (scope,) = {g for s in live.steps for g in s.guard if isinstance(g, LoopScope)}
+    assert live.steps[scope.first].counter is scope and live.steps[scope.last].slot is scope
+
+    def span(v):
+        kind, index = live.storage.get(v, (None, None))
+        return (live.buffers[index].first, live.buffers[index].last) if kind == "buffer" else None
+
+    for t, s in enumerate(live.steps):
+        for v in (*s.reads, s.var):
+            if span(v) is not None:
+                assert span(v)[0] <= t <= span(v)[1], (t, v)
+    inside = [s for s in live.steps if scope in s.guard]
+    state = next(s.var for s in inside if s.call is None and s.slot is None and s.counter is None)
+    stacked = live.steps[scope.last].var
+    for v in (state, stacked):
+        assert span(v)[0] <= scope.first and span(v)[1] >= scope.last, v
