@@ -458,6 +458,16 @@ def test_scan8_batch_and_directions():
         rxe.from_onnx(m)
 
 
+def test_scan8_over_a_symbolic_axis_is_refused():
+    body = graph([helper.make_node("Add", ["s_in", "x_t"], ["s_out"]), helper.make_node("Identity", ["s_out"], ["o"])],
+                 "body", [vi("s_in", [2]), vi("x_t", [2])], [vi("s_out", [2]), vi("o", [2])])
+    node = helper.make_node("Scan", ["", "s0", "x"], ["s", "y"], name="scan8", body=body, num_scan_inputs=1)
+    m = model([node], [vi("s0", [2, 2]), vi("x", [2, "t", 2])], [vi("s", [2, 2]), vi("y", None)], opset=8)
+    with pytest.raises(OnnxImportError, match=r"node scan8 \(Scan\): the scanned axis has symbolic length t; an "
+                                              r"opset-8 Scan .* needs its batch and scanned lengths known"):
+        rxe.from_onnx(m)
+
+
 def test_scan_over_a_symbolic_axis_is_the_irs_loop():
     m = scan9_model()
     mod = rxe.from_onnx(m)
