@@ -269,3 +269,32 @@ def test_memory_plan_covers_the_loop():
     stacked = live.steps[scope.last].var
     for v in (state, stacked):
         assert span(v)[0] <= scope.first and span(v)[1] >= scope.last, v
+
+
+def if_in_loop_module():
+    """h += x[i] for i < 3, then h *= 0.5: an if inside the body, each h stacked."""
+    n = SizeVar("n", upper=10)
+    x, h0 = Var("x", TensorType((n, 2), "float32")), Var("h0", TensorType((2,), "float32"))
+    bb = Builder()
+    with bb.function("main", [x, h0]):
+        def body(b, i, go, carried):
+            small = b.emit(make_call("less", [i, Constant(np.int64(3))]))
+            row = b.emit(make_call("take", [x, i], {"axis": 0}))
+            new = b.emit_if(small, lambda _: op.add(carried[0], row),
+                            lambda _: op.multiply(carried[0], Constant(np.float32(0.5))))
+            return go, [new], [new]
+        loop = bb.emit_loop(n, None, [h0], body, name="l")
+        bb.ret(bb.emit(TupleGetItem(loop, 1)))
+    return bb.get()
+
+
+def test_if_inside_a_loop_compiled(host, tmp_path):
+    backend, dev = host
+    x, h = inputs(6)[0][:, :2].copy(), np.ones(2, np.float32)
+    want, hh = [], h
+    for i in range(6):
+        hh = hh + x[i] if i < 3 else hh * np.float32(0.5)
+        want.append(hh)
+    mod = if_in_loop_module()
+    np.testing.assert_allclose(rxe.interpret(mod, x, h), want, rtol=1e-6)
+    np.testing.assert_allclose(build(mod, backend, tmp_path, dev).run(x, h)[0], want, rtol=1e-6)
