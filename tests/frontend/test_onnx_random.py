@@ -178,20 +178,22 @@ def test_normal_distribution(dtype):
 
 
 def test_compiled_draws_follow_the_distributions(tmp_path):
-    """20k draws of each *Like operator from the C build: equal to the interpreter's, and distributed right."""
+    """20k draws of each *Like operator and of a static-shape RandomNormal (too large to fold: a kernel) from
+    the C build: equal to the interpreter's, and distributed right."""
     nodes = [helper.make_node("RandomUniformLike", ["x"], ["u"], seed=21.0),
              helper.make_node("RandomNormalLike", ["x"], ["g"], seed=22.0),
-             helper.make_node("Bernoulli", ["x"], ["b"], seed=23.0)]
+             helper.make_node("Bernoulli", ["x"], ["b"], seed=23.0),
+             helper.make_node("RandomNormal", [], ["s"], seed=24.0, shape=[DRAWS], dtype=F64)]
     graph = helper.make_graph(nodes, "draws", [helper.make_tensor_value_info("x", F32, ["n"])],
-                              [helper.make_empty_tensor_value_info(o) for o in "ugb"])
+                              [helper.make_empty_tensor_value_info(o) for o in "ugbs"])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
     model.ir_version = 10
     p = np.full(DRAWS, 0.3, np.float32)
     with compiled(model, "c", tmp_path) as loaded:
-        u, g, b = loaded.run(p)
-    _same((u, g, b), rxe.interpret(rxe.from_onnx(model), p))
+        u, g, b, s = loaded.run(p)
+    _same((u, g, b, s), rxe.interpret(rxe.from_onnx(model), p))
     assert _ks_pvalue(u, lambda v: v) > 1e-4
-    assert _ks_pvalue(g, _normal_cdf(0.0, 1.0)) > 1e-4
+    assert _ks_pvalue(g, _normal_cdf(0.0, 1.0)) > 1e-4 and _ks_pvalue(s, _normal_cdf(0.0, 1.0)) > 1e-4
     assert abs(b.mean() - 0.3) < 5 * math.sqrt(0.3 * 0.7 / DRAWS)
 
 
