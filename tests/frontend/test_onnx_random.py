@@ -25,7 +25,7 @@ from onnx import TensorProto, helper
 import relax_edge as rxe
 from relax_edge.frontend.onnx import node_tests
 from relax_edge.op.random import splitmix64
-from tests.frontend.one_node import compiled
+from tests.frontend.one_node import compiled, one_node_model
 
 F32, F16, F64, BF16 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16
 
@@ -148,12 +148,7 @@ def _ks_pvalue(samples, cdf) -> float:
 
 
 def _one(op, inputs, attrs, opset=22, outputs=("y",)):
-    node = helper.make_node(op, [name for name, _, _ in inputs], list(outputs), name="rnd", **attrs)
-    graph = helper.make_graph([node], "one", [helper.make_tensor_value_info(*i) for i in inputs],
-                              [helper.make_empty_tensor_value_info(o) for o in outputs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 10
-    return model
+    return one_node_model(op, inputs, opset=opset, outputs=outputs, attrs=attrs, node_name="rnd", ir_version=10)
 
 
 def _normal_cdf(mean, scale):
