@@ -10,9 +10,10 @@ numbers another runtime draws.
 
 Seeds: the float attribute `seed` becomes the 64 bits of its float64 value
 (distinct seeds, distinct streams). Without a seed the seed is fixed at
-import: the CRC-32 of the node's first output name (with bit 63 set, apart
-from every small float seed), so a model draws the same values on every call
-and every run; ONNX Runtime picks a new seed per session instead.
+import: the CRC-32 of the node's first output name with bit 63 set (as a
+float64, a negative subnormal: no seed a model would state), so a model
+draws the same values on every call and every run; ONNX Runtime picks a new
+seed per session instead.
 
 A RandomUniform / RandomNormal of a static shape is not computed at import
 (its kernel is smaller than its values); the build's fold_constants folds it
