@@ -127,7 +127,7 @@ def bounds(graph, pairs, dim_bounds: dict, max_context=None) -> dict:
             raise OnnxImportError(f"max_context must be a positive int, got {max_context!r}")
         for d in past_dims:
             implied[d] = (0, max_context - 1)
-        for name, what in (("input_ids", "seq"), ("position_ids", "seq"), ("attention_mask", "total_seq")):
+        for name in ("input_ids", "position_ids", "attention_mask"):  # seq, seq, total_seq
             d = _dim_param(graph, name, 1)
             if d is not None and d not in past_dims:
                 implied[d] = (1, max_context)
