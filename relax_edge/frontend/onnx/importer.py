@@ -330,7 +330,8 @@ class OnnxImporter:
         if not self.kv_pairs and self.max_context is None:
             return mod
         self.where = "kv_cache"
-        return kv_cache.record(mod, self.kv_pairs, {p.name: i for i, p in enumerate(params)},
+        names = [i.name for i in self.graph.input if isinstance(self.values.get(i.name), Var)]  # params' names
+        return kv_cache.record(mod, self.kv_pairs, {n: i for i, n in enumerate(names)},
                                {o.name: i for i, o in enumerate(self.graph.output)}, self.max_context)
 
     def run_graph(self, graph, inputs: list, prefix: str, holder: ConvertContext) -> list:
