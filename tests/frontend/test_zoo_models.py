@@ -2,7 +2,8 @@
 
 - torchvision and transformers architectures exported fresh (tests/zoo_models.py):
   interpreted at two sizes of their dynamic dims, compiled on the host with
-  the C and LLVM backends, and the image classifiers on qemu-aarch64;
+  the C and LLVM backends (the "image" kind, batch, height and width dynamic,
+  with C only), and the fixed-size image classifiers on qemu-aarch64;
 - the nine "light" model-zoo models shipped in the onnx package: compiled on
   the host and on qemu-aarch64 (their weights are constants, so the softmax
   they end in is uniform: the logits before it are compared too).
