@@ -157,23 +157,24 @@ def _check_model(path: str) -> None:
                              "by relax-edge compile)")
 
 
-def _import(model: str, dims: dict):
+def _import(model: str, dims: dict, max_context=None):
     from .frontend import from_onnx
     bounds = {k: (v if isinstance(v, tuple) else (v, v)) for k, v in dims.items()}
     start = time.perf_counter()
     _say(f"importing {model}")
-    mod = from_onnx(model, dim_bounds=bounds or None)
+    mod = from_onnx(model, dim_bounds=bounds or None, max_context=max_context)
     _say(f"imported in {time.perf_counter() - start:.1f}s")
-    return mod, {"onnx": str(Path(model).resolve()), "dim_bounds": {k: list(v) for k, v in bounds.items()}}
+    return mod, {"onnx": str(Path(model).resolve()), "dim_bounds": {k: list(v) for k, v in bounds.items()},
+                 "max_context": max_context}
 
 
 def _compile(model: str, board: str, backend: str, out_dir, dims: dict, name: str | None, emit_llvm=False,
-             optimize=True, sanitize=False):
+             optimize=True, sanitize=False, max_context=None):
     """The imported module and its artifact; the import's wall time is the
     first entry of the returned stage times, the build's stages follow."""
     from .build import build
     start = time.perf_counter()
-    mod, source = _import(model, dims)
+    mod, source = _import(model, dims, max_context)
     imported = time.perf_counter() - start
     name = name or Path(model).stem
     out_dir = Path(out_dir) if out_dir else Path("build") / name
@@ -200,7 +201,8 @@ def cmd_compile(args) -> int:
     if args.output:
         _check_output_dir(args.output, "-o")
     _, art, stage_seconds = _compile(args.model, args.board or DEFAULT_BOARD, args.backend, args.output,
-                                     parse_dims(args.dim), args.name, args.emit_llvm, args.optimize, args.sanitize)
+                                     parse_dims(args.dim), args.name, args.emit_llvm, args.optimize, args.sanitize,
+                                     args.max_context)
     sig = art.signature["main"]
     print(f"compiled {args.model} for {art.board} ({art.backend}) into {art.out_dir}")
     print("  inputs:  " + ", ".join(f"{i['name']}: {i['dtype']}{i['shape']}" for i in sig["inputs"]))
@@ -360,7 +362,8 @@ def _check(art, inputs, outputs) -> int:
     if "onnx" not in source:
         raise RelaxEdgeError(f"{art.out_dir}: --check needs the source model, which this artifact does not record")
     bounds = {k: tuple(v) for k, v in source.get("dim_bounds", {}).items()}
-    reference = interpret(from_onnx(source["onnx"], dim_bounds=bounds or None), *inputs)
+    reference = interpret(from_onnx(source["onnx"], dim_bounds=bounds or None,
+                                    max_context=source.get("max_context")), *inputs)
     reference = list(reference) if isinstance(reference, tuple) else [reference]
     worst, ok = 0.0, True
     for ours, ref in zip(outputs, reference):
@@ -499,6 +502,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dim", action="append", type=_dim_arg, metavar="NAME=LO..HI",
                    help="bounds of a dynamic dimension")
     p.add_argument("--name", help="symbol prefix of the generated code (default: the file's stem)")
+    p.add_argument("--max-context", type=_int_arg(1), help="context bound of a KV-cache decoder (see from_onnx)")
     p.add_argument("--show-memory", action="store_true", help="print the memory plan (table and timeline)")
     p.add_argument("--stages", action="store_true",
                    help="print the wall time of each stage: import, optimize, plan_memory, lower_host, emit, "

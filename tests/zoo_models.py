@@ -8,9 +8,13 @@ with the TorchScript exporter at opset 17 with its sequence or batch dims
 dynamic, and is cached (``get_zoo_model(name)``, tests/model_cache.py).
 
 Each entry of ``ZOO`` is ``(builder, spec, kind)``: ``kind`` is "cnn" for the
-image classifiers (also run on an emulated board by the tests), "nlp", or
+image classifiers (also run on an emulated board by the tests), "image" for
+classifiers exported with batch, height and width dynamic (compiled on the
+host with the C backend only: their builds are the long ones), "nlp", or
 "detection" (outputs whose size depends on the data: interpreted only, as the
-compiled backends do not return such outputs yet).
+compiled backends do not return such outputs yet). A spec may add ``bounds``
+(the ``dim_bounds`` to import with, default 64 for every dynamic dim) and
+``trace`` (the sizes to export at, default 7 for every dynamic dim).
 """
 
 import warnings
@@ -223,6 +227,79 @@ def _whisper_spec():
                       {"hidden": _tensor("float32", 1, 32, 64)}, {})
 
 
+def _dynamic_image_spec(classes, batch, h, w):
+    """Batch, height and width all dynamic, run at two sizes of each; bounds: what a user would state."""
+    spec = _make_spec({"input": _tensor("float32", "batch", 3, "h", "w")},
+                      {"logits": _tensor("float32", "batch", classes)}, {"batch": batch, "h": h, "w": w})
+    spec["bounds"] = {"batch": 8, "h": (32, 256), "w": (32, 256)}
+    spec["trace"] = {"batch": 2, "h": 88, "w": 88}
+    return spec
+
+
+def _small_swin(seed):
+    """A two-stage Swin (torchvision's class): pads to whole 7x7 windows and shifts them, at any image size."""
+    import torch
+    torch.manual_seed(seed)
+    st = _import_torchvision().models.swin_transformer
+    return st.SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2], num_heads=[2, 4], window_size=[7, 7],
+                              num_classes=10).eval()
+
+
+def _deberta_v2(seed):
+    """DeBERTa-v2 with relative attention (p2c and c2p): it tiles its relative embeddings by the batch size."""
+    import torch
+    tf = _import_transformers()
+    torch.manual_seed(seed)
+    config = tf.DebertaV2Config(vocab_size=_VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                intermediate_size=128, max_position_embeddings=64, relative_attention=True,
+                                position_buckets=16, pos_att_type=["p2c", "c2p"], attn_implementation="eager")
+    return _wrap(lambda m, ids, mask: m(input_ids=ids, attention_mask=mask).last_hidden_state)(
+        tf.DebertaV2Model(config)).eval()
+
+
+def _batched_tokens_spec(outputs):
+    inputs = {"input_ids": _tensor("int64", "batch", "seq", value_range=(0, _VOCAB)),
+              "attention_mask": _tensor("int64", "batch", "seq", value_range=(1, 2))}
+    return _make_spec(inputs, outputs, {"batch": (2, 1), "seq": (5, 11)})
+
+
+_GPT2_LAYERS, _GPT2_HEADS, _GPT2_HEAD_DIM = 2, 4, 16
+
+
+def _gpt2_with_cache(seed):
+    """GPT-2 as an LLM runtime runs it: past keys and values in, logits and present keys and values out."""
+    import torch
+    tf = _import_transformers()
+    torch.manual_seed(seed)
+    config = tf.GPT2Config(vocab_size=_VOCAB, n_embd=_GPT2_HEADS * _GPT2_HEAD_DIM, n_layer=_GPT2_LAYERS,
+                           n_head=_GPT2_HEADS, n_positions=64, attn_implementation="eager")
+
+    def forward(gpt2, input_ids, attention_mask, *past):
+        cache = tf.DynamicCache()
+        for layer in range(_GPT2_LAYERS):
+            cache.update(past[2 * layer], past[2 * layer + 1], layer)
+        out = gpt2(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache, use_cache=True)
+        present = [t for layer in out.past_key_values.layers for t in (layer.keys, layer.values)]
+        return (out.logits, *present)
+
+    return _wrap(forward)(tf.GPT2LMHeadModel(config)).eval()
+
+
+def _gpt2_with_cache_spec():
+    kv = [f"{kind}_{layer}" for layer in range(_GPT2_LAYERS) for kind in ("key", "value")]
+    past = {f"past_{n}": _tensor("float32", "batch", _GPT2_HEADS, "past", _GPT2_HEAD_DIM) for n in kv}
+    inputs = {"input_ids": _tensor("int64", "batch", "seq", value_range=(0, _VOCAB)),
+              "attention_mask": _tensor("int64", "batch", "total", value_range=(1, 2)), **past}
+    outputs = {"logits": _tensor("float32", "batch", "seq", _VOCAB),
+               **{f"present_{n}": _tensor("float32", "batch", _GPT2_HEADS, "total", _GPT2_HEAD_DIM) for n in kv}}
+    # a prompt of 3 tokens on an empty cache, then one token after 9
+    spec = _make_spec(inputs, outputs, {"batch": (2, 1), "seq": (3, 1), "past": (0, 9), "total": (3, 10)})
+    spec["bounds"] = {"batch": 8, "seq": 64, "past": (0, 64), "total": 64}
+    make = spec["make_inputs"]
+    spec["make_inputs"] = lambda seed=0, **sizes: make(seed, **{**sizes, "total": sizes["seq"] + sizes["past"]})
+    return spec
+
+
 ZOO = {
     "mobilenet_v3_small": (lambda s: _vision("mobilenet_v3_small", s), lambda: _image_spec(128, 1000), "cnn"),
     "efficientnet_b0": (lambda s: _vision("efficientnet_b0", s), lambda: _image_spec(128, 1000), "cnn"),
@@ -237,6 +314,17 @@ ZOO = {
     "t5_small_config": (_t5, _t5_spec, "nlp"),
     "whisper_tiny_encoder": (_whisper_encoder, _whisper_spec, "nlp"),
     "ssdlite320_mobilenet_v3": (_ssdlite, _ssdlite_spec, "detection"),
+    "deberta_v2": (_deberta_v2, lambda: _batched_tokens_spec({"hidden": _tensor("float32", "batch", "seq", 64)}),
+                   "nlp"),
+    "mistral_sliding_window": (
+        lambda s: _causal_lm("MistralConfig", "MistralForCausalLM", s, hidden_size=64, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, intermediate_size=128,
+                             max_position_embeddings=64, sliding_window=4),
+        lambda: _tokens_spec({"logits": _tensor("float32", 1, "seq", _VOCAB)}), "nlp"),
+    "gpt2_with_cache": (_gpt2_with_cache, _gpt2_with_cache_spec, "nlp"),
+    "mobilenet_v3_small_any_size": (lambda s: _vision("mobilenet_v3_small", s),
+                                    lambda: _dynamic_image_spec(1000, (3, 1), (160, 97), (192, 71)), "image"),
+    "swin_small_any_size": (_small_swin, lambda: _dynamic_image_spec(10, (2, 1), (64, 97), (80, 71)), "image"),
 }
 
 
@@ -250,7 +338,7 @@ def export_zoo_model(name, path, seed=0):
     builder, spec_fn, _ = ZOO[name]
     spec = spec_fn()
     model = builder(seed)
-    trace = spec["make_inputs"](**{d: _TRACE_SIZE for d in spec["dynamic"]})
+    trace = spec["make_inputs"](**{d: spec.get("trace", {}).get(d, _TRACE_SIZE) for d in spec["dynamic"]})
     args = tuple(torch.from_numpy(np.abs(a) if a.dtype.kind == "f" else a) for a in trace.values())
     fastpath = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)  # the fused attention kernel has no ONNX export

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import relax_edge as rxe
 from relax_edge.frontend.onnx import node_tests
-from tests.frontend.one_node import compiled
+from tests.frontend.one_node import compiled, one_node_model
 
 ELEM = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE, "float16": TensorProto.FLOAT16,
         "bfloat16": TensorProto.BFLOAT16, "int8": TensorProto.INT8, "uint8": TensorProto.UINT8,
@@ -182,12 +182,8 @@ def test_node_case(case):
 
 
 def _one(source, target):
-    node = helper.make_node("BitCast", ["x"], ["y"], name="cast_it", to=target)
-    graph = helper.make_graph([node], "bad", [helper.make_tensor_value_info("x", source, ["n"])],
-                              [helper.make_empty_tensor_value_info("y")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
-    model.ir_version = 10
-    return model
+    return one_node_model("BitCast", [("x", source, ["n"])], opset=26, attrs={"to": target}, node_name="cast_it",
+                          ir_version=10)
 
 
 @pytest.mark.parametrize("source,target,message", [

@@ -25,7 +25,7 @@ from onnx import TensorProto, helper
 import relax_edge as rxe
 from relax_edge.frontend.onnx import node_tests
 from relax_edge.op.random import splitmix64
-from tests.frontend.one_node import compiled
+from tests.frontend.one_node import compiled, one_node_model
 
 F32, F16, F64, BF16 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16
 
@@ -148,12 +148,7 @@ def _ks_pvalue(samples, cdf) -> float:
 
 
 def _one(op, inputs, attrs, opset=22, outputs=("y",)):
-    node = helper.make_node(op, [name for name, _, _ in inputs], list(outputs), name="rnd", **attrs)
-    graph = helper.make_graph([node], "one", [helper.make_tensor_value_info(*i) for i in inputs],
-                              [helper.make_empty_tensor_value_info(o) for o in outputs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 10
-    return model
+    return one_node_model(op, inputs, opset=opset, outputs=outputs, attrs=attrs, node_name="rnd", ir_version=10)
 
 
 def _normal_cdf(mean, scale):
@@ -178,20 +173,22 @@ def test_normal_distribution(dtype):
 
 
 def test_compiled_draws_follow_the_distributions(tmp_path):
-    """20k draws of each *Like operator from the C build: equal to the interpreter's, and distributed right."""
+    """20k draws of each *Like operator and of a static-shape RandomNormal (too large to fold: a kernel) from
+    the C build: equal to the interpreter's, and distributed right."""
     nodes = [helper.make_node("RandomUniformLike", ["x"], ["u"], seed=21.0),
              helper.make_node("RandomNormalLike", ["x"], ["g"], seed=22.0),
-             helper.make_node("Bernoulli", ["x"], ["b"], seed=23.0)]
+             helper.make_node("Bernoulli", ["x"], ["b"], seed=23.0),
+             helper.make_node("RandomNormal", [], ["s"], seed=24.0, shape=[DRAWS], dtype=F64)]
     graph = helper.make_graph(nodes, "draws", [helper.make_tensor_value_info("x", F32, ["n"])],
-                              [helper.make_empty_tensor_value_info(o) for o in "ugb"])
+                              [helper.make_empty_tensor_value_info(o) for o in "ugbs"])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
     model.ir_version = 10
     p = np.full(DRAWS, 0.3, np.float32)
     with compiled(model, "c", tmp_path) as loaded:
-        u, g, b = loaded.run(p)
-    _same((u, g, b), rxe.interpret(rxe.from_onnx(model), p))
+        u, g, b, s = loaded.run(p)
+    _same((u, g, b, s), rxe.interpret(rxe.from_onnx(model), p))
     assert _ks_pvalue(u, lambda v: v) > 1e-4
-    assert _ks_pvalue(g, _normal_cdf(0.0, 1.0)) > 1e-4
+    assert _ks_pvalue(g, _normal_cdf(0.0, 1.0)) > 1e-4 and _ks_pvalue(s, _normal_cdf(0.0, 1.0)) > 1e-4
     assert abs(b.mean() - 0.3) < 5 * math.sqrt(0.3 * 0.7 / DRAWS)
 
 

@@ -2,7 +2,8 @@
 
 - torchvision and transformers architectures exported fresh (tests/zoo_models.py):
   interpreted at two sizes of their dynamic dims, compiled on the host with
-  the C and LLVM backends, and the image classifiers on qemu-aarch64;
+  the C and LLVM backends (the "image" kind, batch, height and width dynamic,
+  with C only), and the fixed-size image classifiers on qemu-aarch64;
 - the nine "light" model-zoo models shipped in the onnx package: compiled on
   the host and on qemu-aarch64 (their weights are constants, so the softmax
   they end in is uniform: the logits before it are compared too).
@@ -21,7 +22,8 @@ from tests.zoo_models import ZOO, feeds, get_zoo_model
 
 REL = 1e-4  # of the largest |reference| value of each output
 CNN = [n for n, (_, _, kind) in ZOO.items() if kind == "cnn"]
-COMPILED = [n for n, (_, _, kind) in ZOO.items() if kind != "detection"]
+COMPILED = [(n, b) for n, (_, _, kind) in ZOO.items() if kind != "detection"
+            for b in (("c",) if kind == "image" else ("c", "llvm"))]
 LIGHT = sorted(p for p in Path(onnx.__file__).parent.glob("backend/test/data/light/light_*.onnx"))
 # VGG-19 (20 GFLOP at 224x224) takes over five minutes under qemu-user: host only
 QEMU_LIGHT = [p for p in LIGHT if p.stem != "light_vgg19"]
@@ -48,7 +50,7 @@ def _reference(path, inputs):
 
 def _imported(name):
     path, spec = get_zoo_model(name)
-    bounds = {d: 64 for d in spec["dynamic"]} or None
+    bounds = spec.get("bounds") or {d: 64 for d in spec["dynamic"]} or None
     return path, spec, rxe.from_onnx(str(path), dim_bounds=bounds)
 
 
@@ -74,8 +76,7 @@ def _compiled_matches(name, board, backend, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["c", "llvm"])
-@pytest.mark.parametrize("name", COMPILED)
+@pytest.mark.parametrize(("name", "backend"), COMPILED, ids=[f"{n}-{b}" for n, b in COMPILED])
 def test_zoo_model_compiled_on_host(name, backend, tmp_path):
     _compiled_matches(name, "host", backend, tmp_path)
 

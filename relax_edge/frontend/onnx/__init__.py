@@ -1,7 +1,9 @@
 """ONNX frontend: `from_onnx(model, dim_bounds=None, input_shapes=None, constant_inputs=None,
-max_constant_bytes=None)`; every problem with a model raises OnnxImportError."""
+max_constant_bytes=None, kv_cache=None, max_context=None)`; every problem with a model raises
+OnnxImportError. `kv_pairs(mod)`: the past/present pairs of a KV-cache decoder found at import (kv_cache.py)."""
 
 from .context import OnnxImportError
 from .importer import from_onnx
+from .kv_cache import KVPair, kv_pairs
 
-__all__ = ["from_onnx", "OnnxImportError"]
+__all__ = ["from_onnx", "OnnxImportError", "KVPair", "kv_pairs"]

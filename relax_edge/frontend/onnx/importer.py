@@ -49,7 +49,7 @@ from ...ir.expr import BindingBlock, DataflowBlock, Function, If, IRModule, Loop
 from ...ir.shape import SizeVar
 from ...ir.types import TensorType
 from ...ir.verify import verify
-from . import context, validate
+from . import context, kv_cache, validate
 from .context import CONVERTERS, MAX_RANK, ConvertContext, OnnxImportError, onnx_dtype
 
 MIN_OPSET = 7
@@ -128,7 +128,7 @@ class ImportContext(ConvertContext):
 
 class OnnxImporter:
     def __init__(self, model, dim_bounds=None, input_shapes=None, constant_inputs=None,
-                 max_constant_bytes=None):
+                 max_constant_bytes=None, kv_cache=None, max_context=None):
         self.model, self.base_dir = _load(model)
         self.graph = self.model.graph
         if max_constant_bytes is None:
@@ -144,6 +144,7 @@ class OnnxImporter:
         self.values = collections.ChainMap()
         self.builder = Builder()
         self.dataflow = True  # build the main function as one dataflow block (see NeedsBindingBlocks)
+        self.kv_cache, self.max_context = kv_cache, max_context  # see kv_cache.py
 
     # checks -------------------------------------------------------------
     def check_model(self) -> None:
@@ -174,6 +175,9 @@ class OnnxImporter:
             raise OnnxImportError(f"dim_bounds names {', '.join(sorted(unknown))}, which no input "
                                   f"dimension uses (the model's named dims: "
                                   f"{', '.join(sorted(self._dim_params())) or 'none'})")
+        inits = {i.name for i in self.graph.initializer} | set(self.constant_inputs)
+        self.kv_pairs = kv_cache.find_pairs(self.graph, self.kv_cache, inits)
+        self.dim_bounds = kv_cache.bounds(self.graph, self.kv_pairs, self.dim_bounds, self.max_context)
 
     def check_operators(self) -> None:
         """List every operator without a converter at once, subgraphs included."""
@@ -329,7 +333,13 @@ class OnnxImporter:
             result = outputs[0] if len(outputs) == 1 else self.builder.emit(Tuple(outputs))
             self.builder.ret(result)
         mod = self.builder.get(verify=self.dataflow)
-        return mod if self.dataflow else _dataflow_runs(mod)
+        mod = mod if self.dataflow else _dataflow_runs(mod)
+        if not self.kv_pairs and self.max_context is None:
+            return mod
+        self.where = "kv_cache"
+        names = [i.name for i in self.graph.input if isinstance(self.values.get(i.name), Var)]  # params' names
+        return kv_cache.record(mod, self.kv_pairs, {n: i for i, n in enumerate(names)},
+                               {o.name: i for i, o in enumerate(self.graph.output)}, self.max_context)
 
     def run_graph(self, graph, inputs: list, prefix: str, holder: ConvertContext) -> list:
         """Convert subgraph `graph` in a new scope over the current one, its
@@ -435,7 +445,7 @@ def _dataflow_runs(mod: IRModule) -> IRModule:
 
 
 def from_onnx(model, dim_bounds=None, input_shapes=None, constant_inputs=None,
-              max_constant_bytes=None) -> IRModule:
+              max_constant_bytes=None, kv_cache=None, max_context=None) -> IRModule:
     """Import an ONNX model (path, bytes or ModelProto) as an IRModule.
 
     dim_bounds: {dim_param: upper} or {dim_param: (lower, upper)}.
@@ -446,9 +456,17 @@ def from_onnx(model, dim_bounds=None, input_shapes=None, constant_inputs=None,
         (ConstantOfShape, Expand, Tile, Range, folded calls) may take; it is
         checked before the constant is made. Default:
         `relax_edge.frontend.onnx.context.DEFAULT_MAX_CONSTANT_BYTES` (1 GiB).
+    kv_cache: {past input: present output} of a KV-cache decoder; by default
+        the pairs are found by name (past_key_values.N.key -> present.N.key,
+        past_N -> present_N); `{}` finds none. Each past's sequence dim gets
+        lower bound 0. The checked pairs are `main.attrs["kv_cache"]`
+        (frontend/onnx/kv_cache.py, `kv_pairs(mod)`).
+    max_context: bound of the context: total_seq <= N, seq <= N, past_seq
+        <= N - 1 (as dim_bounds would give; a conflicting entry is an error).
 
     Any problem with the model raises OnnxImportError naming the node,
     initializer, input or output at fault.
     """
     from . import convert  # noqa: F401  (registers the converters)
-    return OnnxImporter(model, dim_bounds, input_shapes, constant_inputs, max_constant_bytes).run()
+    return OnnxImporter(model, dim_bounds, input_shapes, constant_inputs, max_constant_bytes,
+                        kv_cache, max_context).run()

@@ -10,9 +10,14 @@ numbers another runtime draws.
 
 Seeds: the float attribute `seed` becomes the 64 bits of its float64 value
 (distinct seeds, distinct streams). Without a seed the seed is fixed at
-import: the CRC-32 of the node's first output name (with bit 63 set, apart
-from every small float seed), so a model draws the same values on every call
-and every run; ONNX Runtime picks a new seed per session instead.
+import: the CRC-32 of the node's first output name with bit 63 set (as a
+float64, a negative subnormal: no seed a model would state), so a model
+draws the same values on every call and every run; ONNX Runtime picks a new
+seed per session instead.
+
+A RandomUniform / RandomNormal of a static shape is not computed at import
+(its kernel is smaller than its values); the build's fold_constants folds it
+when it is small.
 
 Multinomial: the weights are `exp(x - max(x))` per row (float16 computed in
 float32), drawn by inverse CDF (op/random.py)."""
@@ -24,6 +29,8 @@ import zlib
 
 import numpy as np
 
+from ....errors import RelaxEdgeError
+from ....op import make_call
 from ....op.random import FLOAT_DTYPES
 from ..context import ONNX_DTYPE_NAMES, ONNX_DTYPES, converter
 
@@ -86,7 +93,11 @@ def convert_random_generator(ctx, inputs):
     uniform = op == "random_uniform"
     if not np.isfinite([va, vb]).all() or (uniform and vb < va):
         raise ctx.error(f"{a}={va} and {b}={vb} must be finite" + (f" with {a} <= {b}" if uniform else ""))
-    return ctx.emit(op, [], {"shape": shape, "dtype": dtype, a: va, b: vb, "seed": _seed(ctx)})
+    attrs = {"shape": shape, "dtype": dtype, a: va, b: vb, "seed": _seed(ctx)}
+    try:   # not folded at import (ctx.emit would): a large random tensor stays a kernel, not a weight
+        return ctx.builder.emit(make_call(op, [], attrs, span=ctx.span))
+    except RelaxEdgeError as err:
+        raise ctx.error(str(err)) from None
 
 
 @converter("Bernoulli")
