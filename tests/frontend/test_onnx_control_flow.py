@@ -20,6 +20,7 @@ from onnx import TensorProto as T
 from onnx import helper
 
 import relax_edge as rxe
+from relax_edge.errors import RelaxEdgeError
 from relax_edge.frontend.onnx import OnnxImportError, node_tests
 from tests.frontend.one_node import compiled
 
