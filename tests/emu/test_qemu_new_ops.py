@@ -7,7 +7,7 @@ onnx.reference). One merged model per family (the RPC server takes at most
 16 inputs and 16 outputs), built from the family's own test-module builders;
 one session per board."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -16,6 +16,7 @@ import pytest
 from onnx import helper
 
 import relax_edge as rxe
+from tests.codegen import test_data_dependent as dd
 from tests.frontend import test_onnx_attention as attention
 from tests.frontend import test_onnx_control_flow as control
 from tests.frontend import test_onnx_detect as detect
@@ -45,6 +46,7 @@ class Family:
     model: onnx.ModelProto
     sizes: tuple
     check: Callable          # (loaded model, size) -> None
+    bounds: dict = field(default_factory=dict)   # dim_bounds (data-dependent sizes need them)
 
 
 def _prefix(graph, prefix):
@@ -62,7 +64,7 @@ def _prefix(graph, prefix):
     return graph
 
 
-def merged(parts, opset, sizes=(1, 3)) -> Family:
+def merged(parts, opset, sizes=(1, 3), bounds=None) -> Family:
     """The parts' graphs side by side in one model at `opset` (names prefixed by the part's number; symbolic
     dims keep their names, so the parts' feeds at a size agree on them)."""
     graphs = [_prefix(onnx.GraphProto.FromString(p.model.graph.SerializeToString()), f"p{i}_")
@@ -80,7 +82,7 @@ def merged(parts, opset, sizes=(1, 3)) -> Family:
             part.check(got[:count], part.expected(arrays))
             del got[:count]
         assert not got
-    return Family(model, sizes, check)
+    return Family(model, sizes, check, bounds or {})
 
 
 # ------------------------------------------------ the families, each from its test module's builders
@@ -165,6 +167,21 @@ def _close(tol):
     return check
 
 
+def _data_dependent_part(model, feeds):
+    names = [v.name for v in model.graph.input]
+    return Part(model, feeds, lambda arrays: dd._ort(model, dict(zip(names, arrays))), dd._check)
+
+
+def _compress_feeds(n):
+    rng = np.random.default_rng(n)
+    return [rng.standard_normal((n, 4)).astype(np.float32), rng.random(n + 1) > 0.4]
+
+
+def _unique_feeds(n):
+    rng = np.random.default_rng(n)
+    return [rng.integers(0, 3, (2, n)).astype(np.float32), rng.integers(0, 2, (n, 3)).astype(np.int64)]
+
+
 def _scatter_family(names):
     cases = [scatter.BY_NAME[n] for n in names]
 
@@ -208,6 +225,14 @@ def _families():
         "sampling_bilinear": lambda: _scatter_family(("gs_bilinear_zeros", "roi_avg_half_pixel", "deform_basic")),
         "misc_einsum_signal": lambda: Family(misc._model(MISC, prefixed=True), (1, 2),
                                              lambda loaded, n: misc._run_merged(loaded, MISC, (n,))),
+        # data-dependent output sizes (ABI 3), every NonZero count 0 at n = 1
+        "nonzero_nms_compress": lambda: merged([
+            _data_dependent_part(dd.NONZERO, lambda n: dd._nonzero_inputs(n, n, zero=n == 1)),
+            _data_dependent_part(dd.NMS, lambda n: list(dd._nms_inputs(min(n, 2), n, n))),
+            _data_dependent_part(dd.COMPRESS, _compress_feeds)], opset=13, sizes=(1, 5),
+            bounds={"n": 6, "b": 2, "c": 7}),
+        "unique": lambda: merged([_data_dependent_part(dd.UNIQUE, _unique_feeds)], opset=11, sizes=(1, 6),
+                                 bounds={"n": 9}),
         "quant": lambda: Family(quant._merged(quant.QEMU), (1, 3),
                                 lambda loaded, n: quant._run_merged(loaded.run, quant.QEMU, (n,))),
     }
@@ -216,7 +241,8 @@ def _families():
 FAMILIES = _families()
 # every family on qemu-armv7 with C and on qemu-riscv64 with LLVM, the cheaper builds also with the other backend;
 # on qemu-aarch64 the families with no row in their own test module
-ON_BOTH_BACKENDS = ("reduce", "space_onehot_cumsum", "attention", "control_loss_topk", "scatter", "quant")
+ON_BOTH_BACKENDS = ("reduce", "space_onehot_cumsum", "attention", "control_loss_topk", "scatter", "quant",
+                    "nonzero_nms_compress", "unique")
 RUNS = ([(f, "qemu-armv7", "c") for f in FAMILIES if f != "sampling"]
         + [(f, "qemu-riscv64", "llvm") for f in FAMILIES if f != "sampling_bilinear"]
         + [(f, "qemu-armv7", "llvm") for f in ON_BOTH_BACKENDS] + [(f, "qemu-riscv64", "c") for f in ON_BOTH_BACKENDS]
@@ -240,8 +266,8 @@ def sessions():
 @pytest.mark.parametrize("family, board, backend", RUNS, ids=[f"{f}-{b}-{k}" for f, b, k in RUNS])
 def test_family_on_emulated_board(family, board, backend, sessions, tmp_path):
     fam = FAMILIES[family]()
-    art = rxe.build(rxe.from_onnx(fam.model), board=board, backend=backend, out_dir=tmp_path, name="m",
-                    quiet=True)
+    art = rxe.build(rxe.from_onnx(fam.model, dim_bounds=fam.bounds), board=board, backend=backend,
+                    out_dir=tmp_path, name="m", quiet=True)
     with sessions(board).load(art) as loaded:
         for size in fam.sizes:
             fam.check(loaded, size)
