@@ -182,6 +182,19 @@ def _unique_feeds(n):
     return [rng.integers(0, 3, (2, n)).astype(np.float32), rng.integers(0, 2, (n, 3)).astype(np.int64)]
 
 
+def _random_family():
+    """The random operators' values are the op records' (splitmix64 of seed and element index), as interpreted."""
+    pytest.importorskip("ml_dtypes")   # the random module's bfloat16 draws
+    from tests.frontend import test_onnx_random as random
+    model = random._model()
+    mod = rxe.from_onnx(model)
+
+    def check(loaded, n):
+        arrays = random._inputs(n, 20 + n)
+        random._same(loaded.run(*arrays), rxe.interpret(mod, *arrays))
+    return Family(model, (1, 6), check)
+
+
 def _scatter_family(names):
     cases = [scatter.BY_NAME[n] for n in names]
 
@@ -233,17 +246,18 @@ def _families():
             bounds={"n": 6, "b": 2, "c": 7}),
         "unique": lambda: merged([_data_dependent_part(dd.UNIQUE, _unique_feeds)], opset=11, sizes=(1, 6),
                                  bounds={"n": 9}),
+        "random": _random_family,
         "quant": lambda: Family(quant._merged(quant.QEMU), (1, 3),
                                 lambda loaded, n: quant._run_merged(loaded.run, quant.QEMU, (n,))),
     }
 
 
 FAMILIES = _families()
-# every family on qemu-armv7 with C and on qemu-riscv64 with LLVM, the cheaper builds also with the other backend;
-# on qemu-aarch64 the families with no row in their own test module
+# every family on qemu-armv7 with C (random: in its own module) and on qemu-riscv64 with LLVM, the cheaper builds
+# also with the other backend; on qemu-aarch64 the families with no row in their own test module
 ON_BOTH_BACKENDS = ("reduce", "space_onehot_cumsum", "attention", "control_loss_topk", "scatter", "quant",
-                    "nonzero_nms_compress", "unique")
-RUNS = ([(f, "qemu-armv7", "c") for f in FAMILIES if f != "sampling"]
+                    "nonzero_nms_compress", "unique", "random")
+RUNS = ([(f, "qemu-armv7", "c") for f in FAMILIES if f not in ("sampling", "random")]
         + [(f, "qemu-riscv64", "llvm") for f in FAMILIES if f != "sampling_bilinear"]
         + [(f, "qemu-armv7", "llvm") for f in ON_BOTH_BACKENDS] + [(f, "qemu-riscv64", "c") for f in ON_BOTH_BACKENDS]
         + [(f, "qemu-aarch64", "c") for f in ("reduce", "space_onehot_cumsum")])
