@@ -216,8 +216,9 @@ def test_smollm2_greedy_text_and_compiled_tokens(tmp_path):
     prompt = tokenizer(SMOLLM2_PROMPT)["input_ids"]
     want = torch_greedy(model, prompt, 26)
     assert tokenizer.decode(want).startswith(SMOLLM2_REFERENCE), tokenizer.decode(want)
+    # optimize=False: here the optimizing pipeline takes ~520 s on this model (the legalized build: ~160 s)
     art = rxe.build(from_onnx(path, max_context=MAX_CONTEXT), board="host", backend="c", out_dir=tmp_path / "art",
-                    name="smollm2", quiet=True)
+                    name="smollm2", quiet=True, optimize=False)
     loaded = rxe.connect("host").load(art)
     got = greedy(lambda f: loaded.run(*f.values()), prompt, empty_cache(model), 8)
     assert got == want[:8], (tokenizer.decode(got), tokenizer.decode(want[:8]))
