@@ -129,6 +129,20 @@ def test_compiled_matches_onnxruntime_and_pytorch_greedy(llm, tmp_path):
     assert greedy(lambda f: sess.run(None, f), PROMPT, empty_cache(model), 32) == want
 
 
+@pytest.mark.slow
+@pytest.mark.emu
+def test_llama_on_qemu_aarch64(tmp_path):
+    """The Llama step cross-compiled for qemu-aarch64: contexts 0 and at the bound, 8 greedy tokens."""
+    path, model = get_llm("llama")
+    art = rxe.build(from_onnx(path, max_context=MAX_CONTEXT), board="qemu-aarch64", backend="c",
+                    out_dir=tmp_path / "art", name="llm", quiet=True)
+    loaded = rxe.connect("qemu-aarch64").load(art)
+    sess = _ort(path)
+    for sizes, feeds in list(_contexts(model, seed=2))[::3]:
+        _close(loaded.run(*feeds.values()), sess.run(None, feeds), f"llama on qemu-aarch64 at {sizes}")
+    assert greedy(lambda f: loaded.run(*f.values()), PROMPT, empty_cache(model), 8) == torch_greedy(model, PROMPT, 8)
+
+
 def test_interpreted_greedy_matches_pytorch():
     path, model = get_llm("llama")
     mod = from_onnx(path, max_context=MAX_CONTEXT)
