@@ -20,6 +20,7 @@ import signal
 import statistics
 import struct
 import subprocess
+import sys
 import threading
 import time
 
@@ -274,6 +275,8 @@ class RpcModule(LoadedModel):
             self.client = None
 
     def __del__(self):
+        if sys.is_finalizing():   # the stderr drain thread is frozen holding its pipe; the server ends on stdin's EOF
+            return
         try:
             self.close()
         except Exception:  # interpreter shutdown: nothing left to clean

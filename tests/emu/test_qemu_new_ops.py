@@ -1,12 +1,13 @@
 """The new operator families cross-compiled for the 32-bit ARMv7 board (C
-backend) and the RISC-V board (LLVM backend), and those with no aarch64 row
-elsewhere for qemu-aarch64, run under qemu-user at two sizes of the symbolic
-dim against the test modules' references (numpy from the spec, ONNX Runtime
-or onnx.reference). One merged model per family (the RPC server takes at
-most 16 inputs and 16 outputs), built from the family's own test-module
-builders; one session per board."""
+backend) and the RISC-V board (LLVM backend), the cheaper builds with the
+other backend too, and the families with no aarch64 row elsewhere for
+qemu-aarch64, run under qemu-user at two sizes of the symbolic dim against
+the test modules' references (numpy from the spec, ONNX Runtime or
+onnx.reference). One merged model per family (the RPC server takes at most
+16 inputs and 16 outputs), built from the family's own test-module builders;
+one session per board."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -15,6 +16,7 @@ import pytest
 from onnx import helper
 
 import relax_edge as rxe
+from tests.codegen import test_data_dependent as dd
 from tests.frontend import test_onnx_attention as attention
 from tests.frontend import test_onnx_control_flow as control
 from tests.frontend import test_onnx_detect as detect
@@ -44,6 +46,7 @@ class Family:
     model: onnx.ModelProto
     sizes: tuple
     check: Callable          # (loaded model, size) -> None
+    bounds: dict = field(default_factory=dict)   # dim_bounds (data-dependent sizes need them)
 
 
 def _prefix(graph, prefix):
@@ -61,7 +64,7 @@ def _prefix(graph, prefix):
     return graph
 
 
-def merged(parts, opset, sizes=(1, 3)) -> Family:
+def merged(parts, opset, sizes=(1, 3), bounds=None) -> Family:
     """The parts' graphs side by side in one model at `opset` (names prefixed by the part's number; symbolic
     dims keep their names, so the parts' feeds at a size agree on them)."""
     graphs = [_prefix(onnx.GraphProto.FromString(p.model.graph.SerializeToString()), f"p{i}_")
@@ -79,7 +82,7 @@ def merged(parts, opset, sizes=(1, 3)) -> Family:
             part.check(got[:count], part.expected(arrays))
             del got[:count]
         assert not got
-    return Family(model, sizes, check)
+    return Family(model, sizes, check, bounds or {})
 
 
 # ------------------------------------------------ the families, each from its test module's builders
@@ -134,6 +137,18 @@ def _if_part():
                 lambda arrays: control.ort_run(model, dict(zip("c dv x0".split(), arrays))), _close(1e-5))
 
 
+def _loop_part():
+    model = control.loop_model(4)
+    return Part(model, lambda n: [control.rand(n, 2), control.rand(n, 2)],
+                lambda arrays: control.ort_run(model, dict(zip(("y0", "x"), arrays))), _close(1e-5))
+
+
+def _scan_part():
+    model = control.scan9_model(3)
+    return Part(model, lambda n: [control.rand(n, 3), control.rand(n, 3, 3)],
+                lambda arrays: control.ort_run(model, dict(zip(("s0", "x"), arrays))), _close(1e-5))
+
+
 def _loss_part():
     def feeds(n):
         x, t, w = loss._data(11, n, n + 1, ignore_index=3)
@@ -152,8 +167,36 @@ def _close(tol):
     return check
 
 
-def _scatter_family(group):
-    cases = scatter.EMULATED[group]
+def _data_dependent_part(model, feeds):
+    names = [v.name for v in model.graph.input]
+    return Part(model, feeds, lambda arrays: dd._ort(model, dict(zip(names, arrays))), dd._check)
+
+
+def _compress_feeds(n):
+    rng = np.random.default_rng(n)
+    return [rng.standard_normal((n, 4)).astype(np.float32), rng.random(n + 1) > 0.4]
+
+
+def _unique_feeds(n):
+    rng = np.random.default_rng(n)
+    return [rng.integers(0, 3, (2, n)).astype(np.float32), rng.integers(0, 2, (n, 3)).astype(np.int64)]
+
+
+def _random_family():
+    """The random operators' values are the op records' (splitmix64 of seed and element index), as interpreted."""
+    pytest.importorskip("ml_dtypes")   # the random module's bfloat16 draws
+    from tests.frontend import test_onnx_random as random
+    model = random._model()
+    mod = rxe.from_onnx(model)
+
+    def check(loaded, n):
+        arrays = random._inputs(n, 20 + n)
+        random._same(loaded.run(*arrays), rxe.interpret(mod, *arrays))
+    return Family(model, (1, 6), check)
+
+
+def _scatter_family(names):
+    cases = [scatter.BY_NAME[n] for n in names]
 
     def check(loaded, n):
         arrays = [scatter._feeds(c, n) for c in cases]
@@ -161,6 +204,11 @@ def _scatter_family(group):
         for case, arrs, out in zip(cases, arrays, outs, strict=True):
             scatter._check(case, out, scatter._expected(case, arrs))
     return Family(scatter._model(cases), (1, 4), check)
+
+
+# the misc module's emulated cases with STFT for Upsample (16 inputs)
+MISC = [c for c in misc.EMULATED if c.name != "upsample_nearest"] + [c for c in misc.COMPILED
+                                                                     if c.name == "stft_hann_window"]
 
 
 def _families():
@@ -182,20 +230,36 @@ def _families():
         "attention": lambda: merged([_attention_part(n, attention_sizes) for n in (
             "attn_3d_past_float_mask", "rms_last_axis", "rope_3d_interleaved_partial")], opset=23,
             sizes=(0, 1)),
-        "if_loss_topk": lambda: merged([_if_part(), _loss_part(), _topk_part("k3_last_axis"),
-                                        _topk_part("k2_axis0_int64")], opset=17),
-        "scatter": lambda: _scatter_family(0),
-        "sampling": lambda: _scatter_family(1),
-        "misc_einsum_signal": lambda: Family(misc._model(misc.EMULATED, prefixed=True), (1, 2),
-                                             lambda loaded, n: misc._run_merged(loaded, misc.EMULATED, (n,))),
+        "control_loss_topk": lambda: merged([_if_part(), _loop_part(), _scan_part(), _loss_part(),
+                                             _topk_part("k3_last_axis"), _topk_part("k2_axis0_int64")], opset=17),
+        "scatter": lambda: _scatter_family(c.name for c in scatter.EMULATED[0]),
+        "sampling": lambda: _scatter_family(c.name for c in scatter.EMULATED[1]),
+        # the same operators without bicubic taps (a C build of those takes gcc tens of seconds)
+        "sampling_bilinear": lambda: _scatter_family(("gs_bilinear_zeros", "roi_avg_half_pixel", "deform_basic")),
+        "misc_einsum_signal": lambda: Family(misc._model(MISC, prefixed=True), (1, 2),
+                                             lambda loaded, n: misc._run_merged(loaded, MISC, (n,))),
+        # data-dependent output sizes (ABI 3), every NonZero count 0 at n = 1
+        "nonzero_nms_compress": lambda: merged([
+            _data_dependent_part(dd.NONZERO, lambda n: dd._nonzero_inputs(n, n, zero=n == 1)),
+            _data_dependent_part(dd.NMS, lambda n: list(dd._nms_inputs(min(n, 2), n, n))),
+            _data_dependent_part(dd.COMPRESS, _compress_feeds)], opset=13, sizes=(1, 5),
+            bounds={"n": 6, "b": 2, "c": 7}),
+        "unique": lambda: merged([_data_dependent_part(dd.UNIQUE, _unique_feeds)], opset=11, sizes=(1, 6),
+                                 bounds={"n": 9}),
+        "random": _random_family,
         "quant": lambda: Family(quant._merged(quant.QEMU), (1, 3),
                                 lambda loaded, n: quant._run_merged(loaded.run, quant.QEMU, (n,))),
     }
 
 
 FAMILIES = _families()
-# every family on the two boards; on qemu-aarch64 the families with no row in their own test module
-RUNS = ([(f, "qemu-armv7", "c") for f in FAMILIES] + [(f, "qemu-riscv64", "llvm") for f in FAMILIES]
+# every family on qemu-armv7 with C (random: in its own module) and on qemu-riscv64 with LLVM, the cheaper builds
+# also with the other backend; on qemu-aarch64 the families with no row in their own test module
+ON_BOTH_BACKENDS = ("reduce", "space_onehot_cumsum", "attention", "control_loss_topk", "scatter", "quant",
+                    "nonzero_nms_compress", "unique", "random")
+RUNS = ([(f, "qemu-armv7", "c") for f in FAMILIES if f not in ("sampling", "random")]
+        + [(f, "qemu-riscv64", "llvm") for f in FAMILIES if f != "sampling_bilinear"]
+        + [(f, "qemu-armv7", "llvm") for f in ON_BOTH_BACKENDS] + [(f, "qemu-riscv64", "c") for f in ON_BOTH_BACKENDS]
         + [(f, "qemu-aarch64", "c") for f in ("reduce", "space_onehot_cumsum")])
 
 
@@ -216,8 +280,8 @@ def sessions():
 @pytest.mark.parametrize("family, board, backend", RUNS, ids=[f"{f}-{b}-{k}" for f, b, k in RUNS])
 def test_family_on_emulated_board(family, board, backend, sessions, tmp_path):
     fam = FAMILIES[family]()
-    art = rxe.build(rxe.from_onnx(fam.model), board=board, backend=backend, out_dir=tmp_path, name="m",
-                    quiet=True)
-    loaded = sessions(board).load(art)
-    for size in fam.sizes:
-        fam.check(loaded, size)
+    art = rxe.build(rxe.from_onnx(fam.model, dim_bounds=fam.bounds), board=board, backend=backend,
+                    out_dir=tmp_path, name="m", quiet=True)
+    with sessions(board).load(art) as loaded:
+        for size in fam.sizes:
+            fam.check(loaded, size)

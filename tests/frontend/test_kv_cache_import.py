@@ -129,6 +129,20 @@ def test_compiled_matches_onnxruntime_and_pytorch_greedy(llm, tmp_path):
     assert greedy(lambda f: sess.run(None, f), PROMPT, empty_cache(model), 32) == want
 
 
+@pytest.mark.slow
+@pytest.mark.emu
+def test_llama_on_qemu_aarch64(tmp_path):
+    """The Llama step cross-compiled for qemu-aarch64: contexts 0 and at the bound, 8 greedy tokens."""
+    path, model = get_llm("llama")
+    art = rxe.build(from_onnx(path, max_context=MAX_CONTEXT), board="qemu-aarch64", backend="c",
+                    out_dir=tmp_path / "art", name="llm", quiet=True)
+    loaded = rxe.connect("qemu-aarch64").load(art)
+    sess = _ort(path)
+    for sizes, feeds in list(_contexts(model, seed=2))[::3]:
+        _close(loaded.run(*feeds.values()), sess.run(None, feeds), f"llama on qemu-aarch64 at {sizes}")
+    assert greedy(lambda f: loaded.run(*f.values()), PROMPT, empty_cache(model), 8) == torch_greedy(model, PROMPT, 8)
+
+
 def test_interpreted_greedy_matches_pytorch():
     path, model = get_llm("llama")
     mod = from_onnx(path, max_context=MAX_CONTEXT)
@@ -214,11 +228,11 @@ def test_smollm2_greedy_text_and_compiled_tokens(tmp_path):
     ONNX export, compiled on the host (C), gives the same first 8 greedy tokens, presents fed back."""
     path, model, tokenizer = smollm2()
     prompt = tokenizer(SMOLLM2_PROMPT)["input_ids"]
-    reference = tokenizer(SMOLLM2_REFERENCE, add_special_tokens=False)["input_ids"]
-    want = torch_greedy(model, prompt, len(reference))
-    assert tokenizer.decode(want) == SMOLLM2_REFERENCE
+    want = torch_greedy(model, prompt, 26)
+    assert tokenizer.decode(want).startswith(SMOLLM2_REFERENCE), tokenizer.decode(want)
+    # optimize=False: here the optimizing pipeline takes ~520 s on this model (the legalized build: ~160 s)
     art = rxe.build(from_onnx(path, max_context=MAX_CONTEXT), board="host", backend="c", out_dir=tmp_path / "art",
-                    name="smollm2", quiet=True)
+                    name="smollm2", quiet=True, optimize=False)
     loaded = rxe.connect("host").load(art)
     got = greedy(lambda f: loaded.run(*f.values()), prompt, empty_cache(model), 8)
     assert got == want[:8], (tokenizer.decode(got), tokenizer.decode(want[:8]))

@@ -264,6 +264,7 @@ def test_there_are_node_cases():
 
 @pytest.mark.parametrize("case", RANDOM_CASES, ids=[c.name for c in RANDOM_CASES])
 def test_node_case_runs_and_says_values_are_not_comparable(case):
+    """It runs with the stored shapes and dtypes, and is not counted as a pass."""
     result = node_tests.run_case(case)
-    assert result.status == "pass", (result.status, result.detail)
+    assert result.status == "shapes_only", (result.status, result.detail)
     assert "not comparable" in result.left_out
