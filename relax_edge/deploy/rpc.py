@@ -198,7 +198,12 @@ class RpcModule(LoadedModel):
 
     def _session(self) -> RpcClient:
         if self.client is None:
-            self.client = RpcClient(self._spawn(), self.timeout_s)
+            stream = self._spawn()
+            try:
+                self.client = RpcClient(stream, self.timeout_s)
+            except BaseException:  # a refused handshake, or Ctrl-C during it: the server goes with it
+                stream.close(kill=True)
+                raise
             if self.function != "main":
                 name = self.function.encode()
                 self.client.request(SELECT, struct.pack("<I", len(name)) + name)

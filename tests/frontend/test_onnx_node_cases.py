@@ -9,7 +9,14 @@ shrinks as features land and cannot hide a wrong answer."""
 
 import pytest
 
-from relax_edge.frontend.onnx.node_tests import SUPPORTED_OPS, collect_cases, run_case, scope_problem
+from relax_edge.frontend.onnx.node_tests import (
+    RANDOM_OPS,
+    SUPPORTED_OPS,
+    case_ops,
+    collect_cases,
+    run_case,
+    scope_problem,
+)
 
 KNOWN_UNSUPPORTED = {
     "test_batchnorm_example_training_mode": "training mode (inference only)",
@@ -56,6 +63,8 @@ def test_node_case(case):
         assert result.status == "unsupported", (result.status, result.detail)
     elif case.name in KNOWN_DISAGREEMENTS:
         assert result.status == "fail" and "values differ" in result.detail, (result.status, result.detail)
+    elif case_ops(case) & RANDOM_OPS:  # values from another generator: shapes and dtypes compared only
+        assert result.status == "shapes_only", (result.status, result.detail)
     else:
         assert result.status == "pass", result.detail
 
