@@ -87,11 +87,16 @@ def merged(parts, opset, sizes=(1, 3), bounds=None) -> Family:
 
 # ------------------------------------------------ the families, each from its test module's builders
 
+def _one_node_part(module, name):
+    """A case of a test module built on tests/frontend/one_node.py (reduce, onehot/cumsum)."""
+    case = next(c for c in module.CASES if c.name == name)
+    model = module._model(case)
+    return Part(model, lambda n: module._arrays(case, n), lambda arrays: [module._expected(case, model, arrays)],
+                lambda got, want: module._check(got[0], want[0]))
+
+
 def _reduce_part(name):
-    case = next(c for c in reduce.CASES if c.name == name)
-    model = reduce._model(case)
-    return Part(model, lambda n: reduce._arrays(case, n), lambda arrays: [reduce._expected(case, model, arrays)],
-                lambda got, want: reduce._check(got[0], want[0]))
+    return _one_node_part(reduce, name)
 
 
 def _space_part(name):
@@ -103,10 +108,7 @@ def _space_part(name):
 
 
 def _onehot_part(name):
-    case = next(c for c in onehot.CASES if c.name == name)
-    model = onehot._model(case)
-    return Part(model, lambda n: onehot._arrays(case, n), lambda arrays: [onehot._expected(case, model, arrays)],
-                lambda got, want: onehot._check(got[0], want[0]))
+    return _one_node_part(onehot, name)
 
 
 def _rnn_part(name):
