@@ -23,10 +23,12 @@ set(RXE_THREAD_SOURCES
 )
 
 set(RXE_KERNEL_SOURCES
+  kernels/attention.c
   kernels/conv.c
   kernels/depthwise.c
   kernels/detect.c
   kernels/gemm.c
+  kernels/gemv.c
   kernels/trig_math.c
 )
 

@@ -1,0 +1,38 @@
+/*
+ * The KV-cache kernels (kernels/attention.c): a decoder's cache kept as state
+ * of a fixed shape (kv_heads, max_context, head_dim) per cache tensor, batch 1,
+ * positions [0, kv_len) valid. See relax_edge/op/kv_cache.py for their meaning
+ * and relax_edge/library/kv_cache.py for how the compiler calls them.
+ */
+#ifndef RELAX_EDGE_KERNELS_KV_H_
+#define RELAX_EDGE_KERNELS_KV_H_
+
+#include "relax_edge/abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* state (kv_heads, max_context, head_dim) gets new (kv_heads, seq, head_dim)
+ * at positions [offset, offset + seq); `out` is `state` (the result is the
+ * state, in place). RXE_ERR_BOUND when the positions leave [0, max_context). */
+rxe_status_t rxe_lib_kv_append_f32(float* state, const float* new_positions, float* out, int64_t kv_heads,
+                                   int64_t max_context, int64_t seq, int64_t head_dim, int64_t offset,
+                                   rxe_error_t* err);
+
+/* out (heads, seq, head_dim) = softmax(q k^T * scale[0] + mask) v over the
+ * first kv_len positions of the states k, v (kv_heads, max_context, head_dim),
+ * query head h reading KV head h / (heads / kv_heads). q is (heads, seq,
+ * head_dim). With has_mask, the additive mask element of (head h, row i,
+ * position j) is mask[h * mask_head_stride + i * mask_row_stride + j]
+ * (strides 0 broadcast). One pass over the cache per row, with a running
+ * maximum (no scores buffer, no scratch); rows are split over the threads. */
+rxe_status_t rxe_lib_kv_attention_f32(const float* q, const float* k, const float* v, const float* mask,
+                                      const float* scale, float* out, int64_t heads, int64_t kv_heads, int64_t seq,
+                                      int64_t kv_len, int64_t max_context, int64_t head_dim, int64_t has_mask,
+                                      int64_t mask_head_stride, int64_t mask_row_stride, rxe_error_t* err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RELAX_EDGE_KERNELS_KV_H_ */
