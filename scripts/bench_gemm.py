@@ -48,7 +48,8 @@ from relax_edge.library.kernels import (  # noqa: E402
 )
 
 RUNTIME = Path(__file__).resolve().parents[1] / "runtime_c"
-SOURCES = ["kernels/gemm.c", "kernels/conv.c", "kernels/depthwise.c", "src/status.c", "src/threads.c"]
+SOURCES = ["kernels/gemm.c", "kernels/gemv.c", "kernels/conv.c", "kernels/depthwise.c", "src/status.c",
+           "src/threads.c"]
 
 
 def build(out_dir: Path, replace: dict = None, name: str = "librxe_gemm.so"):

@@ -7,7 +7,9 @@ compile-time weight packing and a numpy reference.
    (in `sizes` order), then `rxe_error_t* err`; the kernel returns a status.
 2. The packers give the exact layout the C kernels read
    (runtime_c/include/relax_edge/kernels.h); MR, NR, KC and NC mirror the
-   RXE_GEMM_* macros there and must change with them.
+   RXE_GEMM_* macros there and must change with them. One packed W serves
+   both paths of rxe_lib_dense_f32 (m is known only at run time): the
+   blocked GEMM and, up to GEMV_MAX_M rows, the matrix-vector path.
 3. The scratch functions mirror RXE_LIB_*_SCRATCH_BYTES: they take ints
    (and return an int) or symbolic sizes (and return an IntExpr).
 4. The references compute from UNPACKED weights with numpy; they are the
@@ -25,6 +27,7 @@ import numpy as np
 from ..ir.shape import as_expr, floordiv, min_expr
 
 MR, NR, KC, NC = 6, 16, 256, 512   # RXE_GEMM_MR, _NR, _KC, _NC
+GEMV_MAX_M = 4   # RXE_GEMV_MAX_M: rxe_lib_dense_f32 takes its matrix-vector path (gemv.c) up to this m
 ACT_NONE, ACT_RELU, ACT_RELU6 = 0, 1, 2
 
 

@@ -424,6 +424,10 @@ rxe_status_t rxe_lib_dense_f32(const float* a, const float* w_packed, const floa
   if (m < 0 || n < 0 || k < 0) {
     return rxe_error_set(err, RXE_ERR_SHAPE, "rxe_lib_dense_f32: negative size (m %d, n %d, k %d)", m, n, k);
   }
+  if (m <= RXE_DENSE_GEMV_ROWS) {
+    rxe_gemv_run(a, w_packed, bias, c, m, n, k, (int)act);
+    return RXE_OK;
+  }
   gemm_init(&g, m, n, k, c, (int)act);
   g.a = a;
   g.b_packed = w_packed;

@@ -46,6 +46,23 @@ typedef struct {
 
 void rxe_gemm_run(const rxe_gemm_t* g);
 
+/* The dense kernel for few rows (gemv.c): c (m,n) = act(a (m,k) @ W (k,n) +
+ * bias (n,)), a and c row-major, W packed as for rxe_lib_dense_f32, bias
+ * may be NULL, 0 <= m <= RXE_GEMV_MAX_M. Streams each column panel of W
+ * once for all m rows (the blocked driver above reads W in KC x NC blocks). */
+void rxe_gemv_run(const float* a, const float* w_packed, const float* bias, float* c, int64_t m, int64_t n,
+                  int64_t k, int act);
+
+/* rxe_lib_dense_f32 takes rxe_gemv_run for m <= RXE_DENSE_GEMV_ROWS, the
+ * blocked driver above it (compile-time configuration: 0 measures the
+ * driver alone, scripts/bench_gemv.py). */
+#ifndef RXE_DENSE_GEMV_ROWS
+#define RXE_DENSE_GEMV_ROWS RXE_GEMV_MAX_M
+#endif
+#if RXE_DENSE_GEMV_ROWS < 0 || RXE_DENSE_GEMV_ROWS > RXE_GEMV_MAX_M
+#error "RXE_DENSE_GEMV_ROWS must be in [0, RXE_GEMV_MAX_M]"
+#endif
+
 /* Is act one of RXE_ACT_*? */
 #define RXE_ACT_VALID(act) ((act) >= RXE_ACT_NONE && (act) <= RXE_ACT_RELU6)
 

@@ -13,8 +13,8 @@ from relax_edge.library import kernels as K
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "runtime_c"
-SOURCES = [RUNTIME / "kernels" / "gemm.c", RUNTIME / "kernels" / "conv.c", RUNTIME / "src" / "status.c",
-           RUNTIME / "src" / "threads.c"]
+SOURCES = [RUNTIME / "kernels" / "gemm.c", RUNTIME / "kernels" / "gemv.c", RUNTIME / "kernels" / "conv.c",
+           RUNTIME / "src" / "status.c", RUNTIME / "src" / "threads.c"]
 DRIVER = Path(__file__).with_name("kernel_driver.c")
 WARNINGS = ["-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror"]
 KIND = {"rxe_lib_dense_f32": 0, "rxe_lib_matmul_f32": 1, "rxe_lib_conv2d_f32": 2}

@@ -51,6 +51,8 @@ extern "C" {
 #define RXE_GEMM_NR 16
 #define RXE_GEMM_KC 256
 #define RXE_GEMM_NC 512
+/* Rows up to which rxe_lib_dense_f32 takes its matrix-vector path (gemv.c). */
+#define RXE_GEMV_MAX_M 4
 
 #define RXE_GEMM_MIN_(a, b) ((a) < (b) ? (a) : (b))
 #define RXE_GEMM_ROUND_NR_(x) (((x) + RXE_GEMM_NR - 1) / RXE_GEMM_NR * RXE_GEMM_NR)
@@ -62,7 +64,11 @@ extern "C" {
 /* c (m,n) = act(a (m,k) @ W (k,n) + bias (n,)), row-major; bias may be NULL.
  * w_packed: W in column panels of NR, panel j holding W[:, j*NR : j*NR+NR]
  * as k rows of NR floats (zero-padded past n): ceil(n/NR)*NR*k floats,
- * made at compile time by relax_edge.library.kernels.pack_dense_weights. */
+ * made at compile time by relax_edge.library.kernels.pack_dense_weights.
+ * m is a run-time value: up to RXE_GEMV_MAX_M (4) rows (a decode step)
+ * take the matrix-vector path (gemv.c), which streams each panel once for
+ * all rows with the sums in registers; more rows take the blocked GEMM.
+ * The two sum in different orders (last bits may differ). */
 /* stack: at most 8000 bytes, nearly all of it compute_panels (gemm.c) at most
  * 7296: the MR x KC A micro-panel (6 KB) and a MR x NR partial tile (384 B)
  * on the stack. Measured 7104 (aarch64) to 7552 (Cortex-M4). */
