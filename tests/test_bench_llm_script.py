@@ -1,0 +1,77 @@
+"""scripts/bench_llm.py kept from rotting: a minimal run on the tiny Llama (ONNX Runtime's loop, the
+flat-cost check and the peak-RSS child), and the relax_edge column against a stand-in for m.generate.
+Nothing here times anything: the numbers are only checked to be there and positive."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+import bench_llm  # noqa: E402
+import llm_engines  # noqa: E402
+
+
+def test_minimal_run_writes_the_table_and_json(tmp_path):
+    out = tmp_path / "bench.json"
+    done = subprocess.run([sys.executable, str(SCRIPTS / "bench_llm.py"), "--quick", "--models", "llama",
+                           "--engines", "ort", "llamacpp", "--rounds", "2", "--prompt-tokens", "16",
+                           "--new-tokens", "6", "--json", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    res = json.loads(out.read_text())["results"][0]
+    ort = res["engines"]["ort"]
+    assert res["model"] == "llama" and res["new_tokens"] == 6 and res["weight_bytes"] > 0
+    assert len(ort["runs"]) == 2 and len(ort["tokens"]) == 6 and ort["same_tokens"] == "yes"
+    assert ort["decode_tok_s"]["min"] > 0 and ort["prefill_tok_s"]["median"] > 0 and ort["gb_s"] > 0
+    assert ort["flat"]["short_ms"] > 0 and ort["flat"]["long_context"] == 100
+    assert ort["memory"]["peak_bytes"] >= ort["memory"]["loaded_bytes"] > 0
+    table = done.stdout
+    assert "ORT loop" in table and "same tokens" in table and "decode tok/s" in table
+    llamacpp = res["engines"]["llamacpp"]
+    if "unavailable" in llamacpp:
+        assert "llama.cpp: not installed (pip install llama-cpp-python)" in table
+    else:
+        assert llamacpp["same_tokens"].startswith(("yes", "no"))
+
+
+def test_relax_edge_column_through_generate():
+    """The column reads what m.generate returns (.tokens, .ttft_ms, .decode_tok_s, per-token times)."""
+    calls = []
+
+    def generate(prompt, max_new_tokens, temperature):
+        calls.append((prompt, max_new_tokens, temperature))
+        return SimpleNamespace(tokens=[5, 6, 7, 8], ttft_ms=2.0, prefill_tok_s=1500.0, decode_tok_s=300.0,
+                               token_ms=[2.0, 4.0, 3.0, 3.5])
+
+    engine = llm_engines.RelaxEdge(None, 1, 64, None, loaded=SimpleNamespace(generate=generate))
+    gen = engine.run([1, 2, 3], 4)
+    assert calls == [([1, 2, 3], 4, 0.0)]
+    assert gen.tokens == [5, 6, 7, 8] and gen.prefill_tok_s == pytest.approx(1500.0)
+    assert gen.decode_tok_s == pytest.approx(300.0) and gen.decode_ms_per_token == pytest.approx(3.5)
+
+
+def test_relax_edge_without_generate_is_reported():
+    with pytest.raises(llm_engines.Unavailable, match=r"generate not available \(SimpleNamespace has no generate"):
+        llm_engines.RelaxEdge(None, 1, 64, None, loaded=SimpleNamespace())
+
+
+def test_table_prints_the_reason_of_an_unavailable_engine():
+    rate = {"median": 10.0, "min": 9.0, "max": 11.0}
+    row = {"decode_tok_s": rate, "prefill_tok_s": rate, "gb_s": 1.0, "same_tokens": "yes", "rxe_ratio_decode": 2.0}
+    results = [{"model": "llama", "prompt_tokens": 128, "new_tokens": 256, "engines": {
+        "relax_edge": {"unavailable": "generate not available (x)"}, "ort": row}}]
+    text = bench_llm.table(results)
+    assert "relax_edge: generate not available (x)" in text
+    assert "10.0 (9.0-11.0)" in text and "2.00x" in text
+
+
+@pytest.mark.parametrize("got, want, says", [([1, 2, 3], [1, 2, 3], "yes"), ([1, 9, 3], [1, 2, 3], "no (1/3"),
+                                             ([1, 2], [1, 2, 3], "no (2/3")])
+def test_same_tokens(got, want, says):
+    assert bench_llm.same_tokens(got, want).startswith(says)
