@@ -16,6 +16,8 @@ set(RXE_CORE_SOURCES
   src/module.c
   src/math.c
   src/half.c
+  src/sample.c
+  src/generate.c
 )
 
 set(RXE_THREAD_SOURCES
