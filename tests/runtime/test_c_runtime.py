@@ -40,7 +40,7 @@ def test_runtime_unit_tests_under_ctest(sanitize, tmp_path):
     assert built.returncode == 0, built.stdout + built.stderr
     tested = run(["ctest", "--test-dir", str(tmp_path), "--output-on-failure"])
     assert tested.returncode == 0, tested.stdout
-    assert "100% tests passed, 0 tests failed out of 6" in tested.stdout
+    assert "100% tests passed, 0 tests failed out of 7" in tested.stdout
     out = run([str(tmp_path / "test_runtime")]).stdout
     assert "RXE_TESTS_PASSED" in out
     members = archive_symbols(tmp_path / "librxe_runtime.a")
