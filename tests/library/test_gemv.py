@@ -13,6 +13,7 @@ import pytest
 
 import relax_edge as rxe
 from relax_edge import op
+from relax_edge.build import optimize_module
 from relax_edge.ir import Builder, Constant, SizeVar, TensorType, Var
 from relax_edge.library import kernels as K
 from relax_edge.target import load_board
@@ -119,6 +120,10 @@ def dense_graph(k, n, seed):
 
 def check_graph(tmp_path, board, backend, k, n, seqs):
     mod, w, b = dense_graph(k, n, seed=k + n)
+    optimized = optimize_module(mod, load_board(board), True)
+    (call,) = [b.value for blk in optimized.functions["main"].body.blocks for b in blk.bindings
+               if type(b.value).__name__ == "CallExtern"]
+    assert call.name == "rxe_lib_dense_f32" and dict(call.attrs["params"])["act"] == 1   # bias and relu inside
     art = rxe.build(mod, board=board, backend=backend, out_dir=tmp_path / "art", name="dense", quiet=True)
     rng = np.random.default_rng(0)
     with rxe.connect(board) as dev:
