@@ -7,7 +7,9 @@ being used by the next operator only:
 
 - dense: matmul(x, W) with W a constant float32 (K, N) matrix, optionally
   followed by `add` of a constant bias broadcast over the last axis and by
-  relu or clip(0, 6): rxe_lib_dense_f32 (W packed at compile time);
+  relu or clip(0, 6): rxe_lib_dense_f32 (W packed at compile time; the
+  kernel takes its matrix-vector path at run time when the rows, e.g. a
+  decode step's seq = 1, are few, and the blocked GEMM otherwise);
 - matmul(a, b) of float32 tensors whose batch dimensions are provably those
   of the result, `b` being 2-D or batched like `a`: rxe_lib_matmul_f32;
 - conv2d(x, W) with W constant, optionally + a constant per-channel bias
