@@ -34,6 +34,7 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
+import traceback  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -99,6 +100,49 @@ def flat_cost(engine, model, quick: bool, max_context: int) -> dict:
             "ratio": long.decode_ms_per_token / short.decode_ms_per_token, "cache_explains": explained}
 
 
+def prepare(kind: str, model, args, prompt):
+    """``(engine, None)`` made and warmed up, or ``(None, reason)``."""
+    say(f"{model.name}: preparing {LABELS[kind]}")
+    engine = None
+    try:
+        engine = make_engine(kind, model, args)
+        engine.run(prompt, 2)  # warm-up
+        return engine, None
+    except engines.Unavailable as exc:
+        return None, str(exc)
+    except Exception as exc:  # relax_edge's column reports a failed build or generate; the others raise
+        if kind != "relax_edge":
+            raise
+        traceback.print_exc()
+        if engine is not None:
+            engine.close()
+        return None, f"generate not available ({type(exc).__name__}: {exc})"
+
+
+def summarize(row: dict, reference, weight_bytes: int) -> None:
+    """The medians and spreads of ``row["runs"]``, GB/s and the token check against ``reference``."""
+    runs = row["runs"]
+    row["decode_tok_s"] = spread([x["decode_tok_s"] for x in runs])
+    row["prefill_tok_s"] = spread([x["prefill_tok_s"] for x in runs])
+    row["gb_s"] = weight_bytes * row["decode_tok_s"]["median"] / 1e9
+    row["tokens"] = runs[0]["tokens"]
+    row["same_tokens"] = same_tokens(runs[0]["tokens"], reference) if reference is not None else "(no ORT)"
+    if any(x["tokens"] != runs[0]["tokens"] for x in runs):
+        row["same_tokens"] += ", differ between rounds"
+
+
+def peak_memory(kind: str, model, args, prompt, new: int) -> dict:
+    if kind == "ort":
+        what = (model.onnx, model.cache_shape, args.threads)
+    else:
+        what = (models.genai_folder(model), args.threads)
+    say(f"{model.name}: peak RSS of one {LABELS[kind]} generation (child process)")
+    try:
+        return engines.peak_rss_growth(kind, what, prompt, new)
+    except (RuntimeError, TimeoutError) as exc:
+        return {"error": str(exc)}
+
+
 def bench_model(name: str, args) -> dict:
     model = models.get_model(name)
     prompt = model.prompt(args.prompt_tokens)
@@ -108,55 +152,37 @@ def bench_model(name: str, args) -> dict:
         f"{args.threads} thread(s)")
     loaded, rows = {}, {}
     for kind in args.engines:
-        try:
-            say(f"{name}: preparing {LABELS[kind]}")
-            loaded[kind] = make_engine(kind, model, args)
-            loaded[kind].run(prompt, 2)  # warm-up
-            rows[kind] = {"runs": []}
-        except engines.Unavailable as exc:
-            rows[kind] = {"unavailable": str(exc)}
-            say(f"{name}: {LABELS[kind]}: {exc}")
-    for r in range(args.rounds):
+        engine, reason = prepare(kind, model, args, prompt)
+        if engine is None:
+            say(f"{name}: {LABELS[kind]}: {reason}")
+            rows[kind] = {"unavailable": reason}
+        else:
+            loaded[kind], rows[kind] = engine, {"runs": []}
+    for r in range(args.rounds):  # interleaved: each round runs every engine once, in turn
         for kind, engine in loaded.items():
             gen = engine.run(prompt, new)
             rows[kind]["runs"].append({"tokens": gen.tokens, "prefill_tok_s": gen.prefill_tok_s,
                                        "decode_tok_s": gen.decode_tok_s, "ttft_ms": gen.prefill_s * 1e3})
             say(f"{name}: round {r + 1}/{args.rounds} {LABELS[kind]}: decode {gen.decode_tok_s:.1f} tok/s, "
                 f"prefill {gen.prefill_tok_s:.1f} tok/s")
-    reference = rows.get("ort", {}).get("runs", [{}])[0].get("tokens")
+    reference = rows["ort"]["runs"][0]["tokens"] if "ort" in loaded else None
     for kind, engine in loaded.items():
-        row = rows[kind]
-        runs = row["runs"]
-        row["decode_tok_s"] = spread([x["decode_tok_s"] for x in runs])
-        row["prefill_tok_s"] = spread([x["prefill_tok_s"] for x in runs])
-        row["gb_s"] = weight_bytes * row["decode_tok_s"]["median"] / 1e9
-        row["tokens"] = runs[0]["tokens"]
-        row["same_tokens"] = same_tokens(runs[0]["tokens"], reference) if reference is not None else "(no ORT)"
-        if any(x["tokens"] != runs[0]["tokens"] for x in runs):
-            row["same_tokens"] += ", differ between rounds"
+        summarize(rows[kind], reference, weight_bytes)
         if args.flat:
             say(f"{name}: flat-cost check of {LABELS[kind]}")
-            row["flat"] = flat_cost(engine, model, args.quick, args.max_context)
+            rows[kind]["flat"] = flat_cost(engine, model, args.quick, args.max_context)
         if kind == "relax_edge":
-            row["memory"] = engine.memory()
+            rows[kind]["memory"] = engine.memory()
+        engine.close()
     if "relax_edge" in loaded:
         mine = rows["relax_edge"]
-        for kind in loaded:
-            if kind != "relax_edge":
-                rows[kind]["rxe_ratio_decode"] = mine["decode_tok_s"]["median"] / rows[kind]["decode_tok_s"]["median"]
-                rows[kind]["rxe_ratio_prefill"] = (mine["prefill_tok_s"]["median"]
-                                                   / rows[kind]["prefill_tok_s"]["median"])
-    for engine in loaded.values():
-        engine.close()
+        for kind in loaded.keys() - {"relax_edge"}:
+            for what in ("decode", "prefill"):
+                rows[kind][f"rxe_ratio_{what}"] = (mine[f"{what}_tok_s"]["median"]
+                                                   / rows[kind][f"{what}_tok_s"]["median"])
     if args.memory:
-        for kind, build in (("ort", lambda: (model.onnx, model.cache_shape, args.threads)),
-                            ("genai", lambda: (models.genai_folder(model), args.threads))):
-            if kind in loaded:
-                say(f"{name}: peak RSS of one {LABELS[kind]} generation (child process)")
-                try:
-                    rows[kind]["memory"] = engines.peak_rss_growth(kind, build(), prompt, new)
-                except (RuntimeError, TimeoutError) as exc:
-                    rows[kind]["memory"] = {"error": str(exc)}
+        for kind in loaded.keys() & {"ort", "genai"}:
+            rows[kind]["memory"] = peak_memory(kind, model, args, prompt, new)
     return {"model": name, "prompt_tokens": args.prompt_tokens, "new_tokens": new, "weight_bytes": weight_bytes,
             "threads": args.threads, "engines": rows}
 
@@ -202,7 +228,7 @@ def table(results) -> str:
         for kind, row in res["engines"].items():
             label = f"{res['model']} ({res['prompt_tokens']}+{res['new_tokens']})"
             if "unavailable" in row:
-                lines.append((label, LABELS[kind], f"{LABELS[kind]}: {row['unavailable']}"))
+                lines.append((label, LABELS[kind], f"{LABELS[kind]}: {row['unavailable'].splitlines()[0][:240]}"))
                 continue
             lines.append((label, LABELS[kind], _rate(row["decode_tok_s"]), _rate(row["prefill_tok_s"]),
                           _ratio(row, "rxe_ratio_decode"), _ratio(row, "rxe_ratio_prefill"), f"{row['gb_s']:.2f}",

@@ -181,12 +181,16 @@ def _loaded_generate(loaded):
 
 
 def rxe_generation(result, prompt_tokens: int) -> Generation:
-    """A Generation from what ``m.generate`` returns (.tokens, .ttft_ms, .decode_tok_s, per-token times)."""
+    """A Generation from what ``m.generate`` returns: .tokens, .ttft_ms, .decode_ms (else .decode_tok_s) and
+    .token_ms (per new token, the first one the prompt's step)."""
     tokens = [int(t) for t in result.tokens]
-    per_token = next((getattr(result, n) for n in ("token_ms", "per_token_ms", "token_times_ms")
-                      if getattr(result, n, None) is not None), None)
-    token_s = [float(t) / 1e3 for t in per_token][1:] if per_token is not None else None
-    decode_s = (len(tokens) - 1) / result.decode_tok_s if result.decode_tok_s else 0.0
+    token_ms = getattr(result, "token_ms", None)
+    token_s = [float(t) / 1e3 for t in token_ms][1:] if token_ms is not None else None
+    decode_ms = getattr(result, "decode_ms", None)
+    if decode_ms is not None:
+        decode_s = decode_ms / 1e3
+    else:
+        decode_s = (len(tokens) - 1) / result.decode_tok_s if result.decode_tok_s else 0.0
     return Generation(tokens, prompt_tokens, result.ttft_ms / 1e3, decode_s, token_s or None)
 
 
