@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 
 from .codegen.c.module import emit_c
-from .codegen.host_program import HostModule, lower_host, symbol_prefix
+from .codegen.host_program import HostModule, decoder_info, lower_host, symbol_prefix
 from .files import write_atomic
 from .ir.expr import Call, IRModule
 from .memory import MemoryPlans, dump_plan, plan_module
@@ -70,6 +70,9 @@ class Artifact:
     cached: bool = False
     source: dict | None = None           # how the module was imported, for `relax-edge run --check`
     workspace_bytes: int | None = None   # the fixed arena when every size is bounded
+    state_bytes: int | None = None       # a KV-cache decoder's state (its step function), else None
+    decoder: dict | None = None          # its step function: max_context, vocab, states (host_program.decoder_info)
+    weights_bytes: int = 0               # the constants' blob
     memory_plan: str = ""                # the plan dump (relax-edge compile --show-memory)
     runner: Path | None = None           # the executable that runs the model on tensor files
     server: Path | None = None           # the RPC server (Linux boards; profiled build)
@@ -241,7 +244,8 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
                         out_dir / f"{host.prefix}.h", host.signature, source=source,
                         workspace_bytes=host.main.fixed_workspace, memory_plan=dump_plan(plans["main"].plan),
                         runner=products.runner, server=products.server, board_file=board.path, sanitize=sanitize,
-                        stage_seconds=stages.seconds)
+                        stage_seconds=stages.seconds, decoder=decoder_info(host), weights_bytes=len(sources.weights))
+    artifact.state_bytes = artifact.decoder["state_bytes"] if artifact.decoder else None
     if _up_to_date(out_dir, key, products):
         artifact.cached = True
         artifact.sizes = json.loads((out_dir / "artifact.json").read_text()).get("sizes")

@@ -204,7 +204,7 @@ class _Interpreter:
             reference = getattr(decl, "reference", None)
             if reference is None:
                 raise InterpretError(f"{what}: extern {e.name} has no numpy reference")
-            params = dict(e.attrs.get("params", ()))
+            params = {k: _concrete(v, env) for k, v in e.attrs.get("params", ())}
             with np.errstate(all="ignore"):
                 return np.asarray(reference(*[self.eval(func, a, values, env, what) for a in e.args], **params))
         raise InterpretError(f"{what}: cannot interpret {type(e).__name__}")

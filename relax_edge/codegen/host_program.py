@@ -130,11 +130,14 @@ class CheckTensor:
 @dataclass
 class BindSize:
     """Bind a size variable from a value, within its bounds (rxe_dim_bind);
-    `upper` (an IntExpr) replaces the variable's own upper bound (a capacity)."""
+    `upper` (an IntExpr) replaces the variable's own upper bound (a capacity),
+    `lower` its lower bound (a function's attrs["bind_lower"]: a decoder step's
+    total_seq is at least its seq)."""
     value: Dim | SizeValue | IntExpr
     var: SizeVar
     what: str
     upper: IntExpr | None = None
+    lower: IntExpr | None = None
 
 
 @dataclass
@@ -366,6 +369,24 @@ class HostModule:
         return {f.name: f.signature for f in self.functions}
 
 
+def decoder_info(host: "HostModule") -> dict | None:
+    """A decoder's `step` function (transform/kv_state.py) as the runtime sees
+    it: {"function", "max_context", "vocab", "state_bytes", "states" (each
+    state input's shape)}; None without one. Each state is rounded up to the
+    workspace alignment (as rxe_decoder_init lays them out)."""
+    step = next((f for f in host.functions if f.name == "step"), None)
+    if step is None:
+        return None
+    states = [tuple(int(d) for d in p["shape"].strip("()").split(",") if d.strip())
+              for p in step.signature["inputs"] if p["name"].startswith("state_")]
+    total = 0
+    for shape in states:
+        total += -(-int(np.prod(shape)) * 4 // WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT
+    vocab = step.signature["outputs"][0]["shape"].strip("()").split(",")[-1].strip()
+    return {"function": "step", "max_context": states[0][2] if states else 0, "vocab": int(vocab),
+            "state_bytes": total, "states": [list(s) for s in states]}
+
+
 def symbol_prefix(name: str) -> str:
     ident = re.sub(r"\W", "_", name).strip("_") or "model"
     return ident if not ident[0].isdigit() else f"m_{ident}"
@@ -474,6 +495,7 @@ class HostLowering:
         """Each input's dtype and rank; each size variable bound from the first
         dimension that is exactly it; every other dimension checked."""
         ops, binding_dims = [], set()
+        lower = dict((self.func.attrs or {}).get("bind_lower", ()))
         for i, p in enumerate(self.func.params):
             t = p.type
             if not isinstance(t, TensorType) or t.shape is None:
@@ -485,6 +507,8 @@ class HostLowering:
                 if var is not None and var not in self.size_vars:
                     binding_dims.add((i, d))
                     ops.append(self.bind_size(var, Dim("inputs", i, d), f"input {p.name} dimension {d}"))
+                    if var in lower:
+                        ops[-1].lower = self.sized(lower[var])
         for i, p in enumerate(self.func.params):
             for d, dim in enumerate(p.type.shape):
                 if (i, d) not in binding_dims:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.expr import Function, IRModule
+from ..ir.expr import CallTensor, Function, IRModule
 from .liveness import Liveness, analyze
 from .plan import Plan, plan_memory
 from .verify import verify_plan
@@ -46,7 +46,7 @@ def plan_function(mod: IRModule, func: Function) -> FunctionMemory:
 
 def inplace_programs(live: Liveness) -> set:
     """The tensor programs a step calls in place."""
-    return {s.call.program.name for s in live.steps if s.inplace_over is not None}
+    return {s.call.program.name for s in live.steps if s.inplace_over is not None and isinstance(s.call, CallTensor)}
 
 
 def plan_module(mod: IRModule) -> MemoryPlans:

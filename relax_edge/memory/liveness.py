@@ -12,7 +12,9 @@
    the fusion pass read from a fused program) writes in place over an input of the
    same shape and dtype that dies at that call (an intermediate in the
    workspace, not a view of an input, a constant or an output). The step
-   records it (`inplace_over`); the IR is not changed.
+   records it (`inplace_over`); the IR is not changed. A library kernel
+   whose attrs name an `inplace_arg` (kv_append: the KV cache state) always
+   writes over that argument's storage, a caller's input included.
 4. Values that are function outputs are computed straight into the caller's
    output tensors when their producer is a kernel; others are copied there
    at the end.
@@ -406,7 +408,12 @@ class _Analysis:
     def share_storage(self, inplace: bool, views: bool) -> None:
         """Views share their source's storage; pointwise kernels write over a dying input."""
         for t, s in enumerate(self.steps):
-            if s.call is None or isinstance(s.call, CallExtern):   # copies and library kernels: never in place
+            if isinstance(s.call, CallExtern) and "inplace_arg" in s.call.attrs:   # writes its argument's storage
+                arg = s.call.args[s.call.attrs["inplace_arg"]]
+                s.inplace_over = self.root(arg)
+                self.group[s.var] = self.find(s.inplace_over)
+                continue
+            if s.call is None or isinstance(s.call, CallExtern):   # copies and other library kernels: never in place
                 continue
             if s.var in self.unviewed:
                 continue

@@ -10,9 +10,9 @@
 2. `match_cast` bindings are always kept, with what they read: their check
    can fail at run time and they may bind size variables used later.
 3. Blocks left empty are dropped.
-4. Graph functions not reachable from `main` (by calls or by name) are
-   removed, then tensor programs and externs that no remaining function
-   calls. A module without `main` keeps all its graph functions.
+4. Graph functions not reachable from `main` or another entry function
+   (attrs["entry"], a decoder's `step`) by calls or by name are removed,
+   then tensor programs and externs that no remaining function calls. A module without `main` keeps all its graph functions.
 
 Does not remove parameters, rewrite calls, or look inside tensor programs
 (a program is kept or removed whole).
@@ -125,7 +125,8 @@ def dce(mod: IRModule) -> IRModule:
     """The module without unused bindings, graph functions, tensor programs and externs."""
     functions = {name: _sweep_function(f) for name, f in mod.functions.items()}
     if "main" in functions:
-        reached, todo = set(), ["main"]
+        reached = set()
+        todo = ["main", *(n for n, f in functions.items() if (f.attrs or {}).get("entry"))]
         while todo:
             name = todo.pop()
             if name in reached or name not in functions:

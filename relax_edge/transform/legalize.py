@@ -26,6 +26,7 @@ from ..ir.types import TensorType, type_free_vars
 from ..ir.visitor import ExprMutator, ExprVisitor
 from ..legalize import LegalizeContext
 from ..legalize.elementwise import BINARY
+from ..library import kv_cache as kv_library
 from ..library.data_dependent import LOWERINGS, lower_call
 from ..op.registry import Op
 from ..tir.compute import lower, placeholder
@@ -64,7 +65,8 @@ class _Missing(ExprVisitor):
         self.missing = collections.Counter()
 
     def visit_Call(self, call):
-        if isinstance(call.op, Op) and call.op.legalize is None and call.op.name not in LOWERINGS:
+        if isinstance(call.op, Op) and call.op.legalize is None and call.op.name not in LOWERINGS \
+                and call.op.name not in kv_library.LOWERINGS:
             self.missing[call.op.name] += 1
         super().visit_Call(call)
 
@@ -100,6 +102,9 @@ class _Legalizer(ExprMutator):
             return call
         if call.op.name in LOWERINGS:   # a data-dependent result: a library kernel
             ext, self.externs[ext.name] = lower_call(call)
+            return ext
+        if call.op.name in kv_library.LOWERINGS:   # the KV cache as state: library kernels
+            ext, self.externs[ext.name] = kv_library.lower_call(call)
             return ext
         arg_types = [a.type for a in call.args]
         if not isinstance(call.type, TensorType) or not all(isinstance(t, TensorType) for t in arg_types):

@@ -52,13 +52,13 @@ static void attention_rows(void* ctx, int64_t begin, int64_t end, int thread) {
       s = s * a->scale + (m ? m[j] : 0.0f);
       if (s != s || s < -3.0e38f) continue; /* a masked-out position (-FLT_MAX or -inf) weighs nothing */
       if (!any || s > best) {
-        const float c = any ? rxe_expf(best - s) : 0.0f;
+        const float c = any ? rxe_f32_exp(best - s) : 0.0f;
         total *= c;
         for (d = 0; d < a->dim; ++d) o[d] *= c;
         best = s;
         any = 1;
       }
-      p = rxe_expf(s - best);
+      p = rxe_f32_exp(s - best);
       total += p;
       for (d = 0; d < a->dim; ++d) o[d] += p * vj[d];
     }

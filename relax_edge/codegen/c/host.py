@@ -168,6 +168,8 @@ class CHostEmitter:
         upper = "-1" if var.upper is None else str(var.upper)
         if op.upper is not None:
             upper = self.r.int_expr(op.upper)
+        if op.lower is not None:
+            lower = self.r.int_expr(op.lower)
         return [f"  st = rxe_dim_bind({self.value(op.value)}, {c_string(op.what)}, {c_string(var.name)}, {lower}, "
                 f"{upper}, &s->{self.r.fields[var]}, err);"]
 

@@ -19,7 +19,7 @@ from ...ir.expr import IRModule
 from ...memory import plan_module
 from ...version import __version__
 from ..abi import WORKSPACE_ALIGNMENT
-from ..host_program import CodegenError, HostModule, lower_host, symbol_prefix
+from ..host_program import CodegenError, HostModule, decoder_info, lower_host, symbol_prefix
 from .host import c_arg_info, render_host_function
 from .kernel import declare_kernel, render_kernel
 
@@ -48,6 +48,7 @@ def _context(host: HostModule) -> dict:
     } for f in host.functions]
     main = next(f for f in functions if f["name"] == "main")
     return {"prefix": host.prefix, "version": __version__, "functions": functions, "main": main,
+            "decoder": decoder_info(host),
             "guard": f"{host.prefix.upper()}_H_", "alignment": WORKSPACE_ALIGNMENT}
 
 

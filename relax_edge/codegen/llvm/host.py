@@ -264,9 +264,9 @@ class LLVMHostEmitter(IndexArithmetic):
 
     def bind_size(self, op: BindSize) -> ir.Value:
         var = op.var
-        lower = INT64_MIN if var.lower is None else var.lower
+        lower = i64(INT64_MIN if var.lower is None else var.lower) if op.lower is None else self.int_expr(op.lower)
         upper = i64(-1 if var.upper is None else var.upper) if op.upper is None else self.int_expr(op.upper)
-        return self.call("rxe_dim_bind", [self.value(op.value), self.text(op.what), self.text(var.name), i64(lower),
+        return self.call("rxe_dim_bind", [self.value(op.value), self.text(op.what), self.text(var.name), lower,
                                           upper, self.element(self.s, self.slots[var]), self.params["err"]])
 
     def check_dim(self, op: CheckDim) -> ir.Value:

@@ -49,6 +49,7 @@ from ...ir.expr import BindingBlock, DataflowBlock, Function, If, IRModule, Loop
 from ...ir.shape import SizeVar
 from ...ir.types import TensorType
 from ...ir.verify import verify
+from ...transform.kv_state import add_step
 from . import context, kv_cache, validate
 from .context import CONVERTERS, MAX_RANK, ConvertContext, OnnxImportError, onnx_dtype
 
@@ -338,8 +339,9 @@ class OnnxImporter:
             return mod
         self.where = "kv_cache"
         names = [i.name for i in self.graph.input if isinstance(self.values.get(i.name), Var)]  # params' names
-        return kv_cache.record(mod, self.kv_pairs, {n: i for i, n in enumerate(names)},
-                               {o.name: i for i, o in enumerate(self.graph.output)}, self.max_context)
+        mod = kv_cache.record(mod, self.kv_pairs, {n: i for i, n in enumerate(names)},
+                              {o.name: i for i, o in enumerate(self.graph.output)}, self.max_context)
+        return add_step(mod) if self.dataflow else mod
 
     def run_graph(self, graph, inputs: list, prefix: str, holder: ConvertContext) -> list:
         """Convert subgraph `graph` in a new scope over the current one, its
