@@ -5,7 +5,8 @@ in one process.
 
 Builds runtime_c/kernels with the host cc -O3 -march=native into temporary
 shared libraries: `rxe` as it is, and `gemm` with -DRXE_DENSE_GEMV_ROWS=0
-(the blocked GEMM driver alone, what dense did before the GEMV path). Each
+(the blocked GEMM driver alone, what dense did before the GEMV path).
+The weights of both are 64-byte aligned, as a model's constants are. Each
 sample is the mean of a loop of calls lasting about --sample-ms (relax_edge's
 loop runs in C; numpy's in Python, so its column includes about a
 microsecond of call overhead per product). The contenders are sampled in
@@ -77,6 +78,13 @@ def child(threads: int, m: int, rounds: int, sample_ms: float) -> None:
     def ptr(a):
         return a.ctypes.data_as(ctypes.c_void_p)
 
+    def aligned(a):   # 64-byte aligned, as a model's constants are in its weights blob
+        buf = np.empty(a.size + 16, np.float32)
+        start = (-buf.ctypes.data % 64) // 4
+        out = buf[start:start + a.size].reshape(a.shape)
+        out[...] = a
+        return out
+
     with tempfile.TemporaryDirectory() as tmp:
         libs = {"rxe": build(Path(tmp), "rxe"), "gemm": build(Path(tmp), "gemm", ["-DRXE_DENSE_GEMV_ROWS=0"])}
         for lib in libs.values():
@@ -84,9 +92,9 @@ def child(threads: int, m: int, rounds: int, sample_ms: float) -> None:
         rng = np.random.default_rng(0)
         cases = []
         for name, k, n in SHAPES:
-            w = rng.standard_normal((k, n)).astype(np.float32)
+            w = aligned(rng.standard_normal((k, n)).astype(np.float32))
             x = rng.standard_normal((m, k) if m > 1 else (k,)).astype(np.float32)
-            out, packed, bias = np.empty((m, n), np.float32), pack_dense_weights(w), np.zeros(n, np.float32)
+            out, packed, bias = np.empty((m, n), np.float32), aligned(pack_dense_weights(w)), np.zeros(n, np.float32)
             y = np.empty(n if m == 1 else (m, n), np.float32)
 
             def numpy_loop(reps, x=x, w=w, y=y):

@@ -17,8 +17,11 @@
 
 #if defined(__GNUC__)
 #define GEMV_INLINE static inline __attribute__((always_inline))
+#define PRAGMA_(x) _Pragma(#x)
+#define UNROLL(n) PRAGMA_(GCC unroll n) /* so that the sums stay registers at -O2 */
 #else
 #define GEMV_INLINE static inline
+#define UNROLL(n)
 #endif
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -73,31 +76,44 @@ GEMV_INLINE void panel_sums(const float* a, int64_t lda, const float* w, int64_t
   vec_t s[MAX_CH][MAX_M][NV], b[NV], x;
   int64_t p;
   int c, i, v;
+  UNROLL(4)
   for (c = 0; c < ch; ++c) {
+    UNROLL(4)
     for (i = 0; i < r; ++i) {
+      UNROLL(16)
       for (v = 0; v < NV; ++v) s[c][i][v] = vec_set(0.0f);
     }
   }
   for (p = 0; p + ch <= k; p += ch) {
+    UNROLL(4)
     for (c = 0; c < ch; ++c) {
       prefetch(w + (p + c + PREFETCH_ROWS) * NR);
+      UNROLL(16)
       for (v = 0; v < NV; ++v) b[v] = vec_load(w + (p + c) * NR + v * VL);
+      UNROLL(4)
       for (i = 0; i < r; ++i) {
         x = vec_set(a[i * lda + p + c]);
+        UNROLL(16)
         for (v = 0; v < NV; ++v) s[c][i][v] = vec_fma(s[c][i][v], x, b[v]);
       }
     }
   }
   for (; p < k; ++p) {
+    UNROLL(16)
     for (v = 0; v < NV; ++v) b[v] = vec_load(w + p * NR + v * VL);
+    UNROLL(4)
     for (i = 0; i < r; ++i) {
       x = vec_set(a[i * lda + p]);
+      UNROLL(16)
       for (v = 0; v < NV; ++v) s[0][i][v] = vec_fma(s[0][i][v], x, b[v]);
     }
   }
+  UNROLL(4)
   for (i = 0; i < r; ++i) {
+    UNROLL(16)
     for (v = 0; v < NV; ++v) {
       vec_t sum = s[0][i][v];
+      UNROLL(4)
       for (c = 1; c < ch; ++c) sum = vec_add(sum, s[c][i][v]);
       vec_store(t + i * NR + v * VL, sum);
     }
