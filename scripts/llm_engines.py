@@ -67,18 +67,16 @@ def ort_session(path, threads: int):
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
-class OrtLoop:
-    label = "ORT loop"
+class PythonLoop:
+    """The usual Python greedy loop over a step function ``step(feeds) -> [logits, *presents]``: the presents
+    of a step are the next step's pasts."""
+    label = "loop"
 
-    def __init__(self, onnx_path, cache_shape, threads: int):
-        self.session = ort_session(onnx_path, threads)
-        self.cache_shape = cache_shape
-
-    def _feeds(self, tokens, past):
-        from tests.llm_models import step_feeds
-        return step_feeds(tokens, past)
+    def __init__(self, step, cache_shape):
+        self.step, self.cache_shape = step, cache_shape
 
     def run(self, prompt, new_tokens: int) -> Generation:
+        from tests.llm_models import step_feeds
         layers, kv_heads, head_dim = self.cache_shape
         past = [np.zeros((1, kv_heads, 0, head_dim), np.float32) for _ in range(2 * layers)]
         tokens, times = [], []
@@ -87,7 +85,7 @@ class OrtLoop:
         prefill = 0.0
         for i in range(new_tokens):
             t0 = time.perf_counter()
-            out = self.session.run(None, self._feeds(ids, past))
+            out = self.step(step_feeds(ids, past))
             past = out[1:]
             ids = [int(np.argmax(out[0][0, -1]))]
             tokens.append(ids[0])
@@ -98,7 +96,15 @@ class OrtLoop:
         return Generation(tokens, len(prompt), prefill, sum(times), times)
 
     def close(self):
-        self.session = None
+        self.step = None
+
+
+class OrtLoop(PythonLoop):
+    label = "ORT loop"
+
+    def __init__(self, onnx_path, cache_shape, threads: int):
+        session = ort_session(onnx_path, threads)
+        super().__init__(lambda feeds: session.run(None, feeds), cache_shape)
 
 
 # onnxruntime-genai -----------------------------------------------------------------------
@@ -194,25 +200,38 @@ def rxe_generation(result, prompt_tokens: int) -> Generation:
     return Generation(tokens, prompt_tokens, result.ttft_ms / 1e3, decode_s, token_s or None)
 
 
+def build_relax_edge(onnx_path, max_context: int, out_dir: Path, backend: str = "c", optimize: bool = True):
+    """The export imported with ``max_context`` and built for the host (the toolchain skipped when ``out_dir``
+    holds the same build)."""
+    import relax_edge as rxe
+    mod = rxe.from_onnx(str(onnx_path), max_context=max_context)
+    return rxe.build(mod, board="host", backend=backend, out_dir=out_dir, name="llm", quiet=True, optimize=optimize)
+
+
+def artifact_memory(art) -> dict:
+    """The artifact's RAM bill at its context bound: state, arena (the step function's fixed workspace, else
+    the artifact's) and weights bytes."""
+    arena = art.signature.get("step", {}).get("fixed_workspace_bytes") or art.workspace_bytes
+    weights = getattr(art, "weights_bytes", None)
+    if weights is None:
+        blob = art.out_dir / f"{art.prefix}_weights.bin"
+        weights = blob.stat().st_size if blob.exists() else None
+    return {"state_bytes": getattr(art, "state_bytes", None), "arena_bytes": arena, "weights_bytes": weights}
+
+
 class RelaxEdge:
+    """m.generate on the host: the runtime's loop in C, timed by the runtime."""
     label = "relax_edge"
 
-    def __init__(self, onnx_path, threads: int, max_context: int, out_dir: Path, backend: str = "c",
-                 optimize: bool = True, loaded=None):
-        import relax_edge as rxe
-        from relax_edge.deploy.host import LoadedModule
-        self.art = None
+    def __init__(self, art, threads: int, loaded=None):
+        self.art, self.device = art, None
         if loaded is None:
-            if not hasattr(LoadedModule, "generate"):
-                raise Unavailable("generate not available (the host's LoadedModule has no generate() yet)")
-            mod = rxe.from_onnx(str(onnx_path), max_context=max_context)
-            self.art = rxe.build(mod, board="host", backend=backend, out_dir=out_dir, name="llm", quiet=True,
-                                 optimize=optimize)
-            if "step" not in self.art.signature:
-                raise Unavailable("generate not available (the artifact has no step function: "
-                                  f"{sorted(self.art.signature)})")
+            import relax_edge as rxe
+            if "step" not in art.signature:
+                functions = ", ".join(sorted(art.signature))
+                raise Unavailable(f"generate not available (the artifact has no step function, only {functions})")
             self.device = rxe.connect("host")
-            loaded = self.device.load(self.art, threads=threads)
+            loaded = self.device.load(art, threads=threads)
         self.loaded = loaded
         self.generate = _loaded_generate(loaded)
 
@@ -221,19 +240,28 @@ class RelaxEdge:
         return rxe_generation(result, len(prompt))
 
     def memory(self) -> dict:
-        """The artifact's RAM bill: state, arena (fixed workspace) and weights bytes."""
-        if self.art is None:
-            return {}
-        weights = self.art.out_dir / f"{self.art.prefix}_weights.bin"
-        return {"state_bytes": getattr(self.art, "state_bytes", None), "arena_bytes": self.art.workspace_bytes,
-                "weights_bytes": weights.stat().st_size if weights.exists() else None}
+        return artifact_memory(self.art) if self.art is not None else {}
 
     def close(self):
-        close = getattr(self.loaded, "close", None)
-        if close is not None:
-            close()
-        if self.art is not None:
+        self.loaded.close()
+        if self.device is not None:
             self.device.close()
+
+
+class RelaxEdgeMainLoop(PythonLoop):
+    """The artifact's ``main`` (pasts in, presents out) in the Python loop, as ONNX Runtime runs it: what
+    relax_edge's kernels give without the step function and the runtime's loop (wall time)."""
+    label = "relax_edge main loop"
+
+    def __init__(self, art, cache_shape, threads: int):
+        import relax_edge as rxe
+        self.device = rxe.connect("host")
+        self.loaded = self.device.load(art, threads=threads)
+        super().__init__(lambda feeds: self.loaded.run(*feeds.values()), cache_shape)
+
+    def close(self):
+        self.loaded.close()
+        self.device.close()
 
 
 # peak RSS of a generation, in a child process ----------------------------------------------

@@ -49,7 +49,7 @@ def test_relax_edge_column_through_generate():
         return SimpleNamespace(tokens=[5, 6, 7, 8], ttft_ms=2.0, prefill_tok_s=1500.0, decode_tok_s=300.0,
                                token_ms=[2.0, 4.0, 3.0, 3.5])
 
-    engine = llm_engines.RelaxEdge(None, 1, 64, None, loaded=SimpleNamespace(generate=generate))
+    engine = llm_engines.RelaxEdge(None, 1, loaded=SimpleNamespace(generate=generate))
     gen = engine.run([1, 2, 3], 4)
     assert calls == [([1, 2, 3], 4, 0.0)]
     assert gen.tokens == [5, 6, 7, 8] and gen.prefill_tok_s == pytest.approx(1500.0)
@@ -58,7 +58,7 @@ def test_relax_edge_column_through_generate():
 
 def test_relax_edge_without_generate_is_reported():
     with pytest.raises(llm_engines.Unavailable, match=r"generate not available \(SimpleNamespace has no generate"):
-        llm_engines.RelaxEdge(None, 1, 64, None, loaded=SimpleNamespace())
+        llm_engines.RelaxEdge(None, 1, loaded=SimpleNamespace())
 
 
 def test_table_prints_the_reason_of_an_unavailable_engine():
