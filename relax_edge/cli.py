@@ -3,6 +3,9 @@
     relax-edge compile MODEL.onnx [--board B] [--backend c] [-o DIR] [--dim seq=1..512] [--show-memory]
     relax-edge run MODEL.onnx|DIR [--board B] [--inputs in.npz] [--dim seq=16] [--check] [--output out.npz]
     relax-edge bench MODEL.onnx|DIR [--board B] [--repeat N] [--profile] [--json out.json]
+    relax-edge bench MODEL.onnx|DIR --generate [--prompt-len L] [--new-tokens N] [--json out.json]
+    relax-edge generate MODEL.onnx|DIR --prompt-ids 1,2,3 | --prompt TEXT --tokenizer tokenizer.json
+        [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop 2,3]
     relax-edge boards [--check]
     relax-edge ops
 
@@ -34,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
+from .cli_generate import add_bench_options, add_generate_parser
 from .codegen.abi import MAX_THREADS
 from .deploy.session import MAX_REPEAT
 from .errors import RelaxEdgeError
@@ -400,6 +404,9 @@ def _artifact_for(args, dims):
 
 def cmd_bench(args) -> int:
     from .deploy import connect
+    if args.generate:
+        from .cli_generate import bench_generate
+        return bench_generate(args)
     if args.plot and not args.profile:
         raise UsageError("--plot draws the profile: add --profile")
     _check_paths(args)
@@ -541,7 +548,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dim", action="append", type=_dim_arg, metavar="NAME=N", help="size of a dynamic dimension")
     p.add_argument("--seed", type=_int_arg(0), default=0, help="seed of the random inputs")
     p.add_argument("--build-dir", help="where to compile an ONNX file (default build/<model name>)")
+    add_bench_options(p)
     p.set_defaults(func=cmd_bench)
+    add_generate_parser(sub, threads)
 
     p = sub.add_parser("boards", help="list the boards (boards/*.yaml)")
     p.add_argument("--check", action="store_true", help="check each board's toolchain and emulator")

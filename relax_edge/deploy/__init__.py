@@ -8,6 +8,7 @@ from ..errors import RelaxEdgeError
 from ..target import DEFAULT_BOARD, load_board
 from .adb import AdbDevice
 from .emulator import QemuDevice
+from .generate import GenerateResult
 from .host import HostDevice, LoadedModule
 from .remote import RunnerModule
 from .rpc import RpcModule
@@ -15,7 +16,7 @@ from .session import Device, DeviceError, LoadedModel, RuntimeCheckError
 from .ssh import SshDevice
 
 __all__ = ["connect", "Device", "LoadedModel", "HostDevice", "LoadedModule", "QemuDevice", "RunnerModule",
-           "RpcModule", "SshDevice", "AdbDevice", "RuntimeCheckError", "DeviceError"]
+           "RpcModule", "SshDevice", "AdbDevice", "RuntimeCheckError", "DeviceError", "GenerateResult"]
 
 _SESSIONS = {"qemu": QemuDevice, "ssh": SshDevice, "adb": AdbDevice}
 

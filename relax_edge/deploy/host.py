@@ -23,6 +23,8 @@ import numpy as np
 
 from ..codegen import abi
 from ..errors import RelaxEdgeError
+from .generate import GenerateResult, check_request
+from .generate_abi import generate_in_process
 from .rpc import ProcessStream, RpcModule
 from .session import Device, LoadedModel, RuntimeCheckError, compact_output, prepare_inputs, thread_args
 
@@ -54,7 +56,7 @@ class LoadedModule(LoadedModel):
             raise RelaxEdgeError(f"{artifact.out_dir}: no shared library to load in process; "
                                  "rebuild it for the host board")
         self.lib = ctypes.CDLL(str(artifact.shared_library))
-        module = abi.Module.in_dll(self.lib, f"{artifact.prefix}_module")
+        self.module = module = abi.Module.in_dll(self.lib, f"{artifact.prefix}_module")
         if module.abi_version != abi.ABI_VERSION:   # before any runtime symbol, whose names follow the ABI
             raise RelaxEdgeError(f"{artifact.shared_library}: built for ABI {module.abi_version}, "
                                  f"this relax_edge speaks ABI {abi.ABI_VERSION}; rebuild it")
@@ -103,6 +105,13 @@ class LoadedModule(LoadedModel):
             raise RuntimeCheckError(status, err.message.decode(errors="replace"))
         actual = [tuple(t.shape[d] for d in range(t.ndim)) for t in out_tensors]   # data-dependent dims (ABI 3)
         return [compact_output(a, shape) for a, shape in zip(outputs, actual)]
+
+    def generate(self, prompt_ids, max_new_tokens: int = 32, temperature: float = 0.0, top_k=None, top_p=None,
+                 seed: int = 0, stop=None, on_token=None) -> GenerateResult:
+        """rxe_generate in this process (ctypes), on_token called from its
+        callback as each token comes."""
+        req = check_request(self.artifact.signature, prompt_ids, max_new_tokens, temperature, top_k, top_p, seed, stop)
+        return generate_in_process(self.lib, self.module, req, on_token)
 
     def _rpc(self) -> RpcModule:
         """The same model as a local server process, for on-device timing."""

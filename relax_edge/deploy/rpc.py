@@ -5,6 +5,7 @@ stream (a local process, an emulator's stdin/stdout, an SSH exec channel).
     outs = m.run(x)
     stats = m.benchmark(x, warmup=3, repeat=20)   # median_ms, mean_ms, std_ms, min_ms, max_ms, samples_ms
     rows = m.profile(x)                           # per kernel: kernel, node, calls, total_ms, mean_ms, share
+    res = m.generate([1, 2, 3], max_new_tokens=8)  # a decoder's `step` on the device (GENERATE, TOKEN frames)
 
 Times are measured on the device with its monotonic clock, per repeat. Frames
 are read with a deadline; a server that dies (a crash: the signal and the
@@ -29,6 +30,7 @@ import numpy as np
 from ..codegen import abi
 from ..errors import RelaxEdgeError
 from . import tensorfile
+from .generate import STEP, GenerateRequest, GenerateResult, check_request, result
 from .session import (
     MAX_REPEAT,
     MAX_REPEAT_MS,
@@ -40,12 +42,10 @@ from .session import (
     tail,
 )
 
-PROTOCOL_VERSION = 2   # runtime_c/include/relax_edge/rpc.h RXE_RPC_VERSION
-HELLO, LIST, SELECT, SET_INPUT, RUN, GET_OUTPUT, TIME, PROFILE, WORKSPACE, SHUTDOWN = range(1, 11)
-OK, ERROR = 0x80, 0xFF
+PROTOCOL_VERSION = 3   # runtime_c/include/relax_edge/rpc.h RXE_RPC_VERSION
+HELLO, LIST, SELECT, SET_INPUT, RUN, GET_OUTPUT, TIME, PROFILE, WORKSPACE, SHUTDOWN, GENERATE = range(1, 12)
+OK, TOKEN, ERROR = 0x80, 0x81, 0xFF
 MAX_FRAME = 256 * 1024 * 1024
-
-
 
 
 def check_timing(warmup, repeat, min_repeat_ms) -> None:
@@ -145,7 +145,15 @@ class RpcClient:
             raise DeviceError(f"the server speaks ABI {abi_version}, this relax_edge ABI {abi.ABI_VERSION}")
 
     def request(self, kind: int, payload: bytes = b"") -> bytes:
+        self.send(kind, payload)
+        return self.reply()
+
+    def send(self, kind: int, payload: bytes = b"") -> None:
         self.stream.send(struct.pack("<2sBBI", b"RX", kind, 0, len(payload)) + payload)
+
+    def reply(self, streamed: bool = False):
+        """The next frame's payload (an OK's); with `streamed`, (type, payload)
+        and a TOKEN frame allowed. An ERROR frame raises RuntimeCheckError."""
         deadline = time.monotonic() + self.timeout_s
         magic, rtype, flags, length = struct.unpack("<2sBBI", self.stream.recv(8, deadline))
         if magic != b"RX" or flags != 0 or length > MAX_FRAME:
@@ -154,9 +162,43 @@ class RpcClient:
         if rtype == ERROR:
             status, n = struct.unpack_from("<II", body)
             raise RuntimeCheckError(status, body[8:8 + n].decode(errors="replace"))
-        if rtype != OK:
+        if rtype != OK and not (streamed and rtype == TOKEN):
             raise DeviceError(f"the server answered with frame type {rtype}")
-        return body
+        return (rtype, body) if streamed else body
+
+    def generate(self, req: GenerateRequest, on_token=None) -> GenerateResult:
+        """GENERATE: the TOKEN frames as they come (on_token(id) for each), then
+        the statistics. An exception in on_token is raised once the reply was
+        read to its end, so the stream stays in step."""
+        name = STEP.encode()
+        payload = b"".join([struct.pack("<I", len(name)), name, struct.pack(f"<I{len(req.prompt)}q", len(req.prompt),
+                            *req.prompt), struct.pack("<IfifQ", req.max_new_tokens, req.temperature, req.top_k,
+                                                      req.top_p, req.seed),
+                            struct.pack(f"<I{len(req.stop)}q", len(req.stop), *req.stop)])
+        self.send(GENERATE, payload)
+        tokens, token_ns, raised = [], [], []
+        while True:
+            try:
+                rtype, body = self.reply(streamed=True)
+            except RuntimeCheckError as exc:
+                exc.tokens = tokens   # those made before the error (a context bound reached)
+                raise
+            if rtype == OK:
+                break
+            token, _index, ns = struct.unpack("<qIQ", body)
+            tokens.append(token)
+            token_ns.append(ns)
+            if on_token is not None and not raised:
+                try:
+                    on_token(token)
+                except Exception as exc:   # noqa: BLE001 - raised below, after the last frame
+                    raised.append(exc)
+        if raised:
+            raise raised[0]
+        n, prompt_tokens, prefill_ns, decode_ns, stopped_by = struct.unpack("<IIQQI", body)
+        if n != len(tokens):
+            raise DeviceError(f"GENERATE: the server counted {n} tokens and sent {len(tokens)}")
+        return result(tokens, token_ns, prompt_tokens, prefill_ns, decode_ns, stopped_by)
 
     def set_input(self, index: int, array: np.ndarray) -> None:
         encoded = tensorfile.encode([array])[8:]  # the same tensor layout, without the file header
@@ -266,6 +308,13 @@ class RpcModule(LoadedModel):
             r["share"] = r["total_ms"] / kernel_ms if kernel_ms else 0.0
         rows.sort(key=lambda r: -r["total_ms"])
         return {"run_ms": run_ns / 1e6, "kernels_ms": kernel_ms, "rows": rows}
+
+    def generate(self, prompt_ids, max_new_tokens: int = 32, temperature: float = 0.0, top_k=None, top_p=None,
+                 seed: int = 0, stop=None, on_token=None) -> GenerateResult:
+        """The decoder's `step` run by the server's loop (rxe_generate), the
+        tokens streamed back one frame each."""
+        req = check_request(self.artifact.signature, prompt_ids, max_new_tokens, temperature, top_k, top_p, seed, stop)
+        return self._call(lambda client: client.generate(req, on_token))
 
     def workspace_bytes(self, **sizes) -> int:
         values = size_values(self.signature, sizes)

@@ -6,6 +6,7 @@
             stats = m.benchmark(x, repeat=20)  # timed on the device
             rows = m.profile(x)                # per-kernel times of one run
             ws = m.workspace_bytes(seq=100)    # bytes to allocate for those sizes
+            res = m.generate(ids, max_new_tokens=32)   # a KV-cache decoder's tokens (GenerateResult)
 
 Every transport implements `Device` and `LoadedModel`: the host in process
 (ctypes), a local server process (sanitized artifacts), qemu-user and
@@ -155,6 +156,21 @@ class LoadedModel(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Release what the model holds on the device (a server, a library)."""
+
+    def generate(self, prompt_ids, max_new_tokens: int = 32, temperature: float = 0.0, top_k=None, top_p=None,
+                 seed: int = 0, stop=None, on_token=None):
+        """New tokens from a KV-cache decoder's `step` function (the runtime's
+        rxe_generate loop on the device), as a GenerateResult: tokens, ttft_ms,
+        prefill_tok_s, decode_tok_s, token_ms, prompt_tokens, stopped_by.
+        temperature <= 0 is greedy; top_k None or 0 and top_p None or 1 are
+        off; the same seed gives the same tokens on every target; a stop token
+        ends it (and is in the tokens); on_token(id) is called as each comes.
+        A transport without the loop raises DeviceError."""
+        from .generate import check_request
+
+        check_request(self.artifact.signature, prompt_ids, max_new_tokens, temperature, top_k, top_p, seed, stop)
+        raise DeviceError(f"{type(self).__name__}: generate needs the model's RPC server or its shared library "
+                          "in process; this model has neither")
 
     def __enter__(self):
         return self

@@ -38,6 +38,24 @@ static rxe_status_t k_count(const float* restrict x, float* restrict y, int64_t 
   return RXE_OK;
 }
 
+/* the step of a toy decoder over a KV-cache-like state (vocab 5, context 8):
+ * ids (seq,) written at state[past..past+seq); s = sum of state[0..total);
+ * logits (5,) = -((v - (s + 1) % 5) mod 5): the next token is (s + 1) % 5 */
+static rxe_status_t k_step(const int64_t* restrict ids, float* restrict state, float* restrict logits,
+                           float* restrict scratch, int64_t seq, int64_t total, rxe_error_t* err) {
+  int64_t past = total - seq, next, v, i;
+  float sum = 0.0f;
+  for (i = 0; i < seq; ++i) {
+    if (ids[i] < 0 || ids[i] >= 5) return rxe_error_set(err, RXE_ERR_INDEX, "step: token %d is not in [0, 5)", ids[i]);
+    state[past + i] = (float)ids[i];
+  }
+  for (i = 0; i < total; ++i) sum += state[i];
+  scratch[0] = sum;
+  next = ((int64_t)scratch[0] + 1) % 5;
+  for (v = 0; v < 5; ++v) logits[v] = -(float)((v - next + 5) % 5);
+  return RXE_OK;
+}
+
 /* ---- host functions ----
  * Each graph function becomes four entries over one struct of its size
  * variables: bind (inputs to sizes), layout (sizes to buffer offsets in the
@@ -233,6 +251,97 @@ rxe_status_t fuzz_count(const rxe_tensor_t* inputs, rxe_tensor_t* outputs, void*
   return RXE_OK;
 }
 
+/* step: input_ids (1, seq), attention_mask (1, total), state_0 (1, 1, 8, 1)
+ * -> logits (1, 1, 5), 1 <= seq <= total <= 8, as the `step` function of a
+ * KV-cache decoder (relax_edge/generate.h); a fixed 64-byte workspace */
+typedef struct {
+  int64_t seq, total;
+} fuzz_step_sizes_t;
+
+#define FUZZ_STEP_NUM_PROFILE 1
+static rxe_profile_entry_t fuzz_step_profile[] = {
+  {"k_step", "logits = step(ids, state)", 0, 0},
+};
+
+static rxe_status_t fuzz_step_bind(const rxe_tensor_t* inputs, fuzz_step_sizes_t* s, rxe_error_t* err) {
+  static const char* const state_dims[4] = {"input state_0 dimension 0", "input state_0 dimension 1",
+                                            "input state_0 dimension 2", "input state_0 dimension 3"};
+  static const int64_t state_shape[4] = {1, 1, 8, 1};
+  static const char* const state_exprs[4] = {"1", "1", "8", "1"};
+  rxe_status_t st;
+  int d;
+  st = rxe_tensor_check(&inputs[0], "input input_ids", RXE_DTYPE_INT, 64, 2, err);
+  if (st == RXE_OK) st = rxe_tensor_check(&inputs[1], "input attention_mask", RXE_DTYPE_INT, 64, 2, err);
+  if (st == RXE_OK) st = rxe_tensor_check(&inputs[2], "input state_0", RXE_DTYPE_FLOAT, 32, 4, err);
+  if (st == RXE_OK) st = rxe_dim_check(inputs[0].shape[0], 1, "input input_ids dimension 0", "1", err);
+  if (st == RXE_OK) st = rxe_dim_bind(inputs[0].shape[1], "input input_ids dimension 1", "seq", 1, 8, &s->seq, err);
+  if (st == RXE_OK) st = rxe_dim_check(inputs[1].shape[0], 1, "input attention_mask dimension 0", "1", err);
+  if (st == RXE_OK) {
+    st = rxe_dim_bind(inputs[1].shape[1], "input attention_mask dimension 1", "total", s->seq, 8, &s->total, err);
+  }
+  for (d = 0; d < 4 && st == RXE_OK; ++d) st = rxe_dim_check(inputs[2].shape[d], state_shape[d], state_dims[d], state_exprs[d], err);
+  return st;
+}
+
+static uint64_t fuzz_step_layout(const fuzz_step_sizes_t* s, uint64_t* offsets) {
+  offsets[0] = (uint64_t)(0);  /* scratch */
+  (void)s;
+  return (uint64_t)(64);
+}
+
+rxe_status_t fuzz_step_workspace_size(const int64_t* size_values, uint64_t* out_bytes, rxe_error_t* err) {
+  fuzz_step_sizes_t sizes;
+  uint64_t offsets[1];
+  rxe_status_t st = rxe_dim_bind(size_values[0], "size seq", "seq", 1, 8, &sizes.seq, err);
+  if (st == RXE_OK) st = rxe_dim_bind(size_values[1], "size total", "total", sizes.seq, 8, &sizes.total, err);
+  if (st == RXE_OK) *out_bytes = fuzz_step_layout(&sizes, offsets);
+  return st;
+}
+
+rxe_status_t fuzz_step_plan_shapes(const rxe_tensor_t* inputs, int64_t* out_shapes, uint64_t* out_workspace_bytes,
+                                   rxe_error_t* err) {
+  fuzz_step_sizes_t sizes;
+  uint64_t offsets[1];
+  rxe_status_t st = fuzz_step_bind(inputs, &sizes, err);
+  if (st != RXE_OK) return st;
+  out_shapes[0] = 1;
+  out_shapes[1] = 1;
+  out_shapes[2] = 5;
+  *out_workspace_bytes = fuzz_step_layout(&sizes, offsets);
+  return RXE_OK;
+}
+
+rxe_status_t fuzz_step(const rxe_tensor_t* inputs, rxe_tensor_t* outputs, void* workspace, uint64_t workspace_bytes,
+                       rxe_error_t* err) {
+  fuzz_step_sizes_t sizes;
+  uint64_t offsets[1], needed;
+  rxe_status_t st;
+#ifdef RXE_PROFILE
+  uint64_t t0;
+#endif
+  st = fuzz_step_bind(inputs, &sizes, err);
+  if (st != RXE_OK) return st;
+  needed = fuzz_step_layout(&sizes, offsets);
+  if (workspace == NULL || workspace_bytes < needed || ((uintptr_t)workspace % 64) != 0) {
+    return rxe_error_set(err, RXE_ERR_WORKSPACE, "workspace of %d bytes (%d needed, 64-byte aligned)",
+                         (int64_t)workspace_bytes, (int64_t)needed);
+  }
+  st = rxe_tensor_check(&outputs[0], "output 0", RXE_DTYPE_FLOAT, 32, 3, err);
+  if (st == RXE_OK) st = rxe_dim_check(outputs[0].shape[2], 5, "output 0 dimension 2", "5", err);
+  if (st != RXE_OK) return st;
+#ifdef RXE_PROFILE
+  t0 = rxe_profile_now_ns();
+#endif
+  st = k_step((const int64_t*)(RXE_DATA(inputs[0])), (float*)(RXE_DATA(inputs[2])), (float*)(RXE_DATA(outputs[0])),
+              (float*)((uint8_t*)workspace + offsets[0]), sizes.seq, sizes.total, err);
+  if (st != RXE_OK) return st;
+#ifdef RXE_PROFILE
+  fuzz_step_profile[0].total_ns += rxe_profile_now_ns() - t0;
+  fuzz_step_profile[0].calls += 1;
+#endif
+  return RXE_OK;
+}
+
 /* ---- tables ----
  * The signature as data, for loaders: each parameter's name, dtype
  * ({code, bits, lanes}), rank and printable shape; the size variables in
@@ -257,6 +366,19 @@ static const char* const fuzz_count_size_names[] = {
   "n",
   NULL};
 
+static const rxe_arg_info_t fuzz_step_inputs[] = {
+  {"input_ids", {RXE_DTYPE_INT, 64, 1}, 2, "(1, seq)"},
+  {"attention_mask", {RXE_DTYPE_INT, 64, 1}, 2, "(1, total)"},
+  {"state_0", {RXE_DTYPE_FLOAT, 32, 1}, 4, "(1, 1, 8, 1)"},
+};
+static const rxe_arg_info_t fuzz_step_outputs[] = {
+  {"logits", {RXE_DTYPE_FLOAT, 32, 1}, 3, "(1, 1, 5)"},
+};
+static const char* const fuzz_step_size_names[] = {
+  "seq",
+  "total",
+  NULL};
+
 /* One rxe_function_t per graph function: name, argument counts and infos,
  * the plan, run and workspace entries, the size variables, the fixed arena
  * (0 when a size is unbounded: ask workspace) and the profiler entries. */
@@ -269,8 +391,12 @@ static const rxe_function_t fuzz_functions[] = {
    fuzz_count_plan_shapes, fuzz_count, fuzz_count_workspace_size, 1,
    fuzz_count_size_names, FUZZ_COUNT_WORKSPACE_BYTES,
    FUZZ_COUNT_NUM_PROFILE, fuzz_count_profile},
+  {"step", 3, 1, fuzz_step_inputs, fuzz_step_outputs,
+   fuzz_step_plan_shapes, fuzz_step, fuzz_step_workspace_size, 2,
+   fuzz_step_size_names, FUZZ_STEP_WORKSPACE_BYTES,
+   FUZZ_STEP_NUM_PROFILE, fuzz_step_profile},
 };
 
 /* The one exported symbol a loader needs; the ABI version lets it refuse a
  * module built against another runtime (rxe_module_check). */
-const rxe_module_t rxe_fuzz_module = {RXE_ABI_VERSION, "fuzz", 2, fuzz_functions};
+const rxe_module_t rxe_fuzz_module = {RXE_ABI_VERSION, "fuzz", 3, fuzz_functions};

@@ -12,6 +12,12 @@
  *   count(x: float32 (n,)) -> y: float32 (n,), 0 <= n <= 2^20
  *       y = x + r, where r counts the runs of `count` so far (this one
  *       included): a client sees how often the server ran it.
+ *   step(input_ids: int64 (1, seq), attention_mask: int64 (1, total),
+ *        state_0: float32 (1, 1, 8, 1)) -> logits: float32 (1, 1, 5)
+ *       the `step` function of a toy KV-cache decoder (relax_edge/generate.h):
+ *       writes the ids as floats at state[total - seq, total), and the next
+ *       greedy token is (sum of state[0, total) + 1) % 5; an id outside
+ *       [0, 5) fails with RXE_ERR_INDEX.
  *
  * Both carry their profiler entries (one each) in every build, so that the
  * PROFILE request is exercised without a second build; the compiler emits
@@ -64,6 +70,20 @@ extern const rxe_module_t rxe_fuzz_module;
 /* Runs of `count` since the start or the last reset (not part of the ABI:
  * the fuzz target resets it between inputs). */
 extern uint64_t rxe_fuzz_count_runs;
+
+/* step: the toy decoder step, max_context 8, vocab 5 */
+#define FUZZ_STEP_NUM_INPUTS 3
+#define FUZZ_STEP_NUM_OUTPUTS 1
+#define FUZZ_STEP_OUTPUT_DIMS 3
+#define FUZZ_STEP_WORKSPACE_BYTES 64u
+#define FUZZ_STATE_BYTES 64u
+#define FUZZ_MAX_CONTEXT 8
+#define FUZZ_VOCAB 5
+rxe_status_t fuzz_step_workspace_size(const int64_t* size_values, uint64_t* out_bytes, rxe_error_t* err);
+rxe_status_t fuzz_step(const rxe_tensor_t* inputs, rxe_tensor_t* outputs, void* workspace,
+    uint64_t workspace_bytes, rxe_error_t* err);
+rxe_status_t fuzz_step_plan_shapes(const rxe_tensor_t* inputs, int64_t* out_shapes,
+    uint64_t* out_workspace_bytes, rxe_error_t* err);
 
 #ifdef __cplusplus
 }

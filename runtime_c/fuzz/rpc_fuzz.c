@@ -10,7 +10,7 @@
  *     (tests run it under AddressSanitizer and UndefinedBehaviorSanitizer);
  *     `--trace` prints each request and its reply.
  *
- * An input is a list of ops, each a kind byte (taken modulo 12) followed by
+ * An input is a list of ops, each a kind byte (taken modulo 13) followed by
  * its parameter bytes (missing bytes read as 0):
  *   0 RAW       u16 n, n bytes: a raw frame, header included
  *   1 SET_INPUT u8 index, u8 size, u8 fill: a well-formed tensor for input
@@ -36,9 +36,19 @@
  *  10 FAIL      u8 f: f & 0x80: the next growth of the reply buffer fails;
  *               else the (f % 4 + 1)-th allocation from now fails
  *  11 SHUTDOWN  (the rest of the input is ignored)
+ *  12 GENERATE  u8 how, u8 a, u8 b: how % 8: 0 a request to the module's
+ *               `step`: a % 9 prompt ids (a + i) % 6 (5 is out of the
+ *               vocabulary), max_new_tokens b % 12, temperature 0.8 when
+ *               how & 8, top_k (b >> 4) % 4, top_p 0.9 when how & 16, seed
+ *               a, stop token b % 5 when how & 32; 1 function main (no
+ *               decoder); 2 an unknown function; 3 a 200-byte name; 4 a
+ *               prompt count past the frame; 5 a NaN temperature; 6 1000
+ *               stop tokens; 7 the request of 0 cut to b % its length bytes
  *
  * After every reply the target checks: the reply is one well-formed frame
- * (OK, or ERROR with a known status and a message); an ERROR left the
+ * (OK, or ERROR with a known status and a message), after GENERATE's TOKEN
+ * frames (as many as its OK counts, indices 0, 1, ...); GENERATE left the
+ * server's state as it was, whatever its answer; an ERROR left the
  * server's observable state (function, inputs, outputs: pointers, shapes and
  * bytes) exactly as it was; every tensor's shape fits the memory behind it.
  * A broken invariant aborts with a message.
@@ -206,23 +216,48 @@ static uint64_t le(const uint8_t* p, int n) {
   return v;
 }
 
-/* Checks the reply frame; returns the status (RXE_OK for an OK frame). */
-static uint32_t check_reply(const rxe_rpc_buffer_t* b) {
-  uint64_t length;
+/* Checks the reply: TOKEN frames (GENERATE's only), then one OK or ERROR
+ * frame ending the buffer. Returns the status (RXE_OK for an OK frame). */
+static uint32_t check_reply_frames(const rxe_rpc_buffer_t* b, uint8_t type) {
+  uint64_t length, at = 0, tokens = 0;
   uint32_t status, n;
+  const uint8_t* f;
   if (b->overflow) die("the reply overflowed (an ERROR frame always fits)", NULL);
-  if (b->size < RXE_RPC_HEADER_BYTES) die("a reply shorter than a header", NULL);
-  if (b->data[0] != 'R' || b->data[1] != 'X' || b->data[3] != 0) die("a reply with a bad header", NULL);
-  length = le(b->data + 4, 4);
-  if (length != b->size - RXE_RPC_HEADER_BYTES) die("a reply whose length field is not its size", NULL);
-  if (b->data[2] == RXE_RPC_OK) return RXE_OK;
-  if (b->data[2] != RXE_RPC_ERROR) die("a reply neither OK nor ERROR", NULL);
+  for (;;) {
+    if (b->size - at < RXE_RPC_HEADER_BYTES) die("a reply shorter than a header", NULL);
+    f = b->data + at;
+    if (f[0] != 'R' || f[1] != 'X' || f[3] != 0) die("a reply with a bad header", NULL);
+    length = le(f + 4, 4);
+    if (length > b->size - at - RXE_RPC_HEADER_BYTES) die("a reply whose length field passes its size", NULL);
+    if (f[2] != RXE_RPC_TOKEN) break;
+    if (type != RXE_RPC_GENERATE) die("a TOKEN frame in the reply to another request", NULL);
+    if (length != 20 || le(f + 16, 4) != tokens) die("a TOKEN frame not of 20 bytes, or out of order", NULL);
+    ++tokens;
+    at += RXE_RPC_HEADER_BYTES + length;
+  }
+  if (length != b->size - at - RXE_RPC_HEADER_BYTES) die("a reply whose length field is not its size", NULL);
+  if (f[2] == RXE_RPC_OK) {
+    if (type == RXE_RPC_GENERATE && (length != 28 || le(f + 8, 4) != tokens)) {
+      die("a GENERATE reply whose OK does not count its TOKEN frames", NULL);
+    }
+    return RXE_OK;
+  }
+  if (f[2] != RXE_RPC_ERROR) die("a reply neither OK nor ERROR", NULL);
   if (length < 8) die("an ERROR reply without status and message", NULL);
-  status = (uint32_t)le(b->data + 8, 4);
-  n = (uint32_t)le(b->data + 12, 4);
+  status = (uint32_t)le(f + 8, 4);
+  n = (uint32_t)le(f + 12, 4);
   if (status == RXE_OK || status > RXE_ERR_NO_MEMORY) die("an ERROR reply with an unknown status", NULL);
   if ((uint64_t)n + 8 != length || n == 0) die("an ERROR reply whose message is empty or not the payload", NULL);
   return status;
+}
+
+static uint32_t check_reply(const rxe_rpc_buffer_t* b) { return check_reply_frames(b, 0); }
+
+/* The last frame of a reply (after any TOKEN frames). */
+static const uint8_t* last_frame(const rxe_rpc_buffer_t* b) {
+  uint64_t at = 0;
+  while (b->data[at + 2] == RXE_RPC_TOKEN) at += RXE_RPC_HEADER_BYTES + le(b->data + at + 4, 4);
+  return b->data + at;
 }
 
 /* ---- the ops ---- */
@@ -249,7 +284,7 @@ static void put(frame_t* f, uint64_t v, int n) {
 }
 
 static const char* const op_names[] = {"RAW", "SET_INPUT", "BAD_INPUT", "RUN", "GET_OUTPUT", "TIME",
-                                       "PROFILE", "WORKSPACE", "SELECT", "OTHER", "FAIL", "SHUTDOWN"};
+                                       "PROFILE", "WORKSPACE", "SELECT", "OTHER", "FAIL", "SHUTDOWN", "GENERATE"};
 
 /* The dims of input k from its signature ("(1, seq)": 1 and size). */
 static int32_t signature_dims(const rxe_arg_info_t* arg, int64_t size, int64_t* dims) {
@@ -339,24 +374,64 @@ static void bad_input_payload(frame_t* f, const rxe_function_t* fn, uint8_t inde
   }
 }
 
+/* A GENERATE payload (op 12). */
+static void generate_payload(frame_t* f, uint8_t how, uint8_t a, uint8_t b) {
+  const char* name = how % 8 == 1 ? "main" : how % 8 == 2 ? "nope" : "step";
+  uint32_t n = (uint32_t)strlen(name), i, prompt = a % 9u;
+  float temperature = how & 8 ? 0.8f : 0.0f, top_p = how & 16 ? 0.9f : 1.0f;
+  uint32_t bits;
+  if (how % 8 == 3) {
+    put(f, 200, 4);
+    for (i = 0; i < 200; ++i) put(f, 'a', 1);
+  } else {
+    put(f, n, 4);
+    for (i = 0; i < n; ++i) put(f, (uint8_t)name[i], 1);
+  }
+  put(f, how % 8 == 4 ? 0xFFFFFFFFu : prompt, 4);
+  for (i = 0; i < prompt; ++i) put(f, (a + i) % 6u, 8);
+  put(f, b % 12u, 4);
+  memcpy(&bits, &temperature, 4);
+  put(f, how % 8 == 5 ? 0x7FC00000u : bits, 4);
+  put(f, (b >> 4) % 4u, 4);
+  memcpy(&bits, &top_p, 4);
+  put(f, bits, 4);
+  put(f, a, 8);
+  if (how % 8 == 6) {
+    put(f, 1000, 4);
+    for (i = 0; i < 1000; ++i) put(f, i, 8);
+  } else {
+    put(f, how & 32 ? 1u : 0u, 4);
+    if (how & 32) put(f, b % 5u, 8);
+  }
+  if (how % 8 == 7 && f->size > 0) f->size = b % f->size;
+}
+
 static void request(rxe_rpc_server_t* s, rxe_rpc_buffer_t* reply, uint8_t type, const uint8_t* payload,
                     uint32_t length, const char* op) {
   snapshot_t before, after;
   uint32_t status;
   snapshot(s, &before);
   rxe_rpc_handle(s, type, payload, length, reply);
-  status = check_reply(reply);
+  status = check_reply_frames(reply, type);
   snapshot(s, &after);
   if (status != RXE_OK && memcmp(&before, &after, sizeof(before)) != 0) die("an ERROR reply changed the state", op);
+  if (type == RXE_RPC_GENERATE && memcmp(&before, &after, sizeof(before)) != 0) die("GENERATE changed the state", op);
   if (status == RXE_OK && type == RXE_RPC_GET_OUTPUT) {
     if (reply->size < 12 || reply->size < 12 + 8 * le(reply->data + 10, 2)) die("a GET_OUTPUT reply shorter than its shape", NULL);
   }
   if (g.trace) {
+    const uint8_t* f = last_frame(reply);
+    uint64_t at;
+    if (type == RXE_RPC_GENERATE) {
+      printf("%s tokens", op);
+      for (at = 0; reply->data + at < f; at += RXE_RPC_HEADER_BYTES + 20) printf(" %d", (int)le(reply->data + at + 8, 8));
+      printf("\n");
+    }
     if (status == RXE_OK) {
-      printf("%s type %d -> OK %d bytes\n", op, type, (int)(reply->size - RXE_RPC_HEADER_BYTES));
+      printf("%s type %d -> OK %d bytes\n", op, type, (int)le(f + 4, 4));
     } else {
-      printf("%s type %d -> %s: %.*s\n", op, type, rxe_status_name((rxe_status_t)status), (int)le(reply->data + 12, 4),
-             (const char*)reply->data + 16);
+      printf("%s type %d -> %s: %.*s\n", op, type, rxe_status_name((rxe_status_t)status), (int)le(f + 12, 4),
+             (const char*)f + 16);
     }
   }
 }
@@ -397,10 +472,10 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (reply.data == NULL) return 0;
   rxe_rpc_server_init(&server, &RXE_MODULE, platform);
   while (in.left > 0 && !server.stop) {
-    uint8_t op = next(&in) % 12;
+    uint8_t op = next(&in) % 13;
     const rxe_function_t* fn = server.function;
     frame.size = 0;
-    if (fn == NULL && op != 0 && op != 9 && op != 11) continue;
+    if (fn == NULL && op != 0 && op != 9 && op != 11 && op != 12) continue;
     switch (op) {
       case 0: {
         size_t n = next(&in);
@@ -482,6 +557,12 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         } else {
           g.fail_in = f % 4 + 1;
         }
+        break;
+      }
+      case 12: {
+        uint8_t how = next(&in), a = next(&in), b = next(&in);
+        generate_payload(&frame, how, a, b);
+        request(&server, &reply, RXE_RPC_GENERATE, frame.bytes, (uint32_t)frame.size, op_names[op]);
         break;
       }
       default: request(&server, &reply, RXE_RPC_SHUTDOWN, NULL, 0, op_names[op]); break;

@@ -5,6 +5,7 @@
  * a run's outputs replace the previous ones only once the run and its reply
  * succeeded. A handler returns a status; rxe_rpc_handle turns a failure into
  * an ERROR frame. */
+#include "relax_edge/generate.h"
 #include "relax_edge/rpc.h"
 #include "relax_edge/runtime.h"
 
@@ -15,7 +16,8 @@ typedef struct {
 } reader_t;
 
 static const char* const request_names[] = {"(none)", "HELLO", "LIST", "SELECT", "SET_INPUT", "RUN",
-                                            "GET_OUTPUT", "TIME", "PROFILE", "WORKSPACE", "SHUTDOWN"};
+                                            "GET_OUTPUT", "TIME", "PROFILE", "WORKSPACE", "SHUTDOWN",
+                                            "GENERATE"};
 
 static uint64_t get_uint(reader_t* r, int bytes) {
   uint64_t v = 0;
@@ -93,7 +95,7 @@ static void put_str(rxe_rpc_buffer_t* b, const char* s) {
 }
 
 static void begin(rxe_rpc_buffer_t* b, uint8_t type) {
-  b->size = 0;
+  b->size = b->start;
   b->overflow = RXE_RPC_FITS;
   put_uint(b, 0x5852u, 2); /* "RX" */
   put_uint(b, type, 1);
@@ -114,17 +116,36 @@ static rxe_status_t finish(rxe_rpc_buffer_t* b, uint8_t type, rxe_error_t* err) 
     return rxe_error_set(err, RXE_ERR_NO_MEMORY, "out of memory for the reply to %s (past %d bytes)",
                          request_names[type], (int64_t)b->capacity);
   }
-  n = b->size - RXE_RPC_HEADER_BYTES;
-  for (i = 0; i < 4; ++i) b->data[4 + i] = (uint8_t)(n >> (8 * i));
+  n = b->size - b->start - RXE_RPC_HEADER_BYTES;
+  for (i = 0; i < 4; ++i) b->data[b->start + 4 + i] = (uint8_t)(n >> (8 * i));
   return RXE_OK;
 }
 
-void rxe_rpc_reply_error(rxe_rpc_buffer_t* b, rxe_status_t status, const char* message) {
+/* A frame of a streamed reply is complete: send it, or keep it and begin
+ * the next one after it. 0 when the stream is broken. */
+static int stream_frame(rxe_rpc_buffer_t* b) {
+  if (b->send == 0) {
+    b->start = b->size;
+    return 1;
+  }
+  if (!b->send(b)) return 0;
+  b->size = 0;
+  b->start = 0;
+  return 1;
+}
+
+/* An ERROR frame at b->start (after the frames of a streamed reply kept there). */
+static void put_error(rxe_rpc_buffer_t* b, rxe_status_t status, const char* message) {
   rxe_error_t ignored;
   begin(b, RXE_RPC_ERROR);
   put_uint(b, (uint64_t)status, 4);
   put_str(b, message);
   (void)finish(b, 0, &ignored);
+}
+
+void rxe_rpc_reply_error(rxe_rpc_buffer_t* b, rxe_status_t status, const char* message) {
+  b->start = 0;
+  put_error(b, status, message);
 }
 
 /* Bytes of a compact tensor; 0 (and *out_bytes untouched) when a dim is
@@ -244,22 +265,30 @@ static rxe_status_t handle_list(rxe_rpc_server_t* s, rxe_rpc_buffer_t* b, rxe_er
   return finish(b, RXE_RPC_LIST, err);
 }
 
-static rxe_status_t handle_select(rxe_rpc_server_t* s, reader_t* r, rxe_rpc_buffer_t* b, rxe_error_t* err) {
+/* A function name (u32 length, bytes) into buf[RXE_RPC_MAX_NAME]. */
+static rxe_status_t get_name(reader_t* r, uint8_t type, char* buf, rxe_error_t* err) {
   uint32_t n = (uint32_t)get_uint(r, 4), i;
-  const uint8_t* name = get_bytes(r, n);
-  char buf[RXE_RPC_MAX_NAME];
-  const rxe_function_t* fn;
-  rxe_status_t st = check_consumed(r, RXE_RPC_SELECT, err);
-  if (st != RXE_OK) return st;
-  if (n >= sizeof(buf)) {
-    return rxe_error_set(err, RXE_ERR_PROTOCOL, "malformed SELECT: a name of %d bytes (the limit is %d)", (int64_t)n,
-                         (int64_t)(sizeof(buf) - 1));
+  const uint8_t* name;
+  name = get_bytes(r, n);
+  if (r->bad) return rxe_error_set(err, RXE_ERR_PROTOCOL, "malformed %s: the payload is truncated", request_names[type]);
+  if (n >= RXE_RPC_MAX_NAME) {
+    return rxe_error_set(err, RXE_ERR_PROTOCOL, "malformed %s: a name of %d bytes (the limit is %d)",
+                         request_names[type], (int64_t)n, (int64_t)(RXE_RPC_MAX_NAME - 1));
   }
   for (i = 0; i < n; ++i) {
-    if (name[i] == 0) return rxe_error_set(err, RXE_ERR_PROTOCOL, "malformed SELECT: a NUL byte in the name");
+    if (name[i] == 0) return rxe_error_set(err, RXE_ERR_PROTOCOL, "malformed %s: a NUL byte in the name", request_names[type]);
     buf[i] = (char)name[i];
   }
   buf[n] = '\0';
+  return RXE_OK;
+}
+
+static rxe_status_t handle_select(rxe_rpc_server_t* s, reader_t* r, rxe_rpc_buffer_t* b, rxe_error_t* err) {
+  char buf[RXE_RPC_MAX_NAME];
+  const rxe_function_t* fn;
+  rxe_status_t st = get_name(r, RXE_RPC_SELECT, buf, err);
+  if (st == RXE_OK) st = check_consumed(r, RXE_RPC_SELECT, err);
+  if (st != RXE_OK) return st;
   fn = rxe_module_find(s->module, buf);
   if (fn == 0) return rxe_error_set(err, RXE_ERR_NOT_FOUND, "SELECT: module %s has no function %s", s->module->name, buf);
   begin(b, RXE_RPC_OK);
@@ -571,10 +600,172 @@ static rxe_status_t handle_workspace(rxe_rpc_server_t* s, reader_t* r, rxe_rpc_b
   return finish(b, RXE_RPC_WORKSPACE, err);
 }
 
+/* ---- GENERATE ---- */
+
+typedef struct {
+  rxe_rpc_buffer_t* b;
+  rxe_error_t err; /* why the stream stopped */
+  int broken;
+  int32_t sent;
+} token_stream_t;
+
+/* rxe_generate's callback: one TOKEN frame per token, sent at once. */
+static int send_token(void* user, int64_t token, int32_t index, uint64_t step_ns) {
+  token_stream_t* ts = (token_stream_t*)user;
+  begin(ts->b, RXE_RPC_TOKEN);
+  put_uint(ts->b, (uint64_t)token, 8);
+  put_uint(ts->b, (uint64_t)index, 4);
+  put_uint(ts->b, step_ns, 8);
+  if (finish(ts->b, RXE_RPC_GENERATE, &ts->err) != RXE_OK) {
+    ts->broken = 1;
+  } else if (!stream_frame(ts->b)) {
+    ts->broken = 1;
+    rxe_error_set(&ts->err, RXE_ERR_PROTOCOL, "GENERATE: the stream broke after %d tokens", (int64_t)ts->sent);
+  }
+  ts->sent += !ts->broken;
+  return ts->broken;
+}
+
+static int finite_f32(uint32_t bits) { return (bits & 0x7F800000u) != 0x7F800000u; }
+
+static float f32_of(uint32_t bits) {
+  union {
+    uint32_t u;
+    float f;
+  } v;
+  v.u = bits;
+  return v.f;
+}
+
+/* offset + bytes rounded up to 64, or 0 past 2^62 */
+static uint64_t add_block(uint64_t offset, uint64_t bytes) {
+  const uint64_t limit = ((uint64_t)1) << 62;
+  if (bytes > limit || offset > limit) return 0;
+  return offset + ((bytes + 63u) & ~(uint64_t)63u);
+}
+
+typedef struct {
+  uint32_t prompt_len, max_new, num_stop;
+  const uint8_t* prompt; /* little-endian i64s in the payload */
+  const uint8_t* stop;
+  rxe_sampling_t sampling;
+} generate_request_t;
+
+static rxe_status_t parse_generate(reader_t* r, char* name, generate_request_t* q, rxe_error_t* err) {
+  uint32_t temperature, top_p;
+  rxe_status_t st;
+  uint8_t* bytes = (uint8_t*)q;
+  uint64_t i;
+  for (i = 0; i < sizeof(*q); ++i) bytes[i] = 0;
+  q->prompt = q->stop = 0;
+  st = get_name(r, RXE_RPC_GENERATE, name, err);
+  if (st != RXE_OK) return st;
+  q->prompt_len = (uint32_t)get_uint(r, 4);
+  if (!r->bad && q->prompt_len > r->left / 8u) {
+    return rxe_error_set(err, RXE_ERR_PROTOCOL, "malformed GENERATE: a prompt of %d tokens in %d bytes",
+                         (int64_t)q->prompt_len, (int64_t)r->left);
+  }
+  q->prompt = get_bytes(r, (uint64_t)q->prompt_len * 8u);
+  q->max_new = (uint32_t)get_uint(r, 4);
+  temperature = (uint32_t)get_uint(r, 4);
+  q->sampling.top_k = (int32_t)(uint32_t)get_uint(r, 4);
+  top_p = (uint32_t)get_uint(r, 4);
+  q->sampling.seed = get_uint(r, 8);
+  q->num_stop = (uint32_t)get_uint(r, 4);
+  if (!r->bad && q->num_stop > RXE_RPC_MAX_STOP) {
+    return rxe_error_set(err, RXE_ERR_PROTOCOL, "malformed GENERATE: %d stop tokens (the limit is %d)",
+                         (int64_t)q->num_stop, (int64_t)RXE_RPC_MAX_STOP);
+  }
+  q->stop = get_bytes(r, (uint64_t)q->num_stop * 8u);
+  st = check_consumed(r, RXE_RPC_GENERATE, err);
+  if (st != RXE_OK) return st;
+  if (q->max_new < 1 || q->max_new > RXE_RPC_MAX_NEW_TOKENS) {
+    return rxe_error_set(err, RXE_ERR_PROTOCOL, "malformed GENERATE: max_new_tokens %d (1..%d)", (int64_t)q->max_new,
+                         (int64_t)RXE_RPC_MAX_NEW_TOKENS);
+  }
+  if (!finite_f32(temperature) || !finite_f32(top_p)) {
+    return rxe_error_set(err, RXE_ERR_PROTOCOL, "malformed GENERATE: temperature and top_p must be finite");
+  }
+  q->sampling.temperature = f32_of(temperature);
+  q->sampling.top_p = f32_of(top_p);
+  return RXE_OK;
+}
+
+static void get_i64s(const uint8_t* src, uint32_t n, int64_t* dst) {
+  reader_t r;
+  uint32_t i;
+  r.p = src;
+  r.left = (uint64_t)n * 8u;
+  r.bad = 0;
+  for (i = 0; i < n; ++i) dst[i] = (int64_t)get_uint(&r, 8);
+}
+
+/* GENERATE: rxe_generate on a state, workspace and scratch allocated for
+ * this request (one block), streaming a TOKEN frame per token. */
+static rxe_status_t handle_generate(rxe_rpc_server_t* s, reader_t* r, rxe_rpc_buffer_t* b, rxe_error_t* err) {
+  char name[RXE_RPC_MAX_NAME];
+  generate_request_t q;
+  rxe_decoder_t d;
+  rxe_generate_config_t config;
+  rxe_generate_stats_t stats;
+  token_stream_t ts;
+  uint64_t o_ws, o_scratch, o_prompt, o_stop, o_tokens, o_ns, total;
+  uint32_t max_new;
+  uint8_t* block;
+  rxe_status_t st = parse_generate(r, name, &q, err);
+  if (st != RXE_OK) return st;
+  st = rxe_decoder_init(&d, s->module, name, err);
+  if (st != RXE_OK) return st;
+  /* a run ends at the context bound: more tokens than max_context + 1 are never made */
+  max_new = (int64_t)q.max_new > d.max_context + 1 ? (uint32_t)(d.max_context + 1) : q.max_new;
+  o_ws = add_block(0, d.state_bytes);
+  o_scratch = o_ws ? add_block(o_ws, d.workspace_bytes) : 0;
+  o_prompt = o_scratch ? add_block(o_scratch, rxe_decoder_scratch_bytes(&d)) : 0;
+  o_stop = o_prompt ? add_block(o_prompt, (uint64_t)q.prompt_len * 8u) : 0;
+  o_tokens = o_stop ? add_block(o_stop, (uint64_t)q.num_stop * 8u) : 0;
+  o_ns = o_tokens ? add_block(o_tokens, (uint64_t)max_new * 8u) : 0;
+  total = o_ns ? add_block(o_ns, (uint64_t)max_new * 8u) : 0;
+  if (total == 0) return rxe_error_set(err, RXE_ERR_NO_MEMORY, "GENERATE: the decoder's memory passes 2^62 bytes");
+  block = (uint8_t*)s->platform.alloc(s->platform.ctx, total, RXE_WORKSPACE_ALIGNMENT > 64 ? RXE_WORKSPACE_ALIGNMENT : 64);
+  if (block == 0) {
+    return rxe_error_set(err, RXE_ERR_NO_MEMORY, "GENERATE: out of memory for %d bytes of state, workspace and scratch",
+                         (int64_t)total);
+  }
+  get_i64s(q.prompt, q.prompt_len, (int64_t*)(block + o_prompt));
+  get_i64s(q.stop, q.num_stop, (int64_t*)(block + o_stop));
+  config.max_new_tokens = (int32_t)max_new;
+  config.stop_tokens = (const int64_t*)(block + o_stop);
+  config.num_stop_tokens = (int32_t)q.num_stop;
+  config.sampling = q.sampling;
+  config.clock_ns = s->platform.clock_ns;
+  config.clock_ctx = s->platform.ctx;
+  ts.b = b;
+  ts.broken = 0;
+  ts.sent = 0;
+  ts.err.status = RXE_OK;
+  ts.err.message[0] = '\0';
+  st = rxe_generate(&d, (const int64_t*)(block + o_prompt), (int32_t)q.prompt_len, &config, block, d.state_bytes,
+                    block + o_ws, d.workspace_bytes, block + o_scratch, rxe_decoder_scratch_bytes(&d),
+                    (int64_t*)(block + o_tokens), (uint64_t*)(block + o_ns), &stats, send_token, &ts, err);
+  s->platform.release(s->platform.ctx, block);
+  if (ts.broken) {
+    *err = ts.err;
+    return ts.err.status;
+  }
+  if (st != RXE_OK) return st;
+  begin(b, RXE_RPC_OK);
+  put_uint(b, (uint64_t)stats.num_tokens, 4);
+  put_uint(b, (uint64_t)stats.prompt_tokens, 4);
+  put_uint(b, stats.prefill_ns, 8);
+  put_uint(b, stats.decode_ns, 8);
+  put_uint(b, (uint64_t)stats.stopped_by, 4);
+  return finish(b, RXE_RPC_GENERATE, err);
+}
+
 static rxe_status_t dispatch(rxe_rpc_server_t* s, uint8_t type, reader_t* r, rxe_rpc_buffer_t* b, rxe_error_t* err) {
   rxe_status_t st;
   if (type == RXE_RPC_HELLO) return handle_hello(s, r, b, err);
-  if (type < RXE_RPC_HELLO || type > RXE_RPC_SHUTDOWN) {
+  if (type < RXE_RPC_HELLO || type > RXE_RPC_GENERATE) {
     return rxe_error_set(err, RXE_ERR_PROTOCOL, "unknown request type %d", (int64_t)type);
   }
   if (s->function == 0 && type != RXE_RPC_LIST && type != RXE_RPC_SHUTDOWN) {
@@ -586,6 +777,7 @@ static rxe_status_t dispatch(rxe_rpc_server_t* s, uint8_t type, reader_t* r, rxe
     case RXE_RPC_GET_OUTPUT: return handle_get_output(s, r, b, err);
     case RXE_RPC_TIME: return handle_time(s, r, b, err);
     case RXE_RPC_WORKSPACE: return handle_workspace(s, r, b, err);
+    case RXE_RPC_GENERATE: return handle_generate(s, r, b, err);
     default: break;
   }
   st = check_consumed(r, type, err); /* the requests without a payload */
@@ -612,6 +804,11 @@ void rxe_rpc_handle(rxe_rpc_server_t* s, uint8_t type, const uint8_t* payload, u
   r.bad = 0;
   err.status = RXE_OK;
   err.message[0] = '\0';
+  b->start = 0;
   st = dispatch(s, type, &r, b, &err);
-  if (st != RXE_OK) rxe_rpc_reply_error(b, st, err.message);
+  if (st != RXE_OK) {
+    put_error(b, st, err.message);
+    if (b->overflow) rxe_rpc_reply_error(b, st, err.message); /* no room after the frames kept: it alone */
+  }
+  b->start = 0;
 }

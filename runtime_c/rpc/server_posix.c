@@ -9,7 +9,8 @@
  * --threads N (1..RXE_MAX_THREADS; else RXE_NUM_THREADS from the
  * environment; else 1) sizes the runtime's thread pool. Each request is
  * handled once, into a reply buffer that grows as the reply is written
- * (-DRXE_RPC_REPLY_BYTES sets its size between requests).
+ * (-DRXE_RPC_REPLY_BYTES sets its size between requests); GENERATE's TOKEN
+ * frames are written as they come.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
@@ -93,6 +94,10 @@ static int reply_grow(rxe_rpc_buffer_t* b, uint64_t min_capacity) {
   return 1;
 }
 
+/* rxe_rpc_buffer_t.send: a streamed frame (GENERATE's tokens) out at once;
+ * ctx is the output descriptor. */
+static int reply_send(rxe_rpc_buffer_t* b) { return write_full(*(const int*)b->ctx, b->data, b->size); }
+
 /* Read and drop n bytes (a payload there is no memory for). */
 static int skip_full(int fd, uint64_t n) {
   uint8_t sink[4096];
@@ -107,10 +112,11 @@ static int skip_full(int fd, uint64_t n) {
 static int serve(int in_fd, int out_fd) {
   rxe_rpc_platform_t platform = {platform_alloc, platform_release, platform_clock, NULL};
   rxe_rpc_server_t* server = (rxe_rpc_server_t*)malloc(sizeof(rxe_rpc_server_t));
-  rxe_rpc_buffer_t reply = {NULL, 0, RXE_RPC_REPLY_BYTES, 0, reply_grow, NULL};
+  rxe_rpc_buffer_t reply = {NULL, 0, RXE_RPC_REPLY_BYTES, 0, reply_grow, NULL, reply_send, 0};
   uint8_t header[RXE_RPC_HEADER_BYTES];
   int rc = 0;
   reply.data = (uint8_t*)malloc(reply.capacity);
+  reply.ctx = &out_fd;
   if (server == NULL || reply.data == NULL) {
     fprintf(stderr, "relax_edge rpc: out of memory for the server\n");
     free(server);

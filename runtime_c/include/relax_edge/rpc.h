@@ -30,10 +30,20 @@
  *   PROFILE                         -> u64 run ns, u32 n, per kernel: str kernel, str span, u64 calls, u64 ns
  *   WORKSPACE  i64 sizes[num_sizes] -> u64 bytes
  *   SHUTDOWN                        -> () and the server stops
+ *   GENERATE   str function, u32 n, i64 prompt[n], u32 max_new_tokens, f32 temperature, i32 top_k,
+ *              f32 top_p, u64 seed, u32 s, i64 stop[s]
+ *                                   -> one TOKEN frame per new token as it comes (i64 token, u32 index,
+ *                                      u64 step ns), then OK: u32 tokens, u32 prompt tokens, u64 prefill ns,
+ *                                      u64 decode ns, u32 stopped_by; or ERROR after the tokens made
+ *                                      (rxe_generate of relax_edge/generate.h on a fresh state: function
+ *                                      names a KV-cache decoder's `step`, 1..RXE_RPC_MAX_NAME - 1 bytes;
+ *                                      max_new_tokens 1..RXE_RPC_MAX_NEW_TOKENS; s <= RXE_RPC_MAX_STOP;
+ *                                      temperature and top_p finite). It changes no other state.
  *
  * Version 2: the statuses RXE_ERR_PROTOCOL and RXE_ERR_NO_MEMORY; requests
  * that fail change nothing; SET_INPUT takes only the selected function's
- * input indices.
+ * input indices. Version 3: GENERATE and its TOKEN frames; on POSIX a
+ * function takes up to 160 inputs and outputs.
  *
  * The protocol core (rpc/protocol.c) is freestanding: memory comes from the
  * I/O layer's allocator and time from its clock.
@@ -47,13 +57,17 @@
 extern "C" {
 #endif
 
-#define RXE_RPC_VERSION 2u
+#define RXE_RPC_VERSION 3u
 #define RXE_RPC_HEADER_BYTES 8u
 #ifndef RXE_RPC_MAX_PAYLOAD
 #define RXE_RPC_MAX_PAYLOAD (256u * 1024u * 1024u)
 #endif
 #ifndef RXE_RPC_MAX_TENSORS
-#define RXE_RPC_MAX_TENSORS 16 /* inputs, and outputs, of one function */
+#if defined(__unix__) || defined(__APPLE__)
+#define RXE_RPC_MAX_TENSORS 160 /* inputs, and outputs, of one function: a decoder's step takes its state */
+#else
+#define RXE_RPC_MAX_TENSORS 16  /* a bare-metal server's tables stay small */
+#endif
 #endif
 #ifndef RXE_RPC_MAX_SIZES
 #define RXE_RPC_MAX_SIZES 16   /* size variables of one function (WORKSPACE) */
@@ -61,13 +75,19 @@ extern "C" {
 #ifndef RXE_RPC_MAX_NAME
 #define RXE_RPC_MAX_NAME 64    /* bytes of a function name in SELECT, its terminator included */
 #endif
+#ifndef RXE_RPC_MAX_NEW_TOKENS
+#define RXE_RPC_MAX_NEW_TOKENS 1000000 /* GENERATE's max_new_tokens */
+#endif
+#ifndef RXE_RPC_MAX_STOP
+#define RXE_RPC_MAX_STOP 64    /* GENERATE's stop tokens */
+#endif
 /* The smallest reply buffer: any ERROR frame fits in it. */
 #define RXE_RPC_MIN_REPLY_BYTES (RXE_RPC_HEADER_BYTES + 8u + RXE_ERROR_MESSAGE_BYTES)
 
 enum {
   RXE_RPC_HELLO = 1, RXE_RPC_LIST = 2, RXE_RPC_SELECT = 3, RXE_RPC_SET_INPUT = 4, RXE_RPC_RUN = 5,
   RXE_RPC_GET_OUTPUT = 6, RXE_RPC_TIME = 7, RXE_RPC_PROFILE = 8, RXE_RPC_WORKSPACE = 9,
-  RXE_RPC_SHUTDOWN = 10, RXE_RPC_OK = 0x80, RXE_RPC_ERROR = 0xFF
+  RXE_RPC_SHUTDOWN = 10, RXE_RPC_GENERATE = 11, RXE_RPC_OK = 0x80, RXE_RPC_TOKEN = 0x81, RXE_RPC_ERROR = 0xFF
 };
 
 /* Why a reply did not fit (rxe_rpc_buffer_t.overflow). */
@@ -87,14 +107,23 @@ typedef struct {
  * and return 1, or return 0 and leave the buffer as it was. A reply that
  * does not fit sets `overflow` (RXE_RPC_OVERFLOW_*); rxe_rpc_handle then
  * replaces it by an ERROR frame, which always fits in
- * RXE_RPC_MIN_REPLY_BYTES. */
+ * RXE_RPC_MIN_REPLY_BYTES.
+ *
+ * A streamed reply (GENERATE's TOKEN frames) is several frames: after each
+ * complete frame the core calls `send` (when not NULL), which writes
+ * data[0, size) to the stream and returns 1, or returns 0 when the stream
+ * is broken (the request then stops); the core then empties the buffer.
+ * Without `send` the frames stay in the buffer, one after another, before
+ * the final OK or ERROR frame, which begins at `start`. */
 typedef struct rxe_rpc_buffer {
   uint8_t* data;
   uint64_t size;
   uint64_t capacity;
   int overflow;
   int (*grow)(struct rxe_rpc_buffer* buffer, uint64_t min_capacity);
-  void* ctx; /* the I/O layer's, for grow */
+  void* ctx; /* the I/O layer's, for grow and send */
+  int (*send)(struct rxe_rpc_buffer* buffer);
+  uint64_t start; /* where the frame being written begins (set by the core) */
 } rxe_rpc_buffer_t;
 
 /* The outputs of one run: tensors, their dims and the memory behind them. */
