@@ -59,10 +59,11 @@ compile() {   # compile OBJ FLAGS... SOURCE...
 
 build_target() {
   local name="$1" dir="$OUT/$1/obj"
-  local objs=("$dir/harness.o" "$dir/protocol.o" "$dir/status.o" "$dir/check.o" "$dir/module.o" "$dir/math.o")
+  local objs=("$dir/harness.o" "$dir/protocol.o" "$dir/status.o" "$dir/check.o" "$dir/module.o" "$dir/math.o"
+              "$dir/generate.o" "$dir/sample.o")
   mkdir -p "$OUT/$name/corpus" "$dir"
   compile "$dir/protocol.o" -fsanitize=fuzzer-no-link "$RT/rpc/protocol.c"
-  for src in status check module math; do compile "$dir/$src.o" "${EDGES[@]}" "$RT/src/$src.c"; done
+  for src in status check module math generate sample; do compile "$dir/$src.o" "${EDGES[@]}" "$RT/src/$src.c"; done
   if [ "$name" = handwritten ]; then
     compile "$dir/harness.o" -DRXE_LIBFUZZER "$RT/fuzz/rpc_fuzz.c"
     compile "$dir/fuzz_module.o" -fsanitize=fuzzer-no-link "$RT/fuzz/fuzz_module.c"

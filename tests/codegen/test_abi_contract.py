@@ -21,7 +21,8 @@ STRUCTS = {abi.DType: "rxe_dtype_t", abi.Tensor: "rxe_tensor_t", abi.Error: "rxe
            abi.Function: "rxe_function_t", abi.Module: "rxe_module_t"}
 RPC_TYPES = {"HELLO": rpc.HELLO, "LIST": rpc.LIST, "SELECT": rpc.SELECT, "SET_INPUT": rpc.SET_INPUT,
              "RUN": rpc.RUN, "GET_OUTPUT": rpc.GET_OUTPUT, "TIME": rpc.TIME, "PROFILE": rpc.PROFILE,
-             "WORKSPACE": rpc.WORKSPACE, "SHUTDOWN": rpc.SHUTDOWN, "OK": rpc.OK, "ERROR": rpc.ERROR}
+             "WORKSPACE": rpc.WORKSPACE, "SHUTDOWN": rpc.SHUTDOWN, "GENERATE": rpc.GENERATE, "OK": rpc.OK,
+             "TOKEN": rpc.TOKEN, "ERROR": rpc.ERROR}
 DTYPE_KINDS = {"INT": ("int8", "int16", "int32", "int64"), "UINT": ("uint8", "uint16", "uint32", "uint64"),
                "FLOAT": ("float16", "float32", "float64"), "BFLOAT": ("bfloat16",), "BOOL": ("bool",)}
 

@@ -20,7 +20,8 @@ from relax_edge.toolchain import RUNTIME_DIR
 ROOT = RUNTIME_DIR.parent
 CORPUS = Path(__file__).parent / "rpc_corpus"
 SOURCES = [RUNTIME_DIR / "fuzz" / "rpc_fuzz.c", RUNTIME_DIR / "fuzz" / "fuzz_module.c",
-           RUNTIME_DIR / "rpc" / "protocol.c", *[RUNTIME_DIR / "src" / s for s in ("status.c", "check.c", "module.c")]]
+           RUNTIME_DIR / "rpc" / "protocol.c",
+           *[RUNTIME_DIR / "src" / s for s in ("status.c", "check.c", "module.c", "generate.c", "sample.c")]]
 
 # the ops of the fuzz target's input (see runtime_c/fuzz/rpc_fuzz.c)
 RAW, SET_INPUT, BAD_INPUT, RUN, GET_OUTPUT, TIME, PROFILE, WORKSPACE, SELECT, OTHER, FAIL, SHUTDOWN = range(12)

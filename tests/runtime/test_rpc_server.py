@@ -20,7 +20,8 @@ from relax_edge.toolchain import RUNTIME_DIR
 
 SOURCES = [RUNTIME_DIR / "rpc" / "server_posix.c", RUNTIME_DIR / "rpc" / "protocol.c",
            RUNTIME_DIR / "fuzz" / "fuzz_module.c",
-           *[RUNTIME_DIR / "src" / s for s in ("status.c", "check.c", "module.c", "threads.c")]]
+           *[RUNTIME_DIR / "src" / s
+             for s in ("status.c", "check.c", "module.c", "threads.c", "generate.c", "sample.c")]]
 SAN = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
 
 
@@ -132,7 +133,7 @@ def test_replies_larger_than_the_buffer_run_once(small_reply_server):
     assert struct.unpack_from("<I", body)[0] == 200
     np.testing.assert_array_equal(s.get_output(0), x + 201)          # 400 bytes of data
     listing = s.request(rpc.LIST)
-    assert struct.unpack_from("<I", listing)[0] == 2
+    assert struct.unpack_from("<I", listing)[0] == 3   # main, count, step
     s.request(rpc.RUN)
     np.testing.assert_array_equal(s.get_output(0), x + 202)
     s.close()
