@@ -7,7 +7,7 @@
 
 from . import ir, op  # noqa: E402
 from .build import Artifact, build  # noqa: E402
-from .deploy import DeviceError, RuntimeCheckError, connect  # noqa: E402
+from .deploy import DeviceError, GenerateResult, RuntimeCheckError, connect  # noqa: E402
 from .errors import InterpretError, RelaxEdgeError, ShapeError, TypeInferenceError, VerifyError  # noqa: E402
 from .interp import interpret  # noqa: E402
 from .ir import Builder, IRModule, SizeVar, TensorType, TupleType, Var, print_module, verify  # noqa: E402
@@ -16,6 +16,7 @@ from .version import __version__  # noqa: E402
 
 __all__ = [
     "__version__", "ir", "op", "interpret", "optimize", "build", "connect", "Artifact", "RuntimeCheckError",
+    "GenerateResult",
     "DeviceError", "from_onnx", "OnnxImportError", "Builder", "IRModule", "SizeVar", "TensorType",
     "TupleType", "Var", "print_module", "verify", "RelaxEdgeError", "ShapeError",
     "TypeInferenceError", "VerifyError", "InterpretError",
