@@ -50,6 +50,11 @@ CONFIGS = {
     "llama": ("LlamaConfig", "LlamaForCausalLM",
               dict(hidden_size=64, num_hidden_layers=LAYERS, num_attention_heads=4, num_key_value_heads=2,
                    intermediate_size=128, max_position_embeddings=MAX_CONTEXT, hidden_act="silu")),
+    # a microcontroller's decoder (~0.3M parameters, a context of 128): qemu-cortex-m4
+    "llama-mcu": ("LlamaConfig", "LlamaForCausalLM",
+                  dict(vocab_size=512, hidden_size=96, num_hidden_layers=2, num_attention_heads=4,
+                       num_key_value_heads=2, intermediate_size=256, max_position_embeddings=128,
+                       hidden_act="silu")),
     # Llama with biases on q, k and v
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM",
               dict(hidden_size=64, num_hidden_layers=LAYERS, num_attention_heads=4, num_key_value_heads=2,
@@ -68,7 +73,7 @@ def build_model(name: str, seed: int = 0):
     tf = _transformers()
     config_class, model_class, config = CONFIGS[name]
     torch.manual_seed(seed)
-    cfg = getattr(tf, config_class)(**_COMMON, **config)
+    cfg = getattr(tf, config_class)(**{**_COMMON, **config})
     return getattr(tf, model_class)(cfg).eval()
 
 

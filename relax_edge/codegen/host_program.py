@@ -408,7 +408,8 @@ def lower_host(mod: IRModule, plans: MemoryPlans, prefix: str, kernel_prefix: st
         raise CodegenError("the module has no function named main")
     symbols = {name: kernel_symbol(kernel_prefix, name) for name in mod.tensor_programs}
     weights = WeightsBlob(f"{prefix}_weights")
-    functions = [HostLowering(mod, func, plans[name], prefix, symbols, weights).lower()
+    packed: dict = {}   # shared: a weight packed for main is the same bytes for step
+    functions = [HostLowering(mod, func, plans[name], prefix, symbols, weights, packed).lower()
                  for name, func in mod.functions.items()]
     called = set().union(*(f.kernels for f in functions))
     kernels = {symbols[name]: program for name, program in mod.tensor_programs.items() if symbols[name] in called}
@@ -420,7 +421,7 @@ class HostLowering:
     """The host operations of one graph function over its memory plan."""
 
     def __init__(self, mod: IRModule, func: Function, memory: FunctionMemory, prefix: str, kernels: dict,
-                 weights: WeightsBlob):
+                 weights: WeightsBlob, packed: dict | None = None):
         self.mod = mod
         self.func = func
         self.symbol = f"{prefix}_{func.name}"
@@ -431,7 +432,7 @@ class HostLowering:
         self.size_vars: list = []
         self.profile_rows: list = []
         self.called: dict = {}
-        self.packed: dict = {}      # (constant id, packer) -> packed Constant
+        self.packed = {} if packed is None else packed   # (constant id, packer) -> packed Constant
         self.run_sizes: list = []   # count slots and fresh sizes, bound by the run entry
         self.slots: dict = {}       # (Var, axis) -> its run-time size slot
 

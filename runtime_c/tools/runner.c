@@ -5,6 +5,18 @@
  *
  *   runner [-f FUNCTION] [--threads N] INPUTS.rxt OUTPUTS.rxt
  *   runner [-f FUNCTION] -w SIZE...      prints "RXE_WORKSPACE <bytes>" for those sizes
+ *   runner [-f FUNCTION] -g REQUEST.rxt RESULT.rxt
+ *                                        generates with a KV-cache decoder's step
+ *                                        function (default "step"; relax_edge/generate.h)
+ *
+ * A generate request holds four tensors: the prompt (int64, n), int64
+ * (max_new_tokens, top_k, seed), float32 (temperature, top_p) and the stop
+ * tokens (int64, k). The result: the new tokens (int64), each token's step
+ * time (uint64 ns; 0 where the platform has no clock) and int64
+ * (prompt_tokens, prefill_ns, decode_ns, stopped_by). It is written even when
+ * generation ends in an error (the tokens made before it), then the error is
+ * printed as for a run. The state, workspace and scratch are allocated once,
+ * before the prompt; "RXE_MEMORY state=S workspace=W scratch=C" says how much.
  *
  * --threads N (1..RXE_MAX_THREADS; else RXE_NUM_THREADS from the
  * environment; else 1) sizes the runtime's thread pool. A runtime built
@@ -24,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "relax_edge/generate.h"
 #include "relax_edge/runtime.h"
 #include "relax_edge/threads.h"
 
@@ -186,6 +199,123 @@ static int model_error(rxe_status_t st, const rxe_error_t* err) {
   return 3;
 }
 
+/* 64-byte aligned memory from malloc; *block is what to free */
+static void* aligned_block(uint64_t bytes, void** block, const char* what) {
+  if (bytes > (uint64_t)SIZE_MAX - RXE_WORKSPACE_ALIGNMENT ||
+      (*block = malloc((size_t)bytes + RXE_WORKSPACE_ALIGNMENT)) == NULL) {
+    fprintf(stderr, "out of memory: %llu bytes of %s\n", (unsigned long long)bytes, what);
+    return NULL;
+  }
+  return (void*)(((uintptr_t)*block + RXE_WORKSPACE_ALIGNMENT - 1) & ~(uintptr_t)(RXE_WORKSPACE_ALIGNMENT - 1));
+}
+
+static int is_tensor(const rxe_tensor_t* t, uint8_t code, uint8_t bits, int64_t n) {
+  return t->dtype.code == code && t->dtype.bits == bits && t->ndim == 1 && (n < 0 || t->shape[0] == n);
+}
+
+static int generate_main(const char* fname, const char* request, const char* result) {
+  tensor_list_t in;
+  rxe_decoder_t d;
+  rxe_generate_config_t config;
+  rxe_generate_stats_t stats;
+  rxe_tensor_t outs[3];
+  int64_t dims[3], info[4];
+  const int64_t* knobs;
+  const float* floats;
+  void *state_block = NULL, *ws_block = NULL, *scratch_block = NULL;
+  void *state, *ws, *scratch;
+  int64_t* tokens = NULL;
+  uint64_t* token_ns = NULL;
+  uint64_t scratch_bytes;
+  rxe_error_t err;
+  rxe_status_t st;
+  int rc = 2, k;
+  memset(&in, 0, sizeof(in));
+  memset(&config, 0, sizeof(config));
+  memset(&stats, 0, sizeof(stats));
+  if (!read_tensors(request, &in)) {
+    fprintf(stderr, "cannot read tensors from %s\n", request);
+    goto done;
+  }
+  if (in.count != 4 || !is_tensor(&in.tensors[0], RXE_DTYPE_INT, 64, -1) ||
+      !is_tensor(&in.tensors[1], RXE_DTYPE_INT, 64, 3) || !is_tensor(&in.tensors[2], RXE_DTYPE_FLOAT, 32, 2) ||
+      !is_tensor(&in.tensors[3], RXE_DTYPE_INT, 64, -1) || in.tensors[0].shape[0] > INT32_MAX ||
+      in.tensors[3].shape[0] > INT32_MAX) {
+    fprintf(stderr, "%s: a generate request is the prompt (int64, n), int64 (max_new_tokens, top_k, seed), "
+            "float32 (temperature, top_p) and the stop tokens (int64, k)\n", request);
+    goto done;
+  }
+  knobs = (const int64_t*)in.tensors[1].data;
+  floats = (const float*)in.tensors[2].data;
+  if (knobs[0] < 0 || knobs[0] > INT32_MAX || knobs[1] < INT32_MIN || knobs[1] > INT32_MAX) {
+    fprintf(stderr, "RXE_ERROR RXE_ERR_BOUND: max_new_tokens %lld or top_k %lld is out of range\n",
+            (long long)knobs[0], (long long)knobs[1]);
+    rc = 3;
+    goto done;
+  }
+  config.max_new_tokens = (int32_t)knobs[0];
+  config.sampling.top_k = (int32_t)knobs[1];
+  config.sampling.seed = (uint64_t)knobs[2];
+  config.sampling.temperature = floats[0];
+  config.sampling.top_p = floats[1];
+  config.stop_tokens = (const int64_t*)in.tensors[3].data;
+  config.num_stop_tokens = (int32_t)in.tensors[3].shape[0];
+  if ((st = rxe_decoder_init(&d, &RXE_MODULE, fname, &err)) != RXE_OK) {
+    rc = model_error(st, &err);
+    goto done;
+  }
+  scratch_bytes = rxe_decoder_scratch_bytes(&d);
+  tokens = (int64_t*)calloc((size_t)config.max_new_tokens + 1, sizeof(int64_t));
+  token_ns = (uint64_t*)calloc((size_t)config.max_new_tokens + 1, sizeof(uint64_t));
+  if (tokens == NULL || token_ns == NULL || (state = aligned_block(d.state_bytes, &state_block, "state")) == NULL ||
+      (ws = aligned_block(d.workspace_bytes, &ws_block, "workspace")) == NULL ||
+      (scratch = aligned_block(scratch_bytes, &scratch_block, "scratch")) == NULL) {
+    fprintf(stderr, "out of memory for generation\n");
+    goto done;
+  }
+  printf("RXE_MEMORY state=%llu workspace=%llu scratch=%llu\n", (unsigned long long)d.state_bytes,
+         (unsigned long long)d.workspace_bytes, (unsigned long long)scratch_bytes);
+  st = rxe_generate(&d, (const int64_t*)in.tensors[0].data, (int32_t)in.tensors[0].shape[0], &config, state,
+                    d.state_bytes, ws, d.workspace_bytes, scratch, scratch_bytes, tokens, token_ns, &stats, NULL,
+                    NULL, &err);
+  dims[0] = dims[1] = stats.num_tokens;
+  dims[2] = 4;
+  info[0] = stats.prompt_tokens;
+  info[1] = (int64_t)stats.prefill_ns;
+  info[2] = (int64_t)stats.decode_ns;
+  info[3] = stats.stopped_by;
+  memset(outs, 0, sizeof(outs));
+  for (k = 0; k < 3; ++k) {
+    outs[k].ndim = 1;
+    outs[k].shape = &dims[k];
+    outs[k].device_type = 1;
+    outs[k].dtype.code = k == 1 ? RXE_DTYPE_UINT : RXE_DTYPE_INT;
+    outs[k].dtype.bits = 64;
+    outs[k].dtype.lanes = 1;
+  }
+  outs[0].data = tokens;
+  outs[1].data = token_ns;
+  outs[2].data = info;
+  if (!write_tensors(result, outs, 3)) {
+    fprintf(stderr, "cannot write %s\n", result);
+    goto done;
+  }
+  if (st != RXE_OK) {
+    rc = model_error(st, &err);
+    goto done;
+  }
+  printf("RXE_OK\n");
+  rc = 0;
+done:
+  free(tokens);
+  free(token_ns);
+  free(state_block);
+  free(ws_block);
+  free(scratch_block);
+  free_tensors(&in);
+  return rc;
+}
+
 int main(int argc, char** argv) {
   const char* fname = "main";
   const char* threads = getenv("RXE_NUM_THREADS");
@@ -218,6 +348,13 @@ int main(int argc, char** argv) {
   if (fn == NULL) {
     fprintf(stderr, "RXE_ERROR RXE_ERR_NOT_FOUND: no function %s\n", fname);
     return 3;
+  }
+  if (argc > argi && strcmp(argv[argi], "-g") == 0) {
+    if (argc - argi != 3) {
+      fprintf(stderr, "usage: %s [-f FUNCTION] -g REQUEST.rxt RESULT.rxt\n", argv[0]);
+      return 2;
+    }
+    return generate_main(strcmp(fname, "main") == 0 ? "step" : fname, argv[argi + 1], argv[argi + 2]);
   }
   if (argc > argi && strcmp(argv[argi], "-w") == 0) {
     int64_t values[16];
