@@ -450,6 +450,12 @@ rxe_status_t rxe_lib_matmul_f32(const float* a, const float* b, float* c, float*
   if (scratch == NULL && m * n * k > 0) {
     return rxe_error_set(err, RXE_ERR_NULL, "rxe_lib_matmul_f32: scratch is NULL");
   }
+  if (m <= RXE_DENSE_GEMV_ROWS) {
+    for (t = 0; t < batch; ++t) {
+      rxe_gemv_row_major_run(a + t * a_batch_stride, b + t * b_batch_stride, c + t * m * n, m, n, k);
+    }
+    return RXE_OK;
+  }
   gemm_init(&g, m, n, k, c, RXE_ACT_NONE);
   g.pack_b = pack_row_major;
   g.b_ctx = &src;

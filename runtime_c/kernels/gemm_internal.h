@@ -52,10 +52,13 @@ void rxe_gemm_run(const rxe_gemm_t* g);
  * once for all m rows (the blocked driver above reads W in KC x NC blocks). */
 void rxe_gemv_run(const float* a, const float* w_packed, const float* bias, float* c, int64_t m, int64_t n,
                   int64_t k, int act);
+/* The same for matmul: c (m,n) = a (m,k) @ b (k,n), all row-major, no
+ * epilogue, 0 <= m <= RXE_GEMV_MAX_M; b is read in place (no packing). */
+void rxe_gemv_row_major_run(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k);
 
-/* rxe_lib_dense_f32 takes rxe_gemv_run for m <= RXE_DENSE_GEMV_ROWS, the
- * blocked driver above it (compile-time configuration: 0 measures the
- * driver alone, scripts/bench_gemv.py). */
+/* rxe_lib_dense_f32 and rxe_lib_matmul_f32 take the paths above for m <=
+ * RXE_DENSE_GEMV_ROWS, the blocked driver for more rows (compile-time
+ * configuration: 0 measures the driver alone, scripts/bench_gemv.py). */
 #ifndef RXE_DENSE_GEMV_ROWS
 #define RXE_DENSE_GEMV_ROWS RXE_GEMV_MAX_M
 #endif

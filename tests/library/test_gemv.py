@@ -1,9 +1,10 @@
-"""rxe_lib_dense_f32 at few rows (its matrix-vector path, gemv.c, up to
-GEMV_MAX_M rows, and the blocked GEMM just above) against numpy: K odd and
-even, N not a multiple of the NR-column panel, bias and activations, thread
-counts; the same through a compiled graph (matmul with a constant weight and
-a symbolic first dim, + bias, relu) on the host with the C and the LLVM
-backends, and under QEMU on aarch64 (NEON) and riscv64 (the portable C)."""
+"""rxe_lib_dense_f32 and rxe_lib_matmul_f32 at few rows (their
+matrix-vector path, gemv.c, up to GEMV_MAX_M rows, and the blocked GEMM just
+above) against numpy: K odd and even, N not a multiple of the NR-column
+panel, bias and activations, batch strides, thread counts; the dense kernel
+through a compiled graph (matmul with a constant weight and a symbolic first
+dim, + bias, relu) on the host with the C and the LLVM backends, and both
+kernels under QEMU on aarch64 (NEON) and riscv64 (the portable C)."""
 
 import itertools
 import subprocess
@@ -17,7 +18,17 @@ from relax_edge.build import optimize_module
 from relax_edge.ir import Builder, Constant, SizeVar, TensorType, Var
 from relax_edge.library import kernels as K
 from relax_edge.target import load_board
-from tests.library.kernel_lib import RUNTIME, WARNINGS, assert_close, build_driver, compile_c, dense_case, run_driver
+from tests.library.kernel_lib import (
+    RUNTIME,
+    WARNINGS,
+    assert_close,
+    build_driver,
+    compile_c,
+    dense_case,
+    matmul_case,
+    output_of,
+    run_driver,
+)
 
 KS = [1, 2, 7, 64, 577]
 NS = [1, 15, 16, 17, 200]
@@ -58,6 +69,23 @@ def test_few_rows_match_numpy(host_kernels, m):
         check(host_kernels, rng, m, n, k, act=i % 3, with_bias=i % 2 == 0)
 
 
+@pytest.mark.parametrize("m", list(range(1, K.GEMV_MAX_M + 2)))
+def test_few_rows_of_a_matmul_match_numpy(host_kernels, m):
+    """rxe_lib_matmul_f32 (b row-major, read in place): batches, b broadcast or a broadcast."""
+    rng = np.random.default_rng(20 + m)
+    for i, (n, k) in enumerate(itertools.product(NS, KS)):
+        a = rng.standard_normal((1 if i % 3 == 1 else 3, m, k)).astype(np.float32)
+        b = rng.standard_normal((1 if i % 3 == 2 else 3, k, n)).astype(np.float32)
+        out = np.full((3, m, n), np.nan, np.float32)
+        scratch = np.zeros(max(K.matmul_scratch_bytes(m, n, k) // 4, 1), np.float32)
+        sizes = [3, m, n, k, 0 if a.shape[0] == 1 else m * k, 0 if b.shape[0] == 1 else k * n]
+        status, message = host_kernels.call("rxe_lib_matmul_f32", [a, b, out, scratch], sizes)
+        assert status == 0, message
+        expected = np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.float32)
+        np.testing.assert_allclose(out, np.broadcast_to(expected, out.shape), rtol=1e-4,
+                                   atol=2e-6 * max(k, 1) ** 0.5, err_msg=f"m {m} n {n} k {k}")
+
+
 @pytest.mark.parametrize("m", [1, 3])
 def test_wide_layers_match_numpy(host_kernels, m):
     """Many panels and a long k (an LM head's shape, scaled down)."""
@@ -86,6 +114,26 @@ def test_two_threads_give_the_same_bits_as_one(host_kernels, m):
     np.testing.assert_allclose(two, expected_dense(a, w, None, 0), rtol=1e-4, atol=1e-4)
 
 
+def test_two_threads_give_the_same_bits_as_one_in_a_matmul(host_kernels):
+    case = matmul_case(np.random.default_rng(5), 2, 1, 1001, 700)
+    one = run_case(host_kernels, case).copy()
+    previous = host_kernels.set_threads(2)
+    try:
+        output_of(case).fill(np.nan)
+        two = run_case(host_kernels, case)
+    finally:
+        host_kernels.set_threads(previous)
+    assert one.tobytes() == two.tobytes()
+    assert_close(two, case)
+
+
+def run_case(kernels, case):
+    symbol, arrays, sizes, _ = case
+    status, message = kernels.call(symbol, arrays, sizes)
+    assert status == 0, message
+    return output_of(case)
+
+
 def test_gemv_rows_mirror_the_c_macro(tmp_path):
     program = tmp_path / "rows.c"
     program.write_text('#include <stdio.h>\n#include "relax_edge/kernels.h"\n'
@@ -109,8 +157,9 @@ def test_emulated_kernel_matches_numpy(tmp_path, board_name):
     board = load_board(board_name)
     driver = build_driver(board.target.compiler, list(board.target.cflags), tmp_path / "driver")
     rng = np.random.default_rng(9)
-    cases = [dense_case(rng, m, n, k, act=(m + n) % 3, bias=m != 2)
-             for m in range(1, K.GEMV_MAX_M + 2) for n, k in [(17, 577), (200, 7), (1, 64)]]
+    shapes = [(m, n, k) for m in range(1, K.GEMV_MAX_M + 2) for n, k in [(17, 577), (200, 7), (1, 64)]]
+    cases = [dense_case(rng, m, n, k, act=(m + n) % 3, bias=m != 2) for m, n, k in shapes] + \
+        [matmul_case(rng, 2, m, n, k, b_shared=m % 2 == 0) for m, n, k in shapes]
     for case, (status, out) in zip(cases, run_driver([*board.qemu["command"], driver], cases)):
         assert status == 0, f"{case[0]} {case[2]}: status {status}"
         assert_close(out, case)

@@ -77,7 +77,9 @@ rxe_status_t rxe_lib_dense_f32(const float* a, const float* w_packed, const floa
 
 /* For t < batch: c[t] (m,n) = a[t] (m,k) @ b[t] (k,n), row-major; a[t] at
  * a + t*a_batch_stride, b[t] at b + t*b_batch_stride (0: broadcast), c
- * contiguous. scratch: RXE_LIB_MATMUL_SCRATCH_BYTES(m, n, k) bytes. */
+ * contiguous. scratch: RXE_LIB_MATMUL_SCRATCH_BYTES(m, n, k) bytes (not
+ * touched up to RXE_GEMV_MAX_M rows, whose matrix-vector path reads b in
+ * place). */
 #define RXE_LIB_MATMUL_SCRATCH_BYTES(m, n, k) RXE_GEMM_SCRATCH_BYTES_((k), (n))
 /* stack: at most 8000 bytes, nearly all of it compute_panels (gemm.c) at most
  * 7296 (the 6 KB A micro-panel, as for dense). Measured 7200 (aarch64) to
