@@ -71,7 +71,8 @@ def decoder_artifact(args):
     target = Path(args.model)
     if target.is_dir():
         if getattr(args, "max_context", None):
-            raise RelaxEdgeError("--max-context is for compiling an ONNX file; the directory is already compiled")
+            from .cli import UsageError
+            raise UsageError("--max-context is for compiling an ONNX file; the directory is already compiled")
         try:
             art = Artifact.load(target)
         except (ValueError, KeyError, TypeError) as err:
@@ -132,12 +133,12 @@ def _statistics(res) -> str:
 
 
 def cmd_generate(args) -> int:
-    from .cli import _say
+    from .cli import UsageError, _say
     from .deploy import connect
     if (args.prompt_ids is None) == (args.prompt is None):
-        raise RelaxEdgeError("give the prompt as --prompt-ids 1,2,3 or as --prompt TEXT with --tokenizer")
+        raise UsageError("give the prompt as --prompt-ids 1,2,3 or as --prompt TEXT with --tokenizer")
     if args.prompt is not None and not args.tokenizer:
-        raise RelaxEdgeError("--prompt TEXT needs --tokenizer tokenizer.json (or give --prompt-ids)")
+        raise UsageError("--prompt TEXT needs --tokenizer tokenizer.json (or give --prompt-ids)")
     tokenizer = _tokenizer(args.tokenizer) if args.tokenizer else None
     prompt = args.prompt_ids if args.prompt is None else tokenizer.encode(args.prompt).ids
     art, board = decoder_artifact(args)
@@ -153,10 +154,10 @@ def cmd_generate(args) -> int:
 
 def bench_generate(args) -> int:
     """bench --generate: prefill and decode tokens/s, medians over --repeat runs."""
-    from .cli import _check_output_file, _say, _write_atomic
+    from .cli import UsageError, _check_output_file, _say, _write_atomic
     from .deploy import connect
     if args.profile or args.plot or args.inputs or args.dim:
-        raise RelaxEdgeError("bench --generate takes --prompt-len, --new-tokens, --repeat, --warmup, --seed, "
+        raise UsageError("bench --generate takes --prompt-len, --new-tokens, --repeat, --warmup, --seed, "
                              "--threads and --json (not --profile, --plot, --inputs or --dim)")
     if args.json:
         _check_output_file(args.json, "--json")
