@@ -2,8 +2,11 @@
 loaded over RPC when its artifact has a server and the session can start
 one, and otherwise runs through its runner executable on tensor files.
 
-The runner only runs a model and sizes its workspace
-(runtime_c/tools/runner.c: `runner IN OUT`, `runner -w SIZE...`); it has no
+The runner runs a model, sizes its workspace and generates with a
+decoder's step (runtime_c/tools/runner.c: `runner IN OUT`, `runner -w
+SIZE...`, `runner -g REQUEST RESULT`: the whole rxe_generate loop on the
+device, the microcontroller's path; its tokens come back at the end, so
+on_token is called after it, and the times are 0 without a clock); it has no
 timed or profiled mode, so a model loaded that way raises DeviceError for
 `benchmark` and `profile`. A model error comes back as RuntimeCheckError
 with the runtime's status and message, a crash as DeviceError with the tail
@@ -60,6 +63,36 @@ class RunnerModule(LoadedModel):
         if data is None:
             raise DeviceError(f"{self.device.board.name}: the runner wrote no outputs")
         return tensorfile.decode(data)
+
+    def generate(self, prompt_ids, max_new_tokens: int = 32, temperature: float = 0.0, top_k=None, top_p=None,
+                 seed: int = 0, stop=None, on_token=None):
+        """The runner's generate mode (rxe_generate on the device) on tensor files."""
+        import numpy as np
+
+        from .generate import check_request, result
+        req = check_request(self.artifact.signature, prompt_ids, max_new_tokens, temperature, top_k, top_p, seed, stop)
+        knobs = np.array([req.max_new_tokens, req.top_k, 0], np.int64)
+        knobs[2:] = np.array([req.seed], np.uint64).view(np.int64)
+        self.device.write("generate.rxt", tensorfile.encode([
+            np.array(req.prompt, np.int64), knobs, np.array([req.temperature, req.top_p], np.float32),
+            np.array(req.stop, np.int64)]))
+        self.device.remove("generated.rxt")
+        args = ["-g", "generate.rxt", "generated.rxt"]
+        proc = self.device.execute(self.runner, ["-f", self.function, *args] if self.function not in ("main", "step")
+                                   else args)
+        data = self.device.read("generated.rxt")
+        try:
+            self._check(proc)
+        except RuntimeCheckError as exc:
+            exc.tokens = [] if data is None else [int(t) for t in tensorfile.decode(data)[0]]
+            raise
+        if data is None:
+            raise DeviceError(f"{self.device.board.name}: the runner wrote no generated tokens")
+        tokens, token_ns, info = tensorfile.decode(data)
+        if on_token is not None:
+            for t in tokens:
+                on_token(int(t))
+        return result(tokens.tolist(), token_ns.tolist(), *info.tolist())
 
     def benchmark(self, *inputs, warmup: int = 3, repeat: int = 20, min_repeat_ms: int = 0) -> dict:
         raise self._unsupported("benchmark", "timed mode")
