@@ -138,3 +138,6 @@ def test_generate_on_qemu_aarch64(tmp_path, host_model):
         assert sampled.tokens == host_model.generate(PROMPT, max_new_tokens=8, temperature=1.5, seed=7).tokens
         with pytest.raises(rxe.RuntimeCheckError, match="RXE_ERR_BOUND"):
             m.generate(PROMPT, max_new_tokens=40)
+        dev.rpc = False   # a board without a server: the runner's generate mode on tensor files
+        with dev.load(art) as runner:
+            assert runner.generate(PROMPT, max_new_tokens=8).tokens == res.tokens
