@@ -224,11 +224,29 @@ def cmd_compile(args) -> int:
     else:
         sizes = ", ".join(art.signature["main"]["sizes"])
         print(f"  workspace: depends on {sizes}; ask {art.prefix}_main_workspace_size() before the first run")
+    if art.decoder:
+        _print_decoder_bill(art)
     if args.show_memory:
         print(art.memory_plan, end="")
     if args.stages:
         print("\n".join(_stage_table(stage_seconds, art.cached)))
     return 0
+
+
+def _print_decoder_bill(art) -> None:
+    """A KV-cache decoder's RAM at its context bound: the weights, the step's arena, the state."""
+    d, arena = art.decoder, art.signature["step"]["fixed_workspace_bytes"] or 0
+    vocab = d["vocab"]
+    total = art.weights_bytes + arena + art.state_bytes
+    print(f"  decoder (generate): step, context bound {d['max_context']}, vocab {vocab}, "
+          f"{len(d['states'])} cache tensors of {tuple(d['states'][0])}")
+    print(f"  RAM at the bound: weights {_mb(art.weights_bytes)} + arena {_mb(arena)} + state {_mb(art.state_bytes)} "
+          f"({art.prefix.upper()}_STATE_BYTES) = {_mb(total)}, and the loop's scratch (rxe_decoder_scratch_bytes: "
+          "about 12 bytes a vocabulary entry)")
+
+
+def _mb(n: int) -> str:
+    return f"{n} B" if n < 10_000 else f"{n / 1e6:.2f} MB"
 
 
 def _random_inputs(signature: dict, sizes: dict, seed: int) -> list:
