@@ -12,14 +12,18 @@ loop runs in C; numpy's in Python, so its column includes about a
 microsecond of call overhead per product). The contenders are sampled in
 turn, round after round (--rounds), so that a change of load hits all alike;
 each cell is the median over rounds, with the spread of the rounds
-(min..max, as % of the median). GB/s counts W's bytes once (4*K*N).
+(min..max, as % of the median); the last two columns are the ratios of
+the best rounds. GB/s counts W's bytes once (4*K*N).
 
 One child process per thread count (--threads, default 1 and 2): the child
 sets OPENBLAS_NUM_THREADS before numpy loads and relax_edge's pool to the
 same count. Results are checked against numpy; nothing is promised about
 speed, which depends on the machine and its load.
 
-    python scripts/bench_gemv.py [--threads 1 2] [--m 1] [--rounds 15]
+--matmul times rxe_lib_matmul_f32 on the row-major W instead (its GEMV
+path reads W in place; `gemm` packs it into scratch at each call).
+
+    python scripts/bench_gemv.py [--threads 1 2] [--m 1] [--rounds 15] [--matmul]
 """
 
 from __future__ import annotations
@@ -49,6 +53,16 @@ double rxe_bench_dense(const float* a, const float* w, const float* bias, float*
   clock_gettime(CLOCK_MONOTONIC, &t1);
   return ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) / (double)reps;
 }
+/* The same for rxe_lib_matmul_f32 (b row-major, one batch). */
+double rxe_bench_matmul(const float* a, const float* b, float* c, float* scratch, int64_t m, int64_t n,
+                        int64_t k, int64_t reps) {
+  struct timespec t0, t1;
+  int64_t r;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (r = 0; r < reps; ++r) rxe_lib_matmul_f32(a, b, c, scratch, 1, m, n, k, 0, 0, (rxe_error_t*)0);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) / (double)reps;
+}
 """
 
 
@@ -62,10 +76,11 @@ def build(out_dir: Path, name: str, defines=()):
     subprocess.run(cmd, check=True)
     lib = ctypes.CDLL(str(path))
     lib.rxe_bench_dense.restype = ctypes.c_double
+    lib.rxe_bench_matmul.restype = ctypes.c_double
     return lib
 
 
-def child(threads: int, m: int, rounds: int, sample_ms: float) -> None:
+def child(threads: int, m: int, rounds: int, sample_ms: float, matmul: bool) -> None:
     import ctypes
     import tempfile
     import time
@@ -73,7 +88,7 @@ def child(threads: int, m: int, rounds: int, sample_ms: float) -> None:
     import numpy as np
 
     sys.path.insert(0, str(ROOT))
-    from relax_edge.library.kernels import pack_dense_weights
+    from relax_edge.library.kernels import matmul_scratch_bytes, pack_dense_weights
 
     def ptr(a):
         return a.ctypes.data_as(ctypes.c_void_p)
@@ -103,8 +118,12 @@ def child(threads: int, m: int, rounds: int, sample_ms: float) -> None:
                     np.matmul(x, w, out=y)
                 return (time.perf_counter() - start) / reps
 
-            def rxe_loop(reps, lib, x=x, packed=packed, bias=bias, out=out, n=n, k=k):
+            scratch = np.empty(matmul_scratch_bytes(m, n, k) // 4, np.float32)
+
+            def rxe_loop(reps, lib, x=x, w=w, packed=packed, bias=bias, out=out, scratch=scratch, n=n, k=k):
                 sizes = [ctypes.c_int64(v) for v in (m, n, k, reps)]
+                if matmul:
+                    return lib.rxe_bench_matmul(ptr(x), ptr(w), ptr(out), ptr(scratch), *sizes)
                 return lib.rxe_bench_dense(ptr(x), ptr(packed), ptr(bias), ptr(out), *sizes)
 
             fns = {"numpy": numpy_loop, **{lib_name: (lambda reps, lib=lib, f=rxe_loop: f(reps, lib))
@@ -124,19 +143,21 @@ def child(threads: int, m: int, rounds: int, sample_ms: float) -> None:
         for lib in libs.values():
             lib.rxe_threads_shutdown()
 
-    print(f"\n{threads} thread(s) (OPENBLAS_NUM_THREADS={threads}, relax_edge pool {threads}), m = {m}, "
+    kernel = "rxe_lib_matmul_f32 (W row-major)" if matmul else "rxe_lib_dense_f32 (W packed)"
+    print(f"\n{kernel}, {threads} thread(s) (OPENBLAS_NUM_THREADS={threads}, relax_edge pool {threads}), m = {m}, "
           f"median of {rounds} rounds [spread min..max % of median]")
     head = "".join(f" {c + ' us':>22} {'GB/s':>6}" for c in ("numpy", "rxe", "gemm"))
-    print(f"{'layer':<20} {'MB':>6}{head} {'numpy/rxe':>10} {'gemm/rxe':>9}")
+    print(f"{'layer':<20} {'MB':>6}{head} {'numpy/rxe':>10} {'gemm/rxe':>9} {'(best of rounds)':>17}")
     for name, nbytes, fns, _ in cases:
-        med = {}
+        med, best = {}, {}
         line = f"{name:<20} {nbytes / 1e6:6.2f}"
         for f in fns:
             times = sorted(samples[name, f])
-            med[f] = times[len(times) // 2]
+            med[f], best[f] = times[len(times) // 2], times[0]
             spread = f"[{100 * (times[0] / med[f] - 1):+.0f}..{100 * (times[-1] / med[f] - 1):+.0f}%]"
             line += f" {1e6 * med[f]:10.1f} {spread:>11} {nbytes / med[f] / 1e9:6.1f}"
-        print(f"{line} {med['numpy'] / med['rxe']:10.2f} {med['gemm'] / med['rxe']:9.2f}", flush=True)
+        line += f" {med['numpy'] / med['rxe']:10.2f} {med['gemm'] / med['rxe']:9.2f}"
+        print(f"{line} {best['numpy'] / best['rxe']:8.2f} {best['gemm'] / best['rxe']:8.2f}", flush=True)
 
 
 def main(argv=None) -> int:
@@ -145,15 +166,16 @@ def main(argv=None) -> int:
     parser.add_argument("--m", type=int, default=1, help="rows of x (1: a decode step)")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--sample-ms", type=float, default=5.0, help="length of one sample's loop of calls")
+    parser.add_argument("--matmul", action="store_true", help="time rxe_lib_matmul_f32 on a row-major W instead")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child is not None:
-        child(args.child, args.m, args.rounds, args.sample_ms)
+        child(args.child, args.m, args.rounds, args.sample_ms, args.matmul)
         return 0
     for threads in args.threads:
         env = {**os.environ, **{v: str(threads) for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}}
         cmd = [sys.executable, __file__, "--child", str(threads), "--m", str(args.m), "--rounds", str(args.rounds),
-               "--sample-ms", str(args.sample_ms)]
+               "--sample-ms", str(args.sample_ms), *(["--matmul"] if args.matmul else [])]
         subprocess.run(cmd, env=env, check=True)
     return 0
 

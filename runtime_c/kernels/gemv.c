@@ -1,13 +1,16 @@
 /* The dense and matmul kernels' path for few rows (gemm_internal.h,
  * rxe_gemv_run, rxe_gemv_row_major_run): c (m,n) = act(a (m,k) @ W (k,n) +
- * bias) for m <= RXE_GEMV_MAX_M, W in the dense kernel's column panels of NR
- * or row-major. Each panel (k rows of NR floats; one contiguous run when
- * packed) is read once, from its first row to its last, for all m rows of a,
- * so a thread streams a packed W sequentially; the sums of a panel stay in
- * registers, in CH interleaved chains over k that hide the multiply-add
- * latency, and the epilogue (bias, act) writes the panel's columns of c.
- * Column panels are split over the thread pool; a column is computed the
- * same way whatever thread runs it. */
+ * bias) for m <= RXE_GEMV_MAX_M.
+ *
+ * W in the dense kernel's column panels of NR: each panel (k rows of NR
+ * floats, one contiguous run) is read once, from its first row to its last,
+ * for all m rows of a, so a thread streams W sequentially; the sums of a
+ * panel stay in registers, in interleaved chains over k that hide the
+ * multiply-add latency, and the epilogue (bias, act) writes the panel's
+ * columns of c. A row-major W (matmul) is read in blocks of columns, row
+ * segments four at a time, multiplied into the block of c (in L1).
+ * Column panels (blocks) are split over the thread pool; a column is
+ * computed the same way whatever thread runs it. */
 #include "gemm_internal.h"
 
 #include "relax_edge/threads.h"
@@ -58,6 +61,7 @@ typedef float vec_t;
 #endif
 
 #define NV (NR / VL) /* vectors per panel row */
+#define JB 4096 /* floats of c per block of columns of a row-major w (JB / m columns, 16 KB) */
 
 #ifndef PREFETCH_ROWS
 #define PREFETCH_ROWS 32
@@ -69,12 +73,11 @@ typedef float vec_t;
 #endif
 #define MAX_CH 4
 
-/* t (r x NR, row stride NR) = a (r rows, lda apart) @ one panel w (k rows
- * of NR floats, ldw apart), in ch chains: chain c sums the rows p of w with
- * p % ch == c. r and ch are constants at each call, so the r*ch*NV sums are
- * registers. */
-GEMV_INLINE void panel_sums(const float* a, int64_t lda, const float* w, int64_t ldw, int64_t k, float* t,
-                            const int r, const int ch) {
+/* t (r x NR, row stride NR) = a (r rows, lda apart) @ one panel w (k x NR),
+ * in ch chains: chain c sums the rows p of w with p % ch == c. r and ch are
+ * constants at each call, so the r*ch*NV sums are registers. */
+GEMV_INLINE void panel_sums(const float* a, int64_t lda, const float* w, int64_t k, float* t, const int r,
+                            const int ch) {
   vec_t s[MAX_CH][MAX_M][NV], b[NV], x;
   int64_t p;
   int c, i, v;
@@ -89,9 +92,9 @@ GEMV_INLINE void panel_sums(const float* a, int64_t lda, const float* w, int64_t
   for (p = 0; p + ch <= k; p += ch) {
     UNROLL(4)
     for (c = 0; c < ch; ++c) {
-      prefetch(w + (p + c + PREFETCH_ROWS) * ldw);
+      prefetch(w + (p + c + PREFETCH_ROWS) * NR);
       UNROLL(16)
-      for (v = 0; v < NV; ++v) b[v] = vec_load(w + (p + c) * ldw + v * VL);
+      for (v = 0; v < NV; ++v) b[v] = vec_load(w + (p + c) * NR + v * VL);
       UNROLL(4)
       for (i = 0; i < r; ++i) {
         x = vec_set(a[i * lda + p + c]);
@@ -102,7 +105,7 @@ GEMV_INLINE void panel_sums(const float* a, int64_t lda, const float* w, int64_t
   }
   for (; p < k; ++p) {
     UNROLL(16)
-    for (v = 0; v < NV; ++v) b[v] = vec_load(w + p * ldw + v * VL);
+    for (v = 0; v < NV; ++v) b[v] = vec_load(w + p * NR + v * VL);
     UNROLL(4)
     for (i = 0; i < r; ++i) {
       x = vec_set(a[i * lda + p]);
@@ -124,7 +127,7 @@ GEMV_INLINE void panel_sums(const float* a, int64_t lda, const float* w, int64_t
 
 /* The sums of m <= MAX_M rows: four chains for one row, two for two, one
  * for three or four (8 vector sums with AVX2, up to 16 with NEON). */
-static void sums(const float* a, int64_t lda, int64_t m, const float* w, int64_t ldw, int64_t k, float* t) {
+static void sums(const float* a, int64_t lda, int64_t m, const float* w, int64_t k, float* t) {
   int64_t i0;
   for (i0 = 0; i0 < m; i0 += ROWS_AT_ONCE) {
     const float* ai = a + i0 * lda;
@@ -132,32 +135,18 @@ static void sums(const float* a, int64_t lda, int64_t m, const float* w, int64_t
     switch (m - i0 < ROWS_AT_ONCE ? m - i0 : ROWS_AT_ONCE) {
 #if ROWS_AT_ONCE > 1
       case 4:
-        panel_sums(ai, lda, w, ldw, k, ti, 4, 1);
+        panel_sums(ai, lda, w, k, ti, 4, 1);
         break;
       case 3:
-        panel_sums(ai, lda, w, ldw, k, ti, 3, 1);
+        panel_sums(ai, lda, w, k, ti, 3, 1);
         break;
       case 2:
-        panel_sums(ai, lda, w, ldw, k, ti, 2, 2);
+        panel_sums(ai, lda, w, k, ti, 2, 2);
         break;
 #endif
       default:
-        panel_sums(ai, lda, w, ldw, k, ti, 1, ROWS_AT_ONCE > 1 ? 4 : 1);
+        panel_sums(ai, lda, w, k, ti, 1, ROWS_AT_ONCE > 1 ? 4 : 1);
         break;
-    }
-  }
-}
-
-/* The first nr < NR columns of a panel of a row-major w, which a full
- * panel's loads would read past (the end of w on its last row). */
-static void partial_sums(const float* a, int64_t lda, int64_t m, const float* w, int64_t ldw, int64_t k,
-                         int64_t nr, float* t) {
-  int64_t i, j, p;
-  for (i = 0; i < m; ++i) {
-    for (j = 0; j < nr; ++j) {
-      float s = 0.0f;
-      for (p = 0; p < k; ++p) s += a[i * lda + p] * w[p * ldw + j];
-      t[i * NR + j] = s;
     }
   }
 }
@@ -165,8 +154,6 @@ static void partial_sums(const float* a, int64_t lda, int64_t m, const float* w,
 typedef struct {
   const float* a;
   const float* w;
-  int64_t ldw, panel_stride; /* row stride of w; from one column panel to the next */
-  int row_major;             /* w is row-major (a last, partial panel is summed apart) */
   const float* bias;
   float* c;
   int64_t m, n, k;
@@ -181,11 +168,7 @@ static void gemv_panels(void* ctx, int64_t q0, int64_t q1, int thread) {
   (void)thread;
   for (q = q0; q < q1; ++q) {
     int64_t j0 = q * NR, nr = g->n - j0 < NR ? g->n - j0 : NR;
-    if (nr < NR && g->row_major) {
-      partial_sums(g->a, g->k, g->m, g->w + q * g->panel_stride, g->ldw, g->k, nr, t);
-    } else {
-      sums(g->a, g->k, g->m, g->w + q * g->panel_stride, g->ldw, g->k, t);
-    }
+    sums(g->a, g->k, g->m, g->w + q * g->k * NR, g->k, t);
     for (i = 0; i < g->m; ++i) {
       float* ci = g->c + i * g->n + j0;
       for (j = 0; j < nr; ++j) {
@@ -198,13 +181,56 @@ static void gemv_panels(void* ctx, int64_t q0, int64_t q1, int thread) {
   }
 }
 
-static void run(const gemv_t* g) {
-  int64_t panels = (g->n + NR - 1) / NR;
-  if (g->m <= 0 || panels <= 0) return;
+/* c[:, j0:j0+nb] = a @ w[:, j0:j0+nb] for a row-major w (k, n): the rows of
+ * w four at a time, each one's segment of nb floats (contiguous) multiplied
+ * into the block of c (m x nb, in L1) in order of p, so column j sums its k
+ * terms in order whatever the blocking. */
+static void row_major_block(const gemv_t* g, int64_t j0, int64_t nb) {
+  int64_t i, j, p, nv = nb - nb % VL;
+  for (i = 0; i < g->m; ++i) {
+    for (j = 0; j < nb; ++j) g->c[i * g->n + j0 + j] = 0.0f;
+  }
+  for (p = 0; p + 4 <= g->k; p += 4) {
+    const float* w0 = g->w + p * g->n + j0;
+    const float *w1 = w0 + g->n, *w2 = w1 + g->n, *w3 = w2 + g->n;
+    for (i = 0; i < g->m; ++i) {
+      const float* ai = g->a + i * g->k + p;
+      float* ci = g->c + i * g->n + j0;
+      vec_t x0 = vec_set(ai[0]), x1 = vec_set(ai[1]), x2 = vec_set(ai[2]), x3 = vec_set(ai[3]);
+      for (j = 0; j < nv; j += VL) {
+        vec_t v = vec_fma(vec_load(ci + j), x0, vec_load(w0 + j));
+        v = vec_fma(v, x1, vec_load(w1 + j));
+        v = vec_fma(v, x2, vec_load(w2 + j));
+        vec_store(ci + j, vec_fma(v, x3, vec_load(w3 + j)));
+      }
+      for (; j < nb; ++j) ci[j] = (((ci[j] + ai[0] * w0[j]) + ai[1] * w1[j]) + ai[2] * w2[j]) + ai[3] * w3[j];
+    }
+  }
+  for (; p < g->k; ++p) {
+    const float* wp = g->w + p * g->n + j0;
+    for (i = 0; i < g->m; ++i) {
+      float* ci = g->c + i * g->n + j0;
+      float x = g->a[i * g->k + p];
+      for (j = 0; j < nv; j += VL) vec_store(ci + j, vec_fma(vec_load(ci + j), vec_set(x), vec_load(wp + j)));
+      for (; j < nb; ++j) ci[j] += x * wp[j];
+    }
+  }
+}
+
+/* Column blocks [q0, q1) of c, JB/m columns each (JB floats of c). */
+static void row_major_blocks(void* ctx, int64_t q0, int64_t q1, int thread) {
+  const gemv_t* g = (const gemv_t*)ctx;
+  int64_t q, jb = JB / g->m;
+  (void)thread;
+  for (q = q0; q < q1; ++q) row_major_block(g, q * jb, g->n - q * jb < jb ? g->n - q * jb : jb);
+}
+
+static void run(const gemv_t* g, int64_t blocks, rxe_task_fn fn) {
+  if (g->m <= 0 || blocks <= 0) return;
   if (g->m * g->n * g->k >= PARALLEL_MIN_MACS && rxe_threads_get_count() > 1) {
-    rxe_threads_parallel_for(panels, gemv_panels, (void*)g);
+    rxe_threads_parallel_for(blocks, fn, (void*)g);
   } else {
-    gemv_panels((void*)g, 0, panels, 0);
+    fn((void*)g, 0, blocks, 0);
   }
 }
 
@@ -213,30 +239,24 @@ void rxe_gemv_run(const float* a, const float* w_packed, const float* bias, floa
   gemv_t g;
   g.a = a;
   g.w = w_packed;
-  g.ldw = NR;
-  g.panel_stride = k * NR;
-  g.row_major = 0;
   g.bias = bias;
   g.c = c;
   g.m = m;
   g.n = n;
   g.k = k;
   g.act = act;
-  run(&g);
+  run(&g, (n + NR - 1) / NR, gemv_panels);
 }
 
 void rxe_gemv_row_major_run(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k) {
   gemv_t g;
   g.a = a;
   g.w = b;
-  g.ldw = n;
-  g.panel_stride = NR;
-  g.row_major = 1;
   g.bias = (const float*)0;
   g.c = c;
   g.m = m;
   g.n = n;
   g.k = k;
   g.act = RXE_ACT_NONE;
-  run(&g);
+  if (m > 0) run(&g, (n + JB / m - 1) / (JB / m), row_major_blocks);
 }
