@@ -157,6 +157,7 @@ typedef struct {
   const float* bias;
   float* c;
   int64_t m, n, k;
+  int64_t jb; /* columns per block of a row-major w */
   int act;
 } gemv_t;
 
@@ -217,17 +218,21 @@ static void row_major_block(const gemv_t* g, int64_t j0, int64_t nb) {
   }
 }
 
-/* Column blocks [q0, q1) of c, JB/m columns each (JB floats of c). */
+/* Column blocks [q0, q1) of c, g->jb columns each. */
 static void row_major_blocks(void* ctx, int64_t q0, int64_t q1, int thread) {
   const gemv_t* g = (const gemv_t*)ctx;
-  int64_t q, jb = JB / g->m;
+  int64_t q;
   (void)thread;
-  for (q = q0; q < q1; ++q) row_major_block(g, q * jb, g->n - q * jb < jb ? g->n - q * jb : jb);
+  for (q = q0; q < q1; ++q) row_major_block(g, q * g->jb, g->n - q * g->jb < g->jb ? g->n - q * g->jb : g->jb);
+}
+
+static int parallel(const gemv_t* g) {
+  return g->m * g->n * g->k >= PARALLEL_MIN_MACS && rxe_threads_get_count() > 1;
 }
 
 static void run(const gemv_t* g, int64_t blocks, rxe_task_fn fn) {
   if (g->m <= 0 || blocks <= 0) return;
-  if (g->m * g->n * g->k >= PARALLEL_MIN_MACS && rxe_threads_get_count() > 1) {
+  if (parallel(g)) {
     rxe_threads_parallel_for(blocks, fn, (void*)g);
   } else {
     fn((void*)g, 0, blocks, 0);
@@ -244,6 +249,7 @@ void rxe_gemv_run(const float* a, const float* w_packed, const float* bias, floa
   g.m = m;
   g.n = n;
   g.k = k;
+  g.jb = NR;
   g.act = act;
   run(&g, (n + NR - 1) / NR, gemv_panels);
 }
@@ -258,5 +264,12 @@ void rxe_gemv_row_major_run(const float* a, const float* b, float* c, int64_t m,
   g.n = n;
   g.k = k;
   g.act = RXE_ACT_NONE;
-  if (m > 0) run(&g, (n + JB / m - 1) / (JB / m), row_major_blocks);
+  if (m <= 0) return;
+  g.jb = JB / m;
+  if (parallel(&g)) { /* at least a block per thread, of whole panels */
+    int64_t share = (n + rxe_threads_get_count() - 1) / rxe_threads_get_count();
+    share = (share + NR - 1) / NR * NR;
+    if (share < g.jb) g.jb = share;
+  }
+  run(&g, (n + g.jb - 1) / g.jb, row_major_blocks);
 }
