@@ -3,9 +3,10 @@
     python scripts/bench_llm.py [--models llama smollm2] [--threads 1] [--rounds 3] [--quick] [--json out.json]
 
 For each model (the tiny test Llama with a 1024-token context, SmolLM2-135M-Instruct in fp32; see
-scripts/llm_bench_models.py) and each engine (scripts/llm_engines.py: relax_edge's m.generate, ONNX Runtime
-in the Python greedy loop that feeds the presents back, onnxruntime-genai's fp32 model of the same
-checkpoint, llama.cpp on an F32 GGUF when llama-cpp-python is installed), on ``--threads`` threads:
+scripts/llm_bench_models.py) and each engine (scripts/llm_engines.py: relax_edge's m.generate, relax_edge's
+``main`` in the Python loop, ONNX Runtime in the Python greedy loop that feeds the presents back,
+onnxruntime-genai's fp32 model of the same checkpoint, llama.cpp on an F32 GGUF when llama-cpp-python is
+installed), on ``--threads`` threads:
 
 - greedy decoding of ``new`` tokens (256 for the Llama, 128 for SmolLM2) after a 128-token prompt, in
   ``--rounds`` interleaved rounds (each round runs every engine once, in turn, after one warm-up run each):
@@ -13,7 +14,8 @@ checkpoint, llama.cpp on an F32 GGUF when llama-cpp-python is installed), on ``-
   ratio to each peer (above 1: relax_edge is faster); a round's prefill is the median of its run's and of
   up to 9 more prefill-only runs (while they take under 0.25 s in all);
 - "same tokens": whether the engine's greedy tokens equal ONNX Runtime's (else how many leading ones do);
-- GB/s reached by decode: the export's weight bytes (each initializer once) x decode tok/s;
+- GB/s reached by decode: the export's weight bytes (each initializer once, less the embedding table that
+  a token gathers one row of) x decode tok/s;
 - the flat-cost check: the median decode ms/token at a context of ~16 and of ~1000 (needs max_context >=
   1024) and their ratio, beside the ratio that reading the growing cache alone would explain when decode is
   bound by memory ((weights + cache at 1000) / (weights + cache at 16));
@@ -191,7 +193,8 @@ def bench_model(name: str, args) -> dict:
             gen = engine.run(prompt, new)
             ttft = statistics.median(prefill_samples(engine, prompt, gen.prefill_s))
             rows[kind]["runs"].append({"tokens": gen.tokens, "prefill_tok_s": len(prompt) / ttft,
-                                       "decode_tok_s": gen.decode_tok_s, "ttft_ms": ttft * 1e3})
+                                       "decode_tok_s": gen.decode_tok_s, "ttft_ms": ttft * 1e3,
+                                       "wall_s": gen.wall_s})
             say(f"{name}: round {r + 1}/{args.rounds} {LABELS[kind]}: decode {gen.decode_tok_s:.1f} tok/s, "
                 f"prefill {len(prompt) / ttft:.1f} tok/s")
     reference = rows["ort"]["runs"][0]["tokens"] if "ort" in loaded else None
@@ -301,7 +304,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     results = [bench_model(name, args) for name in args.models]
     print(f"{args.threads} thread(s), {args.rounds} interleaved round(s); ratios are relax_edge / peer "
-          f"(above 1: relax_edge faster)")
+          f"(above 1: relax_edge faster); relax_edge's times are the runtime's (device clock), the others' "
+          f"this process's")
     print(table(results))
     if args.json:
         from relax_edge.files import write_atomic

@@ -39,6 +39,7 @@ class Generation:
     prefill_s: float            # time to first token: the prompt's step and picking its token
     decode_s: float             # every later token
     token_s: list | None = None  # per decoded token (after the first), where the engine gives them
+    wall_s: float | None = None  # the whole call, on this process's clock (relax_edge's other times: the device's)
 
     @property
     def prefill_tok_s(self) -> float:
@@ -236,8 +237,11 @@ class RelaxEdge:
         self.generate = _loaded_generate(loaded)
 
     def run(self, prompt, new_tokens: int) -> Generation:
+        start = time.perf_counter()
         result = self.generate(list(prompt), max_new_tokens=new_tokens, temperature=0.0)
-        return rxe_generation(result, len(prompt))
+        gen = rxe_generation(result, len(prompt))
+        gen.wall_s = time.perf_counter() - start
+        return gen
 
     def memory(self) -> dict:
         return artifact_memory(self.art) if self.art is not None else {}

@@ -75,3 +75,22 @@ def test_table_prints_the_reason_of_an_unavailable_engine():
                                              ([1, 2], [1, 2, 3], "no (2/3")])
 def test_same_tokens(got, want, says):
     assert bench_llm.same_tokens(got, want).startswith(says)
+
+
+@pytest.mark.slow
+def test_relax_edge_columns_on_the_tiny_llama(tmp_path):
+    """m.generate and the artifact's main in the Python loop give ORT's greedy tokens; the RAM bill is the
+    state of 4 cache tensors (1, 2, 64, 16) at max_context=64, a nonzero arena and the weights."""
+    out = tmp_path / "bench.json"
+    done = subprocess.run([sys.executable, str(SCRIPTS / "bench_llm.py"), "--quick", "--models", "llama",
+                           "--engines", "relax_edge", "rxe_loop", "ort", "--rounds", "1", "--prompt-tokens", "16",
+                           "--new-tokens", "8", "--max-context", "64", "--no-memory", "--json", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(out.read_text())["results"][0]["engines"]
+    assert "unavailable" not in rows["relax_edge"], rows["relax_edge"]["unavailable"]
+    assert rows["relax_edge"]["same_tokens"] == "yes" and rows["rxe_loop"]["same_tokens"] == "yes"
+    mem = rows["relax_edge"]["memory"]
+    assert mem["state_bytes"] == 4 * 2 * 64 * 16 * 4 and mem["arena_bytes"] > 0 and mem["weights_bytes"] > 0
+    assert rows["ort"]["rxe_ratio_decode"] > 0 and rows["relax_edge"]["flat"]["long_context"] == 64 - 17
+    assert "relax_edge main loop" in done.stdout
