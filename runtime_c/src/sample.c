@@ -35,16 +35,18 @@ uint64_t rxe_sampling_scratch_bytes(int64_t vocab) {
   return 3u * RXE_ALIGN_UP(4u * v);
 }
 
-/* The sampler's scratch: the scaled logits s[vocab]; order[vocab], a heap whose popped tokens collect at
- * its end (order[vocab - 1] first, in descending order); w[vocab], the kept tokens' exp(s - s_max). */
+/* The sampler's scratch: the scaled logits s[vocab]; order[vocab], the candidate tokens (a heap over
+ * order[0, heap_size) whose popped tokens collect at the end of the candidates, the first popped at
+ * order[candidates - 1]); w[vocab], the candidates' exp(s - s_max) by token id. */
 typedef struct {
   float* s;
   int32_t* order;
   float* w;
   int64_t vocab;
-  int64_t heap_size; /* order[0, heap_size) is the heap */
-  int64_t kept;      /* 0: every token, w indexed by id; else order[vocab - kept, vocab), w at the same places */
-  int64_t argmax;    /* greedy: the token */
+  int64_t heap_size;
+  const int32_t* kept; /* the kept tokens, kept[0, num_kept), in a fixed order; NULL: every token, ids in order */
+  int64_t num_kept;
+  int64_t argmax; /* greedy: the token */
 } sampler_t;
 
 /* a comes before b: the larger scaled logit, and among equal ones the higher id */
@@ -65,7 +67,7 @@ static void sift_down(sampler_t* q, int64_t i) {
   }
 }
 
-/* Move the heap's first token to the end of the popped ones; returns it. */
+/* Move the heap's first token behind it (heap sort's step); returns it. */
 static int32_t pop(sampler_t* q) {
   int32_t top = q->order[0];
   q->heap_size -= 1;
@@ -110,9 +112,75 @@ static rxe_status_t argmax(const float* logits, int64_t vocab, int64_t* out, rxe
   return RXE_OK;
 }
 
-/* Temperature, top-k and top-p into q (see generate.h); the kept tokens and their weights. */
+/* The k-th largest scaled logit (1 <= k < vocab): one pass with a min-heap of k values in w. */
+static float kth_largest(sampler_t* q, int64_t k) {
+  float* h = q->w;
+  int64_t i;
+  for (i = 0; i < q->vocab; ++i) {
+    float x = q->s[i];
+    int64_t at, n = i < k ? i + 1 : k;
+    if (i >= k && !(x > h[0])) continue;
+    if (i < k) { /* sift up */
+      at = i;
+      while (at > 0 && h[(at - 1) / 2] > x) {
+        h[at] = h[(at - 1) / 2];
+        at = (at - 1) / 2;
+      }
+      h[at] = x;
+      continue;
+    }
+    at = 0; /* replace the minimum, sift down */
+    for (;;) {
+      int64_t left = 2 * at + 1, small = left;
+      if (left >= n) break;
+      if (left + 1 < n && h[left + 1] < h[left]) small = left + 1;
+      if (!(h[small] < x)) break;
+      h[at] = h[small];
+      at = small;
+    }
+    h[at] = x;
+  }
+  return h[0];
+}
+
+/* w's binary exponent below 1: 0 for [0.5, 1] (1 itself included), 1 for [0.25, 0.5), ...; 63 and 0 last */
+static int octave(float w) {
+  int32_t e = (rxe_f32_bits(w) >> 23) & 0xff;
+  int32_t o = w >= 1.0f ? 0 : 126 - e;
+  return o > 63 ? 63 : o;
+}
+
+/* Top-p's candidates when top-k is off: the tokens of the octaves that hold top_p of the mass with a
+ * margin (1e-6 relative, far above the sums' rounding), so the cut falls among them; the rest cannot be
+ * kept (each is below every candidate, after at least top_p of the mass). Returns their number. */
+static int64_t top_p_candidates(sampler_t* q, float s_max, double top_p, double* out_total) {
+  double mass[64], total = 0.0, acc = 0.0;
+  int64_t i, m = 0;
+  int b, last = 63;
+  for (b = 0; b < 64; ++b) mass[b] = 0.0;
+  for (i = 0; i < q->vocab; ++i) {
+    float w = rxe_f32_exp(q->s[i] - s_max);
+    q->w[i] = w;
+    mass[octave(w)] += (double)w;
+    total += (double)w;
+  }
+  for (b = 0; b < 63; ++b) {
+    acc += mass[b];
+    if (acc >= top_p * total * (1.0 + 1e-6)) {
+      last = b;
+      break;
+    }
+  }
+  for (i = 0; i < q->vocab; ++i) {
+    if (octave(q->w[i]) <= last) q->order[m++] = (int32_t)i;
+  }
+  *out_total = total;
+  return m;
+}
+
+/* Temperature, top-k and top-p into q (see generate.h): the kept tokens and their weights. */
 static rxe_status_t filter(sampler_t* q, const float* logits, const rxe_sampling_t* c, rxe_error_t* err) {
-  int64_t vocab = q->vocab, i, k, popped = 0;
+  int64_t vocab = q->vocab, i, k, m = 0, popped = 0;
   float s_max, t = c->temperature;
   double total = 0.0, before = 0.0;
   rxe_status_t st = argmax(logits, vocab, &q->argmax, err);
@@ -124,40 +192,36 @@ static rxe_status_t filter(sampler_t* q, const float* logits, const rxe_sampling
                          q->argmax);
   }
   k = (c->top_k > 0 && c->top_k < vocab) ? c->top_k : vocab;
-  q->kept = 0;
+  q->kept = NULL;
+  q->num_kept = vocab;
   if (k == vocab && !(c->top_p < 1.0f)) {
     for (i = 0; i < vocab; ++i) q->w[i] = rxe_f32_exp(q->s[i] - s_max);
     return RXE_OK;
   }
-  for (i = 0; i < vocab; ++i) q->order[i] = (int32_t)i;
-  q->heap_size = vocab;
-  for (i = vocab / 2 - 1; i >= 0; --i) sift_down(q, i);
-  if (k < vocab) { /* the top k, and every token equal to the k-th */
-    float kth;
-    while (popped < k) q->w[vocab - 1 - popped++] = rxe_f32_exp(q->s[pop(q)] - s_max);
-    kth = q->s[q->order[vocab - k]];
-    while (q->heap_size > 0 && q->s[q->order[0]] == kth) {
-      pop(q);
-      q->w[vocab - 1 - popped++] = rxe_f32_exp(kth - s_max);
+  if (k < vocab) { /* every token >= the k-th largest, ties at the k-th included */
+    float kth = kth_largest(q, k);
+    for (i = 0; i < vocab; ++i) {
+      if (q->s[i] >= kth) {
+        q->order[m++] = (int32_t)i;
+        q->w[i] = rxe_f32_exp(q->s[i] - s_max);
+        total += (double)q->w[i];
+      }
     }
-    for (i = 0; i < popped; ++i) total += (double)q->w[vocab - 1 - i];
   } else {
-    for (i = 0; i < vocab; ++i) total += (double)rxe_f32_exp(q->s[i] - s_max);
+    m = top_p_candidates(q, s_max, (double)c->top_p, &total);
   }
-  if (!(c->top_p < 1.0f)) {
-    q->kept = popped;
-    return RXE_OK;
+  q->kept = q->order;
+  q->num_kept = m;
+  if (!(c->top_p < 1.0f)) return RXE_OK;
+  /* top-p: pop in descending order, keep rank r while the tokens before it hold less than top_p */
+  q->heap_size = m;
+  for (i = m / 2 - 1; i >= 0; --i) sift_down(q, i);
+  for (popped = 0; popped < m; ++popped) {
+    if (popped > 0 && before / total >= (double)c->top_p) break;
+    before += (double)q->w[pop(q)];
   }
-  /* top-p: keep rank r while the tokens before it hold less than top_p */
-  for (i = 0; i < vocab; ++i) {
-    if (i > 0 && before / total >= (double)c->top_p) break;
-    if (i == popped) {
-      if (k < vocab || q->heap_size == 0) break;
-      q->w[vocab - 1 - popped++] = rxe_f32_exp(q->s[pop(q)] - s_max);
-    }
-    before += (double)q->w[vocab - 1 - i];
-  }
-  q->kept = i;
+  q->kept = q->order + (m - popped);
+  q->num_kept = popped;
   return RXE_OK;
 }
 
@@ -174,10 +238,13 @@ static rxe_status_t setup(sampler_t* q, const float* logits, int64_t vocab, cons
   return filter(q, logits, c, err);
 }
 
+/* the i-th kept token */
+static int64_t kept_token(const sampler_t* q, int64_t i) { return q->kept ? (int64_t)q->kept[i] : i; }
+
 rxe_status_t rxe_sampling_probs(const float* logits, int64_t vocab, const rxe_sampling_t* config,
                                 void* scratch, uint64_t scratch_bytes, float* out_probs, rxe_error_t* err) {
   sampler_t q;
-  int64_t i, n;
+  int64_t i;
   double total = 0.0;
   rxe_status_t st;
   if (out_probs == NULL) return rxe_error_set(err, RXE_ERR_NULL, "sampling: no out_probs");
@@ -188,11 +255,10 @@ rxe_status_t rxe_sampling_probs(const float* logits, int64_t vocab, const rxe_sa
     out_probs[q.argmax] = 1.0f;
     return RXE_OK;
   }
-  n = q.kept ? q.kept : vocab;
-  for (i = 0; i < n; ++i) total += (double)q.w[q.kept ? vocab - 1 - i : i];
-  for (i = 0; i < n; ++i) {
-    int64_t at = q.kept ? vocab - 1 - i : i;
-    out_probs[q.kept ? q.order[at] : i] = (float)((double)q.w[at] / total);
+  for (i = 0; i < q.num_kept; ++i) total += (double)q.w[kept_token(&q, i)];
+  for (i = 0; i < q.num_kept; ++i) {
+    int64_t token = kept_token(&q, i);
+    out_probs[token] = (float)((double)q.w[token] / total);
   }
   return RXE_OK;
 }
@@ -200,7 +266,7 @@ rxe_status_t rxe_sampling_probs(const float* logits, int64_t vocab, const rxe_sa
 rxe_status_t rxe_sample(const float* logits, int64_t vocab, const rxe_sampling_t* config, rxe_rng_t* rng,
                         void* scratch, uint64_t scratch_bytes, int64_t* out_token, rxe_error_t* err) {
   sampler_t q;
-  int64_t i, n;
+  int64_t i;
   uint64_t sum = 0, r;
   rxe_status_t st;
   if (out_token == NULL) return rxe_error_set(err, RXE_ERR_NULL, "sampling: no out_token");
@@ -213,17 +279,15 @@ rxe_status_t rxe_sample(const float* logits, int64_t vocab, const rxe_sampling_t
     *out_token = q.argmax;
     return RXE_OK;
   }
-  /* integer weights floor(2^32 w), w in [0, 1] (the top token's is 2^32); S < 2^63 */
-  n = q.kept ? q.kept : vocab;
-  for (i = 0; i < n; ++i) sum += (uint64_t)(q.w[q.kept ? vocab - 1 - i : i] * 4294967296.0f);
+  /* integer weights floor(2^32 w), w in [0, 1] (the top token's is 2^32); their sum < 2^63 */
+  for (i = 0; i < q.num_kept; ++i) sum += (uint64_t)(q.w[kept_token(&q, i)] * 4294967296.0f);
   r = mul_high(rxe_rng_next(rng), sum);
-  for (i = 0; i < n; ++i) {
-    int64_t at = q.kept ? vocab - 1 - i : i;
-    uint64_t weight = (uint64_t)(q.w[at] * 4294967296.0f);
+  for (i = 0; i < q.num_kept; ++i) {
+    uint64_t weight = (uint64_t)(q.w[kept_token(&q, i)] * 4294967296.0f);
     if (r < weight) break;
     r -= weight;
   }
-  if (i == n) return rxe_error_set(err, RXE_ERR_INTERNAL, "sampling: the draw fell past the last token");
-  *out_token = q.kept ? (int64_t)q.order[vocab - 1 - i] : i;
+  if (i == q.num_kept) return rxe_error_set(err, RXE_ERR_INTERNAL, "sampling: the draw fell past the last token");
+  *out_token = kept_token(&q, i);
   return RXE_OK;
 }

@@ -138,6 +138,43 @@ def test_probs_equal_transformers_warpers(sampler, vocab):
     assert checked == len(SETTINGS)
 
 
+def float64_probs(logits, temperature, top_k, top_p):
+    """The three warpers written in float64 from transformers' definitions
+    (the comparison at a large vocabulary, where torch's float32 cumsum
+    itself drifts by more than the gaps between cumulative sums)."""
+    s = np.asarray(logits, np.float64) / np.float32(temperature)
+    if top_k > 0:
+        s = np.where(s >= np.sort(s)[::-1][min(top_k, s.size) - 1], s, -np.inf)
+    p = np.exp(s - s.max())
+    p /= p.sum()
+    if top_p < 1.0:
+        order = np.lexsort((-np.arange(s.size), -s))  # descending, the higher id first among equal ones
+        before = np.concatenate([[0.0], np.cumsum(p[order])[:-1]])
+        keep = before < top_p
+        keep[0] = True
+        p[order[~keep]] = 0.0
+        p /= p.sum()
+    return p
+
+
+@pytest.mark.parametrize("temperature,top_k,top_p", [(0.8, 0, 0.9), (1.0, 50, 0.95), (0.7, 0, 0.5), (1.2, 1000, 1.0)])
+def test_large_vocabulary(sampler, temperature, top_k, top_p):
+    """A Qwen2-sized vocabulary (151,936): top-k by one pass, top-p over the
+    octaves that can hold its cut; the same kept tokens as the float64
+    definition (top_p kept 1e-6 away from every cumulative sum)."""
+    rng = np.random.default_rng(int(temperature * 10) + top_k)
+    logits = (rng.standard_normal(151_936) * 2.5).astype(np.float32)
+    while top_p_margin(logits, temperature, top_k, top_p) < 1e-6:
+        logits = (rng.standard_normal(151_936) * 2.5).astype(np.float32)
+    st, msg, ours = sampler.probs(logits, temperature, top_k, top_p)
+    assert st == 0, msg
+    ref = float64_probs(logits, temperature, top_k, top_p)
+    assert np.array_equal(ours > 0, ref > 0) and (ours > 0).sum() > 40
+    np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-12)
+    tokens = sampler.draws(logits, 50, 11, temperature, top_k, top_p)
+    assert (ref[tokens] > 0).all()
+
+
 @pytest.mark.parametrize("top_k,top_p", [(1, 1.0), (2, 1.0), (5, 1.0), (0, 0.7), (0, 0.3), (4, 0.5), (0, 0.0)])
 def test_ties(sampler, top_k, top_p):
     """Logits with many equal values: top-k keeps every token equal to the

@@ -35,9 +35,10 @@
  * with `seed` (integer only). Each kept token i gets the integer weight
  * q_i = floor(2^32 * exp(s_i - s_max)) (s: the scaled logits; the exp is
  * rxe_f32_exp of kernel.h, + - * / only, compiled without FMA contraction),
- * S = sum q_i, r = floor(u * S / 2^64), and the token is the first (in
- * descending order of s; in id order when neither top-k nor top-p is on)
- * whose cumulative weight exceeds r. So the draw is exact integer
+ * S = sum q_i, r = floor(u * S / 2^64), and the token is the first whose
+ * cumulative weight exceeds r, the kept tokens taken in a fixed order (by
+ * id without top-p; with top-p by ascending s, the lower id first among
+ * equal ones). So the draw is exact integer
  * arithmetic; the only floating point is the division by the temperature
  * (correctly rounded), the exp, and the top-p sums (double, a fixed order).
  * Bit-reproducible: given the same logits (bit for bit), the same tokens on
@@ -148,7 +149,9 @@ rxe_status_t rxe_sampling_probs(const float* logits, int64_t vocab, const rxe_sa
                                 void* scratch, uint64_t scratch_bytes, float* out_probs, rxe_error_t* err);
 
 /* One token: greedy, or one draw of rng from the distribution of rxe_sampling_probs (see the top of this
- * file). The cost: O(vocab) plus O(k log vocab) for the k tokens top-k or top-p looks at. */
+ * file). The cost: a few O(vocab) passes (top-k: one pass with a min-heap of k), plus a heap sort of the
+ * m candidates top-p looks at (the top-k set, or without top-k the tokens of the octaves of
+ * exp(s - s_max) that hold top_p of the mass): O(vocab + m log m). No O(vocab log vocab) sort. */
 rxe_status_t rxe_sample(const float* logits, int64_t vocab, const rxe_sampling_t* config, rxe_rng_t* rng,
                         void* scratch, uint64_t scratch_bytes, int64_t* out_token, rxe_error_t* err);
 
