@@ -85,6 +85,8 @@ def make_engine(kind: str, model, args):
             import llama_cpp  # noqa: F401
         except ImportError:
             raise engines.Unavailable("not installed (pip install llama-cpp-python)") from None
+        if model.name != "smollm2":
+            raise engines.Unavailable(f"no GGUF of {model.name} (llama.cpp runs SmolLM2's)")
         return engines.LlamaCpp(models.f32_gguf(model), args.threads, args.max_context)
     if kind in ("relax_edge", "rxe_loop"):
         art = relax_edge_artifact(model, args)

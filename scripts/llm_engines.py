@@ -148,6 +148,8 @@ class GenAI:
 
 # llama.cpp -------------------------------------------------------------------------------
 class LlamaCpp:
+    """llama-cpp-python's generate() with its greedy sampler (temp=0, no repetition penalty), the cache
+    reset before each run so that no prompt prefix is reused."""
     label = "llama.cpp"
 
     def __init__(self, gguf_path, threads: int, n_ctx: int):
@@ -156,23 +158,23 @@ class LlamaCpp:
         except ImportError:
             raise Unavailable("not installed (pip install llama-cpp-python)") from None
         self.llm = llama_cpp.Llama(model_path=str(gguf_path), n_ctx=n_ctx, n_batch=512, n_threads=threads,
-                                   n_threads_batch=threads, logits_all=False, verbose=False)
-
-    def _next(self) -> int:
-        return int(np.argmax(self.llm.scores[self.llm.n_tokens - 1]))
+                                   n_threads_batch=threads, verbose=False)
 
     def run(self, prompt, new_tokens: int) -> Generation:
         self.llm.reset()
-        start = time.perf_counter()
-        self.llm.eval(list(prompt))
-        tokens = [self._next()]
-        prefill = time.perf_counter() - start
-        times = []
-        while len(tokens) < new_tokens:
-            t0 = time.perf_counter()
-            self.llm.eval([tokens[-1]])
-            tokens.append(self._next())
-            times.append(time.perf_counter() - t0)
+        tokens, times = [], []
+        start = last = time.perf_counter()
+        prefill = 0.0
+        for token in self.llm.generate(list(prompt), temp=0.0, top_k=1, repeat_penalty=1.0, reset=True):
+            now = time.perf_counter()  # the previous token's step and this token's sampling
+            tokens.append(int(token))
+            if len(tokens) == 1:
+                prefill = now - start
+            else:
+                times.append(now - last)
+            last = now
+            if len(tokens) == new_tokens:
+                break
         return Generation(tokens, len(prompt), prefill, sum(times), times)
 
     def close(self):

@@ -8,12 +8,14 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
 import bench_llm  # noqa: E402
+import llm_bench_models  # noqa: E402
 import llm_engines  # noqa: E402
 
 
@@ -94,3 +96,54 @@ def test_relax_edge_columns_on_the_tiny_llama(tmp_path):
     assert mem["state_bytes"] == 4 * 2 * 64 * 16 * 4 and mem["arena_bytes"] > 0 and mem["weights_bytes"] > 0
     assert rows["ort"]["rxe_ratio_decode"] > 0 and rows["relax_edge"]["flat"]["long_context"] == 64 - 17
     assert "relax_edge main loop" in done.stdout
+
+
+def test_llama_cpp_column_through_llama_cpp_python(monkeypatch):
+    """The llama.cpp engine against a stand-in of llama-cpp-python's Llama: the cache reset before each run,
+    greedy sampling asked for, new_tokens tokens taken from its generator."""
+    made = {}
+
+    class Llama:
+        def __init__(self, **kwargs):
+            made.update(kwargs)
+            self.resets = 0
+
+        def reset(self):
+            self.resets += 1
+
+        def generate(self, tokens, **kwargs):
+            assert kwargs["temp"] == 0.0 and kwargs["repeat_penalty"] == 1.0
+            yield from range(100, 200)
+
+    monkeypatch.setitem(sys.modules, "llama_cpp", SimpleNamespace(Llama=Llama))
+    engine = llm_engines.LlamaCpp("model.gguf", 1, 1024)
+    gen = engine.run([1, 2, 3], 5)
+    assert made["n_threads"] == 1 and made["n_ctx"] == 1024 and engine.llm.resets == 1
+    assert gen.tokens == [100, 101, 102, 103, 104] and len(gen.token_s) == 4 and gen.prompt_tokens == 3
+
+
+def test_dequantized_gguf_keeps_metadata_and_values(tmp_path):
+    """A GGUF with a Q8_0 and an F32 tensor written again all in F32: the same names, shapes, metadata and the
+    dequantized values."""
+    import gguf
+    rng = np.random.default_rng(0)
+    weight, norm = rng.standard_normal((4, 64), dtype=np.float32), rng.standard_normal(64, dtype=np.float32)
+    src = tmp_path / "q8.gguf"
+    writer = gguf.GGUFWriter(str(src), "llama")
+    writer.add_block_count(1)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    writer.add_tensor("w", gguf.quants.quantize(weight, gguf.GGMLQuantizationType.Q8_0),
+                      raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    writer.add_tensor("norm", norm)
+    for step in (writer.write_header_to_file, writer.write_kv_data_to_file, writer.write_tensors_to_file, writer.close):
+        step()
+    llm_bench_models.dequantize_gguf(src, tmp_path / "f32.gguf")
+    a, b = gguf.GGUFReader(str(src)), gguf.GGUFReader(str(tmp_path / "f32.gguf"))
+    assert [t.name for t in b.tensors] == ["w", "norm"]
+    assert all(t.tensor_type == gguf.GGMLQuantizationType.F32 for t in b.tensors)
+    q8 = a.tensors[0]
+    np.testing.assert_array_equal(b.tensors[0].data, gguf.quants.dequantize(q8.data, q8.tensor_type))
+    np.testing.assert_allclose(b.tensors[0].data, weight, atol=0.05)
+    np.testing.assert_array_equal(b.tensors[1].data, norm)
+    assert b.fields["llama.block_count"].contents() == 1
+    assert b.fields["general.file_type"].contents() == gguf.LlamaFileType.ALL_F32
