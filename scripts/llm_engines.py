@@ -5,13 +5,16 @@
 and the decode (every later token) timed apart. An engine that cannot run here raises ``Unavailable`` with
 the reason, which the table prints instead of numbers.
 
-- ``OrtLoop``: ONNX Runtime on the ONNX export in the usual Python greedy loop: the presents of a step are
-  fed back as the next step's pasts (intra-op threads = N, sequential execution, all optimizations).
+- ``OrtLoop``: ONNX Runtime on the ONNX export in the usual Python greedy loop (``PythonLoop``): the
+  presents of a step are fed back as the next step's pasts (intra-op threads = N, sequential execution,
+  all optimizations).
 - ``GenAI``: onnxruntime-genai on its model builder's fp32 CPU model of the same checkpoint.
-- ``LlamaCpp``: llama.cpp on an F32 GGUF through llama-cpp-python, when it is installed.
-- ``RelaxEdge``: the export imported with ``max_context``, built for the host, loaded with ``threads``,
-  and ``m.generate(...)`` (the runtime's generation loop in C: no Python between tokens). Its times are the
-  ones the runtime reports (device clock), its memory the artifact's state, arena and weights bytes.
+- ``LlamaCpp``: llama.cpp on an F32 GGUF through llama-cpp-python's generate() (greedy), when installed.
+- ``RelaxEdge``: the export imported with ``max_context`` and built for the host (``build_relax_edge``),
+  loaded with ``threads``, and ``m.generate(...)`` (the runtime's generation loop in C: no Python between
+  tokens). Its times are the ones the runtime reports (device clock), its memory the artifact's state,
+  arena and weights bytes (``artifact_memory``).
+- ``RelaxEdgeMainLoop``: the same artifact's ``main`` in the Python loop, as ONNX Runtime runs it.
 
 ``peak_rss_growth(kind, ...)`` runs one generation of ``OrtLoop`` or ``GenAI`` in a child process and
 returns how much its peak RSS (VmHWM) grew over its RSS after loading.
