@@ -60,6 +60,7 @@ fusion does not schedule (tile, vectorize) the merged loops.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import dataclasses
 
@@ -296,7 +297,10 @@ class _Fuser:
         self.vectorizable = vectorizable
         self.programs = dict(mod.tensor_programs)
         self.names = NameSupply(mod)
-        self.patterns: dict = {}
+        self.analyses: dict = {}   # (analysis, id(program), ...) -> (program, its result): programs never change
+        self.members: dict = {}    # id(binding) -> (binding, its _Member or None)
+        self.failed: set = set()   # (id(var), id(producer call), ids of the consumer calls, rule) that did not fuse
+        self.keep: list = []       # what the ids of `failed` name, kept alive so that no id is reused
         self.order: dict = {}      # call -> its _Member.order
 
     def fresh_name(self, ops) -> str:
@@ -305,14 +309,24 @@ class _Fuser:
             base = "fused_" + "_".join(ops[:3]) + f"_and_{len(ops) - 3}_more"
         return self.names(base)
 
+    def analysis(self, fn, program, *args):
+        """fn(program, *args), computed once per program (and arguments)."""
+        key = (fn, id(program), *map(id, args))
+        if key not in self.analyses:
+            self.analyses[key] = (program, args, fn(program, *args))
+        return self.analyses[key][2]
+
     def pattern(self, program) -> Pattern:
-        key = id(program)
-        if key not in self.patterns:
-            self.patterns[key] = (program, analyze(program))
-        return self.patterns[key][1]
+        return self.analysis(analyze, program)
 
     def member(self, binding) -> _Member | None:
-        """The binding's call when it may take part in fusion."""
+        """The binding's call when it may take part in fusion (once per binding)."""
+        key = id(binding)
+        if key not in self.members:
+            self.members[key] = (binding, self.new_member(binding))
+        return self.members[key][1]
+
+    def new_member(self, binding) -> _Member | None:
         call = binding.value if isinstance(binding, VarBinding) else None
         if not isinstance(call, CallTensor) or call.program.name not in self.programs:
             return None
@@ -326,8 +340,20 @@ class _Fuser:
         return _Member(call, program, self.order[call])
 
     # rules ------------------------------------------------------------------
+    def attempt(self, rule, producer: _Member, var, consumers: list):
+        """rule(producer, var, consumers), or None at once where the same calls failed before
+        (the rules are pure functions of the calls and their programs)."""
+        key = (id(var), id(producer.call), tuple(id(c.call) for c in consumers), rule.__name__)
+        if key in self.failed:
+            return None
+        result = rule(producer, var, consumers)
+        if result is None:
+            self.failed.add(key)
+            self.keep.append((var, producer.call, [c.call for c in consumers]))
+        return result
+
     def try_inline(self, producer: _Member, var, consumers: list):
-        form = inline_form(producer.program)
+        form = self.analysis(inline_form, producer.program)
         if form is None:
             return None
         _, value, asserts = form
@@ -339,17 +365,18 @@ class _Fuser:
             if not all(isinstance(i, Index) for ld in loads for i in ld.indices):
                 return None
             for buf in tmp:
-                n = reads_per_element(c.program, buf)
+                n = self.analysis(reads_per_element, c.program, buf)
                 reads = None if n is None or reads is None else reads + n
         if (reads is None and (cost > 0 or self.vectorizable)) or \
                 (reads is not None and (reads - 1) * cost > MAX_EXTRA_OPS):
             return None
         return [self.merged(_inline(producer, c, var, form), producer, c) for c in consumers]
 
-    def try_epilogue(self, producer: _Member, var, consumer: _Member):
-        if output_nest(producer.program) is None:
+    def try_epilogue(self, producer: _Member, var, consumers: list):
+        (consumer,) = consumers
+        if self.analysis(output_nest, producer.program) is None:
             return None
-        form = inline_form(consumer.program)
+        form = self.analysis(inline_form, consumer.program)
         if form is None or len(var.type.shape) != len(consumer.call.type.shape):
             return None
         if not all(prove_equal(a, b) is Proof.YES for a, b in zip(var.type.shape, consumer.call.type.shape)):
@@ -378,36 +405,36 @@ class _Fuser:
         return call
 
     # blocks -----------------------------------------------------------------
-    def fuse_once(self, bindings: list, outside: collections.Counter):
-        """Bindings after one fusion, or None when nothing fuses."""
-        members = {b.var: (k, m) for k, b in enumerate(bindings) if (m := self.member(b)) is not None}
-        users = collections.defaultdict(list)
-        for k, b in enumerate(bindings):
-            if isinstance(b.value, CallTensor):
-                for a in dict.fromkeys(b.value.args):
-                    users[a].append(k)
-        for k, b in enumerate(bindings):
-            if b.var not in members:
+    def fuse_block(self, bindings: list, outside: collections.Counter) -> list:
+        """The block's bindings after every fusion, made greedily in binding order (see _BlockState)."""
+        state = _BlockState(self, bindings)
+        start = 0
+        while (start := self.fuse_once(state, start, outside)) is not None:
+            pass
+        return state.bindings()
+
+    def fuse_once(self, state: "_BlockState", start: int, outside: collections.Counter):
+        """Make the first fusion at or after binding `start`; the binding to scan from next, or None
+        when nothing fuses. Bindings before `start` are those that failed to fuse and have not changed."""
+        slots = state.slots
+        for k in range(start, len(slots)):
+            b = slots[k]
+            if b is None or state.member(k) is None:
                 continue
             for a in dict.fromkeys(b.value.args):
-                if a not in members or outside[a] or not all(bindings[u].var in members for u in users[a]):
+                pk = state.position.get(a)
+                if pk is None or state.member(pk) is None or outside[a] or \
+                        not all(state.member(u) is not None for u in state.users[a]):
                     continue
-                pk, producer = members[a]
-                consumers = [members[bindings[u].var][1] for u in users[a]]
-                calls = self.try_inline(producer, a, consumers)
+                producer = state.member(pk)
+                consumers = [state.member(u) for u in state.users[a]]
+                calls = self.attempt(self.try_inline, producer, a, consumers)
                 if calls is not None:
-                    new = list(bindings)
-                    for u, call in zip(users[a], calls):
-                        new[u] = VarBinding(bindings[u].var, call)
-                    del new[pk]
-                    return new
+                    return state.replace(pk, dict(zip(state.users[a], calls)))
                 if len(consumers) == 1:
-                    call = self.try_epilogue(producer, a, consumers[0])
+                    call = self.attempt(self.try_epilogue, producer, a, consumers)
                     if call is not None:
-                        new = list(bindings)
-                        new[k] = VarBinding(b.var, call)
-                        del new[pk]
-                        return new
+                        return state.replace(pk, {k: call})
         return None
 
     def function(self, f: Function) -> Function:
@@ -427,9 +454,7 @@ class _Fuser:
                     attrs = self.programs[b.value.program.name].attrs
                     ops = attrs.get("ops", (attrs.get("op", b.value.program.name),))
                     self.order[b.value] = tuple((k, j, op, b.value.span) for j, op in enumerate(ops))
-            bindings = list(block.bindings)
-            while (step := self.fuse_once(bindings, outside)) is not None:
-                bindings = step
+            bindings = self.fuse_block(list(block.bindings), outside)
             blocks.append(block if len(bindings) == len(block.bindings) else DataflowBlock(bindings))
         if all(a is b for a, b in zip(blocks, f.body.blocks)):
             return f
@@ -453,6 +478,51 @@ class _Fuser:
         if all(a is b for a, b in zip(blocks, f.body.blocks)):
             return f
         return Function(f.params, SeqExpr(blocks, f.body.body), f.ret_type, f.name, f.attrs)
+
+
+class _BlockState:
+    """A dataflow block during fusion: its bindings in place (None where a
+    producer was inlined away, so positions never shift), where each variable
+    is bound, and the positions of the tensor-program calls reading each one."""
+
+    def __init__(self, fuser: _Fuser, bindings: list):
+        self.fuser = fuser
+        self.slots = list(bindings)
+        self.position = {b.var: k for k, b in enumerate(bindings)}
+        self.users = collections.defaultdict(list)
+        for k, b in enumerate(bindings):
+            if isinstance(b.value, CallTensor):
+                for a in dict.fromkeys(b.value.args):
+                    self.users[a].append(k)
+
+    def member(self, k: int) -> _Member | None:
+        b = self.slots[k]
+        return None if b is None else self.fuser.member(b)
+
+    def bindings(self) -> list:
+        return [b for b in self.slots if b is not None]
+
+    def replace(self, pk: int, calls: dict) -> int:
+        """Drop the producer at `pk`, bind the new `calls` (position -> call) in place, and return
+        the first position whose fusion may have changed: a changed binding, or the first reader
+        of a value a changed binding reads (its users are not the same any more)."""
+        producer = self.slots[pk]
+        self._unread(pk, producer)
+        self.slots[pk] = None
+        del self.position[producer.var]
+        self.users.pop(producer.var, None)
+        for k, call in calls.items():
+            self._unread(k, self.slots[k])
+            self.slots[k] = VarBinding(self.slots[k].var, call)
+            for a in dict.fromkeys(call.args):
+                bisect.insort(self.users[a], k)
+        return min(min([k, *(self.users[a][0] for a in call.args)]) for k, call in calls.items())
+
+    def _unread(self, k: int, b) -> None:
+        for a in dict.fromkeys(b.value.args):
+            readers = self.users.get(a)   # None: the value just dropped
+            if readers is not None:
+                readers.remove(k)
 
 
 def _all_exprs(s) -> list:
