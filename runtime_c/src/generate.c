@@ -310,7 +310,7 @@ static rxe_status_t step(const rxe_decoder_t* d, const scratch_t* s, int64_t pas
   t[n].shape[t[n].ndim - 1] = d->vocab;
   st = d->step->run(t, &t[n], workspace, workspace_bytes, err);
   if (st != RXE_OK) return st;
-  return rxe_sample(s->logits, d->vocab, &c->sampling, rng, s->sampler, s->sampler_bytes, out_token, err);
+  return rxe_sampling_draw(s->logits, d->vocab, &c->sampling, rng, s->sampler, s->sampler_bytes, out_token, err);
 }
 
 rxe_status_t rxe_generate(const rxe_decoder_t* d, const int64_t* prompt, int32_t prompt_len,

@@ -263,8 +263,8 @@ rxe_status_t rxe_sampling_probs(const float* logits, int64_t vocab, const rxe_sa
   return RXE_OK;
 }
 
-rxe_status_t rxe_sample(const float* logits, int64_t vocab, const rxe_sampling_t* config, rxe_rng_t* rng,
-                        void* scratch, uint64_t scratch_bytes, int64_t* out_token, rxe_error_t* err) {
+rxe_status_t rxe_sampling_draw(const float* logits, int64_t vocab, const rxe_sampling_t* config, rxe_rng_t* rng,
+                               void* scratch, uint64_t scratch_bytes, int64_t* out_token, rxe_error_t* err) {
   sampler_t q;
   int64_t i;
   uint64_t sum = 0, r;

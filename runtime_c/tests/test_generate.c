@@ -323,13 +323,13 @@ static void test_rng_and_greedy(void) {
   rxe_rng_seed(&rng, 0);
   CHECK(rxe_rng_next(&rng) == 0xe220a8397b1dcdafull); /* SplitMix64's first output from 0 */
   CHECK(rxe_rng_next(&rng) == 0x6e789e6aa1b965f4ull);
-  CHECK(rxe_sample(logits, 6, &greedy, NULL, NULL, 0, &token, &err) == RXE_OK && token == 1);
+  CHECK(rxe_sampling_draw(logits, 6, &greedy, NULL, NULL, 0, &token, &err) == RXE_OK && token == 1);
   CHECK(rxe_sampling_probs(logits, 6, &greedy, NULL, 0, probs, &err) == RXE_OK && probs[1] == 1.0f && probs[3] == 0.0f);
   logits[2] = 0.0f / 0.0f;
-  CHECK(rxe_sample(logits, 6, &greedy, NULL, NULL, 0, &token, &err) == RXE_ERR_INTERNAL);
+  CHECK(rxe_sampling_draw(logits, 6, &greedy, NULL, NULL, 0, &token, &err) == RXE_ERR_INTERNAL);
   CHECK(strcmp(err.message, "sampling: the logit of token 2 is NaN") == 0);
   logits[2] = 1.0f / 0.0f;
-  CHECK(rxe_sample(logits, 6, &greedy, NULL, NULL, 0, &token, &err) == RXE_ERR_INTERNAL);
+  CHECK(rxe_sampling_draw(logits, 6, &greedy, NULL, NULL, 0, &token, &err) == RXE_ERR_INTERNAL);
   CHECK(strcmp(err.message, "sampling: the logit of token 2 is +inf") == 0);
 }
 
@@ -348,7 +348,7 @@ static void test_sampling_edges(void) {
   CHECK(rxe_sampling_probs(logits, 4, &c, scratch, 1024, probs, &err) == RXE_OK);
   CHECK(probs[0] == 0.0f && probs[1] == 0.5f && probs[2] == 0.5f && probs[3] == 0.0f);
   for (i = 0; i < 200; ++i) {
-    CHECK(rxe_sample(logits, 4, &c, &rng, scratch, 1024, &token, &err) == RXE_OK);
+    CHECK(rxe_sampling_draw(logits, 4, &c, &rng, scratch, 1024, &token, &err) == RXE_OK);
     counts[token] += 1;
   }
   CHECK(counts[0] == 0 && counts[3] == 0 && counts[1] > 60 && counts[2] > 60);
@@ -360,7 +360,7 @@ static void test_sampling_edges(void) {
   CHECK(strcmp(err.message, "sampling: every logit is -inf") == 0);
   CHECK(rxe_sampling_probs(logits, 4, &c, scratch, rxe_sampling_scratch_bytes(4) - 1, probs, &err) == RXE_ERR_WORKSPACE);
   CHECK(rxe_sampling_probs(logits, 4, &c, (uint8_t*)scratch + 4, 1024, probs, &err) == RXE_ERR_WORKSPACE);
-  CHECK(rxe_sample(logits, 4, &c, NULL, scratch, 1024, &token, &err) == RXE_ERR_NULL);
+  CHECK(rxe_sampling_draw(logits, 4, &c, NULL, scratch, 1024, &token, &err) == RXE_ERR_NULL);
   c.top_p = -0.5f;
   CHECK(rxe_sampling_probs(logits, 4, &c, scratch, 1024, probs, &err) == RXE_ERR_BOUND);
   c.top_p = 1.0f;
@@ -411,7 +411,7 @@ static void test_large_vocab_top_k(void) {
   rxe_rng_seed(&rng, 9);
   for (i = 0; i < 100; ++i) {
     int64_t token;
-    CHECK(rxe_sample(logits, N, &c, &rng, scratch, bytes, &token, &err) == RXE_OK);
+    CHECK(rxe_sampling_draw(logits, N, &c, &rng, scratch, bytes, &token, &err) == RXE_OK);
     bad += !(token >= 0 && token < N && logits[token] >= kth);
   }
   CHECK(bad == 0);

@@ -1,7 +1,7 @@
 """The C runtime's sampler (runtime_c/src/sample.c, relax_edge/generate.h)
 against transformers' warpers: rxe_sampling_probs is the distribution that
 TemperatureLogitsWarper, TopKLogitsWarper and TopPLogitsWarper leave (in
-that order, as generate applies them), renormalized; rxe_sample draws from it
+that order, as generate applies them), renormalized; rxe_sampling_draw draws from it
 with a seeded SplitMix64, the same tokens for the same seed, at frequencies
 within a chi-square bound (fixed seeds: no flakes), and bit-identical on
 aarch64, armv7 and riscv64 under qemu-user and with clang (which may fuse
@@ -54,7 +54,7 @@ class Sampler:
         self.lib.rxe_rng_next.restype = ctypes.c_uint64
         ptr = ctypes.c_void_p
         self.lib.rxe_sampling_probs.argtypes = [ptr, ctypes.c_int64, ptr, ptr, ctypes.c_uint64, ptr, ptr]
-        self.lib.rxe_sample.argtypes = [ptr, ctypes.c_int64, ptr, ptr, ptr, ctypes.c_uint64, ptr, ptr]
+        self.lib.rxe_sampling_draw.argtypes = [ptr, ctypes.c_int64, ptr, ptr, ptr, ctypes.c_uint64, ptr, ptr]
 
     def scratch(self, vocab):
         """A 64-byte aligned scratch block: (keep-alive array, address, bytes)."""
@@ -79,8 +79,8 @@ class Sampler:
         self.lib.rxe_rng_seed(ctypes.byref(rng), ctypes.c_uint64(seed))
         tokens = []
         for _ in range(n):
-            st = self.lib.rxe_sample(logits.ctypes.data, logits.size, ctypes.byref(cfg), ctypes.byref(rng), scratch,
-                                     size, ctypes.byref(token), ctypes.byref(err))
+            st = self.lib.rxe_sampling_draw(logits.ctypes.data, logits.size, ctypes.byref(cfg), ctypes.byref(rng),
+                                            scratch, size, ctypes.byref(token), ctypes.byref(err))
             assert st == 0, err.message
             tokens.append(token.value)
         return np.array(tokens)
@@ -292,7 +292,7 @@ int main(void) {
     rxe_rng_seed(&rng, settings[j].seed);
     for (i = 0; i < 300; ++i) {
       int64_t token;
-      if (rxe_sample(logits, 5000, &settings[j], &rng, s, sizeof(scratch) - 64, &token, &err) != RXE_OK) {
+      if (rxe_sampling_draw(logits, 5000, &settings[j], &rng, s, sizeof(scratch) - 64, &token, &err) != RXE_OK) {
         printf("error %s\n", err.message);
         return 1;
       }

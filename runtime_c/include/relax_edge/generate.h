@@ -139,7 +139,7 @@ typedef struct {
 void rxe_rng_seed(rxe_rng_t* rng, uint64_t seed);
 uint64_t rxe_rng_next(rxe_rng_t* rng);
 
-/* Scratch bytes of rxe_sampling_probs and rxe_sample for a vocabulary of `vocab` tokens (12 bytes a token,
+/* Scratch bytes of rxe_sampling_probs and rxe_sampling_draw for a vocabulary of `vocab` tokens (12 bytes a token,
  * rounded); 64-byte aligned scratch. */
 uint64_t rxe_sampling_scratch_bytes(int64_t vocab);
 
@@ -152,8 +152,8 @@ rxe_status_t rxe_sampling_probs(const float* logits, int64_t vocab, const rxe_sa
  * file). The cost: a few O(vocab) passes (top-k: one pass with a min-heap of k), plus a heap sort of the
  * m candidates top-p looks at (the top-k set, or without top-k the tokens of the octaves of
  * exp(s - s_max) that hold top_p of the mass): O(vocab + m log m). No O(vocab log vocab) sort. */
-rxe_status_t rxe_sample(const float* logits, int64_t vocab, const rxe_sampling_t* config, rxe_rng_t* rng,
-                        void* scratch, uint64_t scratch_bytes, int64_t* out_token, rxe_error_t* err);
+rxe_status_t rxe_sampling_draw(const float* logits, int64_t vocab, const rxe_sampling_t* config, rxe_rng_t* rng,
+                               void* scratch, uint64_t scratch_bytes, int64_t* out_token, rxe_error_t* err);
 
 #ifdef __cplusplus
 }
