@@ -8,7 +8,8 @@ constant subgraphs, weight transforms included), fold_batch_norm
 (inference batch norm into the convolution before it), dce, cse, dispatch
 (library micro-kernels of runtime_c/kernels through call_extern);
 legalize (the rest into tensor programs); fuse (merges tensor programs as
-their access patterns allow); dce again; schedule (per-target loop
+their access patterns allow); dedupe (one program for identical ones: a
+model's repeated layers); dce again; schedule (per-target loop
 transformations: vector width, unrolling, threads).
 
 `rxe.build` runs this pipeline on modules that still have operator calls
@@ -32,6 +33,7 @@ from .target import DEFAULT_BOARD, load_board
 from .tir.verify import verify_program
 from .transform.cse import cse
 from .transform.dce import dce
+from .transform.dedupe import dedupe
 from .transform.dispatch import KERNEL_FAMILIES, dispatch
 from .transform.fold_batch_norm import fold_batch_norm
 from .transform.fold_constants import fold_constants
@@ -67,13 +69,15 @@ PASSES = {
     "dispatch": _dispatch,
     "legalize": _graph_pass(legalize),
     "fuse": _graph_pass(fuse),
+    "dedupe": _graph_pass(dedupe),
     "schedule": _schedule,
 }
 
 
 def default_passes(board=DEFAULT_BOARD) -> list:
     """The pass names `optimize` runs for `board`, in order."""
-    return ["fold_constants", "fold_batch_norm", "dce", "cse", "dispatch", "legalize", "fuse", "dce", "schedule"]
+    return ["fold_constants", "fold_batch_norm", "dce", "cse", "dispatch", "legalize", "fuse", "dedupe", "dce",
+            "schedule"]
 
 
 def optimize(mod: IRModule, board=DEFAULT_BOARD, passes=None, verify: bool = False,
