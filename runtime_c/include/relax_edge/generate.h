@@ -55,10 +55,13 @@
  * tokens"; the K tokens are in out_tokens and out_stats); memory too small or
  * misaligned (RXE_ERR_WORKSPACE); NULL pointers (RXE_ERR_NULL); a sampling
  * setting out of range (NaN temperature or top_p, top_p < 0,
- * max_new_tokens < 0: RXE_ERR_BOUND); a NaN or +inf logit, or every logit
- * -inf (RXE_ERR_INTERNAL, naming the token); the step function's own errors.
+ * max_new_tokens < 0, a logit / temperature that overflows: RXE_ERR_BOUND);
+ * a NaN or +inf logit, or every logit -inf (RXE_ERR_INTERNAL, naming the
+ * token); the step function's own errors.
  * Times come from config->clock_ns, or rxe_profile_now_ns() when that is
- * NULL and the platform links one (rpc/server_posix.c does), else they are 0.
+ * NULL and the platform links one (rpc/server_posix.c does; a weak
+ * reference on ELF targets with GCC or Clang, so a build without a clock
+ * still links), else they are 0.
  */
 #ifndef RELAX_EDGE_GENERATE_H_
 #define RELAX_EDGE_GENERATE_H_
