@@ -99,17 +99,21 @@ def test_empty_k_gives_the_activated_bias(host_kernels, act):
     np.testing.assert_array_equal(out, expected_dense(np.zeros((1, 0)), np.zeros((0, 20)), bias, act))
 
 
+def on_two_threads(kernels, run):
+    previous = kernels.set_threads(2)
+    try:
+        return run()
+    finally:
+        kernels.set_threads(previous)
+
+
 @pytest.mark.parametrize("m", [1, 2, 4])
 def test_two_threads_give_the_same_bits_as_one(host_kernels, m):
     rng = np.random.default_rng(4)
     a = rng.standard_normal((m, 600)).astype(np.float32)
     w = rng.standard_normal((600, 1000)).astype(np.float32)
     one = run_dense(host_kernels, a, w, None, 0)
-    previous = host_kernels.set_threads(2)
-    try:
-        two = run_dense(host_kernels, a, w, None, 0)
-    finally:
-        host_kernels.set_threads(previous)
+    two = on_two_threads(host_kernels, lambda: run_dense(host_kernels, a, w, None, 0))
     assert one.tobytes() == two.tobytes()
     np.testing.assert_allclose(two, expected_dense(a, w, None, 0), rtol=1e-4, atol=1e-4)
 
@@ -118,12 +122,8 @@ def test_two_threads_give_the_same_bits_as_one(host_kernels, m):
 def test_two_threads_give_the_same_bits_as_one_in_a_matmul(host_kernels, m, n, k):
     case = matmul_case(np.random.default_rng(5), 2, m, n, k)
     one = run_case(host_kernels, case).copy()
-    previous = host_kernels.set_threads(2)
-    try:
-        output_of(case).fill(np.nan)
-        two = run_case(host_kernels, case)
-    finally:
-        host_kernels.set_threads(previous)
+    output_of(case).fill(np.nan)
+    two = on_two_threads(host_kernels, lambda: run_case(host_kernels, case))
     assert one.tobytes() == two.tobytes()
     assert_close(two, case)
 
