@@ -52,6 +52,7 @@ from relax_edge.memory import (
     verify_plan,
 )
 from relax_edge.memory.plan import ALIGNMENT, align, greedy_by_breadth, greedy_by_size
+from relax_edge.memory.verify import live_pairs
 
 SETTINGS = settings(max_examples=100, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -599,3 +600,22 @@ def test_verify_rejects_misaligned_outside_and_overgrown():
     c = Buffer("c", 8 * n, 0, 0)
     with pytest.raises(PlanError):   # reserved for n <= 8 only
         verify_plan(Plan([c], [as_expr(0)], as_expr(128), "bounded", "manual", [64]))
+
+
+@FAST
+@given(st.lists(st.tuples(st.integers(0, MAX_STEP), st.integers(0, 6)), max_size=40))
+def test_live_pairs_are_the_brute_force_pairs(lifetimes):
+    buffers = [Buffer(f"b{k}", 64, first, first + length) for k, (first, length) in enumerate(lifetimes)]
+    want = [(i, j) for i in range(len(buffers)) for j in range(i + 1, len(buffers))
+            if buffers[i].first <= buffers[j].last and buffers[j].first <= buffers[i].last]
+    assert live_pairs(buffers) == want
+
+
+def test_verify_names_the_first_overlapping_pair():
+    # a, b, c all live at step 1; only b and c share bytes; a 2**62-byte arena takes the exact path too
+    for size in (64, 2**62):
+        a, b, c = Buffer("a", 64, 0, 1), Buffer("b", size, 1, 2), Buffer("c", 64, 1, 1)
+        offsets = [as_expr(size), as_expr(0), as_expr(0)]
+        plan = Plan([a, b, c], offsets, as_expr(size + 64), "bounded", "manual", [64, size, 64])
+        with pytest.raises(PlanError, match=r"^b \[0, \d+\) and c \[0, 64\) are live together and overlap"):
+            verify_plan(plan)
