@@ -8,11 +8,14 @@
    unused one also removes any run-time error it would have raised (an
    integer division by zero, a failed dynamic reshape).
 2. `match_cast` bindings are always kept, with what they read: their check
-   can fail at run time and they may bind size variables used later.
+   can fail at run time and they may bind size variables used later. So are
+   writes of a decoder's state (kv_append, and its library kernel: a call
+   with attrs["inplace_arg"]): their effect is on the caller's memory.
 3. Blocks left empty are dropped.
 4. Graph functions not reachable from `main` or another entry function
    (attrs["entry"], a decoder's `step`) by calls or by name are removed,
-   then tensor programs and externs that no remaining function calls. A module without `main` keeps all its graph functions.
+   then tensor programs and externs that no remaining function calls. A
+   module without `main` keeps all its graph functions.
 
 Does not remove parameters, rewrite calls, or look inside tensor programs
 (a program is kept or removed whole).
@@ -74,6 +77,13 @@ def _read(e, live: set) -> None:
     live |= uses.vars
 
 
+def _writes_state(value) -> bool:
+    """A call that writes a decoder's state in place (kept even when nothing reads its result)."""
+    if isinstance(value, Call):
+        return getattr(value.op, "name", None) == "kv_append"
+    return isinstance(value, CallExtern) and "inplace_arg" in value.attrs
+
+
 def _sweep_seq(seq: SeqExpr, live: set) -> SeqExpr:
     """`seq` without its dead bindings; adds what the kept ones read to `live`."""
     _read(seq.body, live)
@@ -81,7 +91,7 @@ def _sweep_seq(seq: SeqExpr, live: set) -> SeqExpr:
     for block in reversed(seq.blocks):
         kept = []
         for b in reversed(block.bindings):
-            if not isinstance(b, MatchCast) and b.var not in live:
+            if not isinstance(b, MatchCast) and b.var not in live and not _writes_state(b.value):
                 continue
             if isinstance(b, VarBinding) and isinstance(b.value, If):
                 value = b.value

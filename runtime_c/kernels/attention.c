@@ -9,7 +9,6 @@ rxe_status_t rxe_lib_kv_append_f32(float* state, const float* new_positions, flo
                                    int64_t max_context, int64_t seq, int64_t head_dim, int64_t offset,
                                    rxe_error_t* err) {
   int64_t h;
-  (void)out; /* the state itself */
   if (offset < 0 || seq < 0 || offset + seq > max_context) {
     return rxe_error_set(err, RXE_ERR_BOUND,
                          "kv_append: positions [%d, %d) are outside the cache's context bound max_context=%d",
@@ -19,7 +18,18 @@ rxe_status_t rxe_lib_kv_append_f32(float* state, const float* new_positions, flo
     rxe_mem_copy(state + (h * max_context + offset) * head_dim, new_positions + h * seq * head_dim,
                  (uint64_t)(seq * head_dim) * sizeof(float));
   }
+  /* a result that is not the state's own storage (a function output): the whole state, copied */
+  if (out != state) rxe_mem_copy(out, state, (uint64_t)(kv_heads * max_context * head_dim) * sizeof(float));
   return RXE_OK;
+}
+
+static float s_nan(void) {
+  union {
+    uint32_t bits;
+    float value;
+  } u;
+  u.bits = 0x7fc00000u;
+  return u.value;
 }
 
 typedef struct {
@@ -42,7 +52,7 @@ static void attention_rows(void* ctx, int64_t begin, int64_t end, int thread) {
     const float* m = a->has_mask ? a->mask + h * a->mask_head_stride + i * a->mask_row_stride : 0;
     float* o = a->out + r * a->dim;
     float best = 0.0f, total = 0.0f;
-    int any = 0;
+    int any = 0, nan = 0;
     for (d = 0; d < a->dim; ++d) o[d] = 0.0f;
     for (j = 0; j < a->kv_len; ++j) {
       const float* kj = k + j * a->dim;
@@ -50,7 +60,8 @@ static void attention_rows(void* ctx, int64_t begin, int64_t end, int thread) {
       float s = 0.0f, p;
       for (d = 0; d < a->dim; ++d) s += q[d] * kj[d];
       s = s * a->scale + (m ? m[j] : 0.0f);
-      if (s != s || s < -3.0e38f) continue; /* a masked-out position (-FLT_MAX or -inf) weighs nothing */
+      if (s != s) nan = 1;                /* a NaN score makes the row NaN, as the softmax does */
+      if (nan || s < -3.0e38f) continue; /* a masked-out position (-FLT_MAX or -inf) weighs nothing */
       if (!any || s > best) {
         const float c = any ? rxe_f32_exp(best - s) : 0.0f;
         total *= c;
@@ -62,7 +73,10 @@ static void attention_rows(void* ctx, int64_t begin, int64_t end, int thread) {
       total += p;
       for (d = 0; d < a->dim; ++d) o[d] += p * vj[d];
     }
-    if (total > 0.0f) {
+    if (nan) {
+      const float q_nan = s_nan();
+      for (d = 0; d < a->dim; ++d) o[d] = q_nan;
+    } else if (total > 0.0f) {
       const float inv = 1.0f / total;
       for (d = 0; d < a->dim; ++d) o[d] *= inv;
     }

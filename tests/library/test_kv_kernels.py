@@ -182,8 +182,6 @@ def test_kv_attention_with_large_scores(kv_module):
     np.testing.assert_allclose(got, attention_f64(q, k, v, None, MAX_CONTEXT, 0.25), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.xfail(strict=True, reason="reported: the kernel skips a position whose score is NaN, so a NaN in "
-                                       "the cache gives a finite result where softmax (and ORT) give NaN")
 def test_kv_attention_propagates_nan(kv_module):
     _, art, dev = kv_module
     m = dev.load(art, function="attention_1_1_16_rows")
@@ -218,9 +216,6 @@ def test_kv_append_writes_the_new_positions_in_place(kv_module, name):
     assert total == MAX_CONTEXT
 
 
-@pytest.mark.xfail(strict=True, reason="reported: a function that returns kv_append's result gets an output "
-                                       "tensor nothing writes (the result's storage is the state input; no copy "
-                                       "into the output)")
 def test_kv_append_result_as_the_output(kv_module):
     _, art, dev = kv_module
     m = dev.load(art, function="append_2_16")

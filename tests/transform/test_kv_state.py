@@ -25,6 +25,7 @@ the arrays' memory to the step, which writes them in place).
    is fixed and holds no seq x vocab logits (shown on a vocab of 8192).
 """
 
+import ctypes
 import re
 
 import numpy as np
@@ -49,7 +50,7 @@ from tests.llm_models import (
     step_feeds,
     torch_greedy,
 )
-from tests.model_cache import cached_export
+from tests.model_cache import export_once, source_key
 
 MODELS = ["gpt2", "llama", "qwen2"]   # the vocab-256 decoders; each in CONFIGS
 BACKENDS = ["c", "llvm"]
@@ -260,6 +261,18 @@ def test_compiled_prefill_then_decode_to_the_bound(compiled):
     assert all(np.array_equal(s, b) for s, b in zip(states, before))
 
 
+def test_compiled_step_on_threads(compiled):
+    """The runtime's thread pool (3 threads: attention's rows split unevenly) gives the same logits."""
+    c = compiled
+    tokens = list(np.random.default_rng(4).integers(0, VOCAB, 9))
+    one, states = c.run(tokens, 0, new_states(c.model))[0], new_states(c.model)
+    with rxe.connect("host") as dev:
+        threaded = dev.load(c.art, function="step", threads=3)
+        (got,) = threaded.run(*token_inputs(c.names, tokens, 0), *states)
+        c.step.lib.rxe_threads_set_count(ctypes.c_int(1))   # the pool is the process's: back to one
+    np.testing.assert_allclose(got, one, rtol=1e-5, atol=1e-6)
+
+
 def test_compiled_step_errors(compiled):
     c = compiled
     layers, kv_heads, head_dim = cache_shape(c.model)
@@ -309,6 +322,12 @@ def test_state_bytes_and_header(compiled):
     assert [o["shape"] for o in sig["outputs"]] == [f"(1, 1, {VOCAB})"]
     ws = sig["fixed_workspace_bytes"]
     assert isinstance(ws, int) and not isinstance(ws, bool) and ws > 0
+    # what rxe_decoder_init reads: the rxe_function_t's arena and its inputs' rxe_arg_info_t
+    fn = c.step.fn
+    assert fn.fixed_workspace_bytes == ws
+    infos = [fn.inputs[i] for i in range(fn.num_inputs)]
+    assert [(i.name.decode(), i.shape.decode()) for i in infos[-2 * layers:]] == \
+        [(f"state_{k}", f"(1, {kv_heads}, {MAX_CONTEXT}, {head_dim})") for k in range(2 * layers)]
     header = art.header.read_text()
     for define, value in (("LLM_STATE_BYTES", f"{art.state_bytes}u"), ("LLM_MAX_CONTEXT", str(MAX_CONTEXT)),
                           ("LLM_VOCAB", str(VOCAB)), ("LLM_STEP_WORKSPACE_BYTES", f"{ws}u")):
@@ -333,7 +352,9 @@ def _big_vocab_llama():
                          num_key_value_heads=1, intermediate_size=64, max_position_embeddings=MAX_CONTEXT,
                          attn_implementation="eager")
     model = tf.LlamaForCausalLM(cfg).eval()
-    path = cached_export(f"llm-llama-v{BIG_VOCAB}-s0", __file__, lambda p: export_step(model, p))
+    # keyed by the exporter's file (tests/llm_models.py) and the packages; the config is in the stem
+    key = source_key(export_step.__code__.co_filename)
+    path = export_once(f"llm-llama-v{BIG_VOCAB}-h32-l1-s0", key, lambda p: export_step(model, p))
     return path, model
 
 
@@ -396,11 +417,7 @@ def test_decoder_without_attention_mask_gets_no_step():
     assert [p.name for p in with_mask["step"].params] == ["input_ids", "attention_mask", "state_0", "state_1"]
 
 
-DCE_BUG = pytest.mark.xfail(strict=True, reason="bug (reported): dce drops a kv_append whose result nothing reads, "
-                            "so a compiled step whose presents feed no attention never writes its state")
-
-
-@pytest.mark.parametrize("runner", ["interpreted", pytest.param("compiled", marks=DCE_BUG)])
+@pytest.mark.parametrize("runner", ["interpreted", "compiled"])
 def test_tiny_step_without_attention_writes_the_state(runner, tmp_path):
     """The hand-made decoder (presents only returned, no attention, no position_ids): each call writes
     the embeddings of its tokens at [past, total_seq), the logits are the last token's."""
@@ -424,6 +441,16 @@ def test_tiny_step_without_attention_writes_the_state(runner, tmp_path):
         for s in states:
             np.testing.assert_array_equal(s[0, 0, :past], emb[ids])
             assert (s[:, :, past:] == SENTINEL).all()
+
+
+def test_state_bytes_round_each_state_up_to_64(tmp_path):
+    """max_context 5, (1, 1, 5, 4) floats: 80 bytes a state, 128 rounded, as rxe_decoder_init lays them out."""
+    art = rxe.build(from_onnx(_tiny_decoder(with_mask=True), max_context=5), board="host", backend="c",
+                    out_dir=tmp_path / "art", name="tiny", quiet=True)
+    assert art.decoder["states"] == [[1, 1, 5, 4]] * 2
+    assert art.state_bytes == 2 * 128
+    assert re.search(r"^#define TINY_STATE_BYTES 256u$", art.header.read_text(), re.M)
+    assert re.search(r"^#define TINY_MAX_CONTEXT 5$", art.header.read_text(), re.M)
 
 
 def test_unbounded_decoder_and_model_without_cache_get_no_step(tmp_path):
