@@ -152,7 +152,8 @@ def optimize_module(mod: IRModule, board: Board, optimize: bool = True) -> IRMod
     from .transform.legalize import legalize
     if not needs_legalize(mod):
         return mod
-    return run_pipeline(mod, board) if optimize else legalize(mod)
+    from .transform.dedupe import dedupe
+    return run_pipeline(mod, board) if optimize else dedupe(legalize(mod))
 
 
 def kernel_prefix(backend: str, name: str) -> str:
