@@ -16,7 +16,10 @@ kv_cache.py) whose context is bounded. main stays the model as exported.
    times or divided by a constant, plus a mask, softmax, @ v; K and V
    possibly repeated for grouped-query attention by reshape, broadcast_to,
    reshape), becomes `kv_attention(q, k_state, v_state, mask)`: it reads the
-   state in place, with no copy of the past and no repeat of K/V. Any other
+   state in place, with no copy of the past and no repeat of K/V. Also the
+   form of ONNX Attention (frontend/onnx/convert/attention.py): q and k each
+   times sqrt(scale), a 2-D or 3-D bias, and where(fully masked rows, 0, p)
+   before @ v (kept as a where around kv_attention's result). Any other
    use of a present reads a copy of its valid positions (correct, O(context)).
 4. Only the last position's logits are computed: the LM head (a matmul with a
    constant weight producing the logits) gets the last row of its input;
@@ -76,6 +79,10 @@ def _var_dim(t, axis: int, what: str) -> SizeVar:
     if v is None:
         raise _NoStep(f"{what} is not a size variable")
     return v
+
+
+def _last_dim_one(t) -> bool:
+    return isinstance(t, TensorType) and bool(t.shape) and prove_equal(t.shape[-1], 1) is Proof.YES
 
 
 def _scalar(e):
@@ -200,7 +207,11 @@ class _StepBuilder:
         if not isinstance(out, Call) or out.op.name != "matmul":
             return None
         rv = self.repeated(out.args[1])
-        sm = self.call(out.args[0], "softmax")
+        probs, guard = out.args[0], None
+        wh = self.call(probs, "where")   # rows the mask hides entirely zeroed (ONNX Attention): kept around the result
+        if wh is not None and _scalar(wh.args[1]) == 0 and _last_dim_one(wh.args[0].type):
+            probs, guard = wh.args[2], (wh.args[0], wh.args[1])
+        sm = self.call(probs, "softmax")
         if rv is None or sm is None or sm.attrs["axis"] % 4 != 3:
             return None
         scores, mask = self.strip(sm.args[0]), None
@@ -227,13 +238,24 @@ class _StepBuilder:
         tr = mm and self.call(mm.args[1], "transpose")
         if tr is None or tuple(a % 4 for a in tr.attrs["axes"]) != (0, 1, 3, 2):
             return None
-        rk = self.repeated(tr.args[0])
-        q = mm.args[0]
+        k, k_scale = self.scaled(tr.args[0])
+        q, q_scale = self.scaled(mm.args[0]) if k_scale != 1.0 else (mm.args[0], 1.0)   # sqrt(scale) on q and k
+        scale *= k_scale * q_scale
+        rk = self.repeated(k)
         if rk is None or rk[1] != rv[1] or not isinstance(q.type, TensorType) or len(q.type.shape) != 4:
             return None
-        if mask is not None and (not isinstance(mask.type, TensorType) or len(mask.type.shape) != 4):
+        if mask is not None and (not isinstance(mask.type, TensorType) or not 2 <= len(mask.type.shape) <= 4):
             return None
-        return q, rk[0], rv[0], mask, scale
+        return q, rk[0], rv[0], mask, scale, guard
+
+    def scaled(self, e):
+        """`e` as (x, c) when it is x times a nonzero scalar constant c, else (e, 1.0)."""
+        m = self.call(e, "multiply")
+        for a, b in ((0, 1), (1, 0)):
+            c = m and _scalar(m.args[b])
+            if c:
+                return m.args[a], c
+        return e, 1.0
 
     # ---- writing step -------------------------------------------------------------------
     def sub(self, e):
@@ -262,8 +284,8 @@ class _StepBuilder:
                 continue
             seen.add(e)
             if e in self.attention:
-                q, _, _, mask, _ = self.attention[e]
-                todo += [q] + ([mask] if mask is not None else [])
+                q, _, _, mask, _, guard = self.attention[e]
+                todo += [x for x in (q, mask, *(guard or ())) if x is not None]
                 continue
             if e in self.presents:
                 todo.append(self.new_of[self.presents[e]])
@@ -329,11 +351,19 @@ class _StepBuilder:
                                       f"state_{i}_appended")
             return None   # read through lookup: by kv_attention in place, or as a copy of its valid positions
         if var in self.attention:
-            q, ik, iv, mask, scale = self.attention[var]
+            q, ik, iv, mask, scale, guard = self.attention[var]
             args = [self.lookup(b, q, env, states), self.appended[ik], self.appended[iv]]
             if mask is not None:
-                args.append(self.lookup(b, mask, env, states))
-            return b.emit(make_call("kv_attention", args, {"kv_len": self.total, "scale": scale}, span=v.span))
+                m = self.lookup(b, mask, env, states)
+                rank = len(m.type.shape)
+                if rank < 4:   # a (seq, kv) or (heads, seq, kv) bias: as (1, ..., seq, kv)
+                    m = b.emit(make_call("reshape", [m], {"shape": (1,) * (4 - rank) + tuple(m.type.shape)}))
+                args.append(m)
+            out = b.emit(make_call("kv_attention", args, {"kv_len": self.total, "scale": scale}, span=v.span))
+            if guard is not None:   # where(rows, 0, p) @ v is where(rows, 0, p @ v) for rows (..., 1)
+                rows, zero = (self.lookup(b, g, env, states) for g in guard)
+                out = b.emit(make_call("where", [rows, zero, out], span=v.span))
+            return out
         if isinstance(v, Constant):
             return v
         if isinstance(v, Var):
