@@ -406,6 +406,74 @@ def _tiny_decoder(with_mask: bool, position_ids: bool = False):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def _reading_decoder(logits_last: bool):
+    """A decoder that reads its present and its past outside attention (sums over the positions), the
+    LM head with a bias; the outputs in the order logits, presents or presents, logits."""
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array(rng.standard_normal((16, 4)).astype(np.float32), "E"),
+             numpy_helper.from_array(rng.standard_normal((4, 16)).astype(np.float32), "W"),
+             numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "B"),
+             numpy_helper.from_array(np.array([1], np.int64), "axis1"),
+             numpy_helper.from_array(np.array([2], np.int64), "axis2"),
+             numpy_helper.from_array(np.array(0.5, np.float32), "half")]
+    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
+              helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "total_seq"])]
+    inputs += [helper.make_tensor_value_info(f"past_key_values.0.{kind}", TensorProto.FLOAT,
+                                             ["batch", 1, "past_seq", 4]) for kind in ("key", "value")]
+    nodes = [helper.make_node("Gather", ["E", "input_ids"], ["emb"]),
+             helper.make_node("Unsqueeze", ["emb", "axis1"], ["new_k"]),
+             helper.make_node("Mul", ["new_k", "half"], ["new_v"]),
+             helper.make_node("Concat", ["past_key_values.0.key", "new_k"], ["present.0.key"], axis=2),
+             helper.make_node("Concat", ["past_key_values.0.value", "new_v"], ["present.0.value"], axis=2),
+             helper.make_node("ReduceSum", ["present.0.key", "axis2"], ["pooled"], keepdims=0),
+             helper.make_node("ReduceSum", ["past_key_values.0.value", "axis2"], ["past_sum"], keepdims=0),
+             helper.make_node("Add", ["emb", "pooled"], ["h0"]),
+             helper.make_node("Add", ["h0", "past_sum"], ["h"]),
+             helper.make_node("MatMul", ["h", "W"], ["hw"]),
+             helper.make_node("Add", ["hw", "B"], ["logits"])]
+    logits = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "seq", 16])]
+    presents = [helper.make_tensor_value_info(f"present.0.{kind}", TensorProto.FLOAT, ["batch", 1, "total_seq", 4])
+                for kind in ("key", "value")]
+    graph = helper.make_graph(nodes, "reading_decoder", inputs, presents + logits if logits_last else
+                              logits + presents, initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("logits_last", [False, True])
+def test_step_of_a_decoder_reading_its_cache(logits_last, tmp_path):
+    """A present (and a past) read outside attention: the step reads the state's valid positions, after
+    its new ones are written; its logits are ORT's at every step up to the bound."""
+    model = _reading_decoder(logits_last)
+    mod = from_onnx(model, max_context=16)
+    assert step_reason(mod) is None
+    calls = {b.var: b.value for block in mod["step"].body.blocks for b in block.bindings if isinstance(b.value, Call)}
+    appended = {v for v, c in calls.items() if c.op.name == "kv_append"}
+    states = set(mod["step"].params[2:])
+    readers = sorted(c.op.name for c in calls.values() for a in c.args if a in appended or a in states)
+    assert readers == ["kv_append", "kv_append", "strided_slice", "strided_slice"], readers  # present, past
+    art = rxe.build(mod, board="host", backend="c", out_dir=tmp_path / "art", name="reading", quiet=True)
+    step = rxe.connect("host").load(art, function="step")
+    import onnxruntime as ort
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    k = 2 if logits_last else 0
+    states = [np.full((1, 1, 16, 4), SENTINEL, np.float32) for _ in range(2)]
+    pasts = [np.zeros((1, 1, 0, 4), np.float32)] * 2
+    past = 0
+    for tokens in ([3, 1, 4, 1, 5], [9], [2, 6], [5], [3] * 7):
+        feeds = {"input_ids": np.array([tokens], np.int64),
+                 "attention_mask": np.ones((1, past + len(tokens)), np.int64),
+                 "past_key_values.0.key": pasts[0], "past_key_values.0.value": pasts[1]}
+        want = sess.run(None, feeds)
+        (got,) = step.run(feeds["input_ids"], feeds["attention_mask"], *states)
+        assert_logits(got, want[k][:, -1:], f"after {past} positions, {tokens}")
+        pasts = [want[1], want[2]] if k == 0 else [want[0], want[1]]
+        past += len(tokens)
+        for s, p in zip(states, pasts):
+            np.testing.assert_allclose(s[:, :, :past], p, rtol=1e-6, atol=1e-6)
+    assert past == 16
+    step.close()
+
+
 def test_decoder_without_attention_mask_gets_no_step():
     mod = from_onnx(_tiny_decoder(with_mask=False), max_context=16)
     assert len(kv_pairs(mod)) == 2 and "step" not in mod.functions
