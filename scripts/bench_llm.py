@@ -65,8 +65,13 @@ def relax_edge_artifact(model, args):
     if model.name not in _ARTIFACTS:
         out = models.bench_dir() / f"rxe-{model.name}-ctx{args.max_context}-{args.backend}"
         say(f"{model.name}: building relax_edge (max_context={args.max_context}, {args.backend})")
-        _ARTIFACTS[model.name] = engines.build_relax_edge(model.onnx, args.max_context, out, args.backend,
-                                                          not args.legalize_only)
+        try:
+            _ARTIFACTS[model.name] = engines.build_relax_edge(model.onnx, args.max_context, out, args.backend,
+                                                              not args.legalize_only)
+        except Exception as exc:  # both relax_edge columns report it; the build is not tried twice
+            _ARTIFACTS[model.name] = exc
+    if isinstance(_ARTIFACTS[model.name], Exception):
+        raise _ARTIFACTS[model.name]
     return _ARTIFACTS[model.name]
 
 
