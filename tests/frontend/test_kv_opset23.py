@@ -15,8 +15,11 @@ onnx.reference for one step.
    names); kv_state's matcher catches the Attention converter's form, so the
    step reads the state in place (one kv_attention per layer).
 2. Interpreted, the step's greedy tokens are ORT's; compiled on the host
-   (C and LLVM), its logits at several contexts are ORT's and 32 greedy
-   tokens of m.generate equal ORT's loop.
+   (C and LLVM), its logits and state at several contexts are ORT's (and
+   nothing is written at or after total_seq), and 32 greedy tokens of
+   m.generate equal ORT's loop.
+3. A row the mask hides entirely (a prompt whose first positions are
+   masked) is zero, as ONNX Attention says, in the step too.
 """
 
 import numpy as np
@@ -196,6 +199,37 @@ def test_interpreted_step_greedy_equals_onnxruntime(model):
     assert got == _ort_tokens(proto, 12)
 
 
+def padded_prompt():
+    """The prompt with its first two positions masked: query 0 sees no key (a fully masked row: Y = 0)."""
+    feeds = step_feeds(PROMPT, empty_cache())
+    feeds["attention_mask"][0, :2] = 0
+    return feeds
+
+
+def assert_step_equals(run, feeds, want, what):
+    """The step on `feeds` (with their past written into fresh states) gives ORT's last logits and presents."""
+    past = feeds["past_key_values.0.key"].shape[2]
+    states = [np.full((1, KV_HEADS, MAX_CONTEXT, HEAD_DIM), 1234.5, np.float32) for _ in range(2 * LAYERS)]
+    for i, s in enumerate(states):
+        s[:, :, :past] = feeds[f"past_key_values.{i // 2}.{('key', 'value')[i % 2]}"]
+    (logits,) = run(feeds["input_ids"], feeds["attention_mask"], feeds["position_ids"], *states)
+    total = feeds["attention_mask"].shape[1]
+    np.testing.assert_allclose(np.asarray(logits), want[0][:, -1:], rtol=RTOL, atol=ATOL, err_msg=what)
+    for s, present in zip(states, want[1:]):
+        np.testing.assert_allclose(s[:, :, :total], present, rtol=RTOL, atol=ATOL, err_msg=what)
+        assert (s[:, :, total:] == np.float32(1234.5)).all(), f"{what}: a write past total_seq"
+
+
+def test_interpreted_fully_masked_row_is_zero():
+    """ONNX Attention zeroes a row the mask hides entirely; kv_state keeps that (a where around kv_attention)."""
+    proto = decoder("causal+mask")
+    feeds = padded_prompt()
+    want = _ort(proto).run(None, feeds)
+    assert np.isfinite(want[0]).all()
+    mod = from_onnx(proto, max_context=MAX_CONTEXT)
+    assert_step_equals(lambda *a: [rxe.interpret(mod, *a, func="step")], feeds, want, "padded prompt")
+
+
 @pytest.fixture(scope="module", params=[("causal+mask", "c"), ("causal+mask", "llvm"), ("causal", "c")],
                 ids=lambda p: f"{p[0]}-{p[1]}")
 def compiled(request, tmp_path_factory):
@@ -204,27 +238,21 @@ def compiled(request, tmp_path_factory):
     art = rxe.build(from_onnx(proto, max_context=MAX_CONTEXT), board="host", backend=backend,
                     out_dir=tmp_path_factory.mktemp(f"opset23-{backend}"), name="llm", quiet=True)
     with rxe.connect("host") as dev, dev.load(art) as m, dev.load(art, function="step") as step:
-        yield proto, art, m, step
+        yield mask, proto, art, m, step
 
 
 def test_compiled_step_logits_and_state_equal_onnxruntime(compiled):
-    proto, art, _, step = compiled
+    mask, proto, art, _, step = compiled
     sess = _ort(proto)
-    names = [i["name"] for i in art.signature["step"]["inputs"]]
+    assert [i["name"] for i in art.signature["step"]["inputs"]][:3] == ["input_ids", "attention_mask", "position_ids"]
     for past, seq in CONTEXTS:
-        pasts = random_past(past, seed=past)
-        feeds = step_feeds((np.arange(seq) * 7 + past) % VOCAB, pasts)
-        want = sess.run(None, feeds)
-        states = [np.zeros((1, KV_HEADS, MAX_CONTEXT, HEAD_DIM), np.float32) for _ in pasts]
-        for s, p in zip(states, pasts):
-            s[:, :, :past] = p
-        (logits,) = step.run(*[feeds[n] for n in names if not n.startswith("state_")], *states)
-        what = f"past {past}, seq {seq}"
-        np.testing.assert_allclose(np.asarray(logits), want[0][:, -1:], rtol=RTOL, atol=ATOL, err_msg=what)
-        for s, present in zip(states, want[1:]):
-            np.testing.assert_allclose(s[:, :, :past + seq], present, rtol=RTOL, atol=ATOL, err_msg=what)
+        feeds = step_feeds((np.arange(seq) * 7 + past) % VOCAB, random_past(past, seed=past))
+        assert_step_equals(step.run, feeds, sess.run(None, feeds), f"past {past}, seq {seq}")
+    if mask == "causal+mask":
+        feeds = padded_prompt()
+        assert_step_equals(step.run, feeds, sess.run(None, feeds), "padded prompt")
 
 
 def test_compiled_generate_equals_onnxruntime_greedy(compiled):
-    proto, _, m, _ = compiled
+    _, proto, _, m, _ = compiled
     assert m.generate(PROMPT, max_new_tokens=32).tokens == _ort_tokens(proto, 32)
