@@ -25,9 +25,17 @@ import pytest
 
 import relax_edge as rxe
 from relax_edge.frontend.onnx import from_onnx, kv_pairs
-from relax_edge.ir.expr import Call
 from relax_edge.transform.kv_state import step_reason
-from tests.llm_models import MAX_CONTEXT, VOCAB, cache_shape, empty_cache, get_llm, step_feeds, torch_greedy
+from tests.frontend.kv_step import state_reads
+from tests.llm_models import (
+    MAX_CONTEXT,
+    VOCAB,
+    cache_shape,
+    empty_cache,
+    get_llm,
+    step_feeds,
+    torch_greedy,
+)
 
 MODELS = ["gpt2", "llama", "qwen2"]
 BUILDS = [("gpt2", "c"), ("llama", "c"), ("qwen2", "c"), ("llama", "llvm")]
@@ -73,17 +81,7 @@ def test_dynamo_cache_pairs_and_step_reading_the_state_in_place(imported):
     assert [p.name for p in step.params] == ["input_ids", "attention_mask", "position_ids",
                                              *[f"state_{i}" for i in range(2 * layers)]]
     assert tuple(str(d) for d in step.ret_type.shape) == ("1", "1", str(VOCAB))
-    states = {p for p in step.params if p.name.startswith("state_")}
-    appended, counts, readers = set(), {"kv_append": 0, "kv_attention": 0}, set()
-    for block in step.body.blocks:
-        for b in block.bindings:
-            if not isinstance(b.value, Call):
-                continue
-            op = b.value.op.name
-            counts[op] = counts.get(op, 0) + 1
-            if op == "kv_append":
-                appended.add(b.var)
-            readers |= {op for a in b.value.args if a in states or a in appended}
+    counts, readers = state_reads(step)
     assert (counts["kv_append"], counts["kv_attention"]) == (2 * layers, layers), \
         f"{name}: kv_state's matcher did not catch dynamo's attention: {counts}"
     assert readers == {"kv_append", "kv_attention"}, f"{name}: the state is read by {readers}"

@@ -29,8 +29,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import relax_edge as rxe
 from relax_edge.frontend.onnx import from_onnx, kv_pairs
-from relax_edge.ir.expr import Call
 from relax_edge.transform.kv_state import step_reason
+from tests.frontend.kv_step import state_reads
 from tests.llm_models import greedy, step_feeds
 
 VOCAB, HIDDEN, HEADS, KV_HEADS, HEAD_DIM, FFN, LAYERS = 256, 64, 4, 2, 16, 128, 2
@@ -138,17 +138,7 @@ def model(request):
 
 
 def assert_reads_state_in_place(mod):
-    step = mod["step"]
-    states = {p for p in step.params if p.name.startswith("state_")}
-    appended, counts, readers = set(), {"kv_append": 0, "kv_attention": 0}, set()
-    for block in step.body.blocks:
-        for b in block.bindings:
-            if isinstance(b.value, Call):
-                op = b.value.op.name
-                counts[op] = counts.get(op, 0) + 1
-                if op == "kv_append":
-                    appended.add(b.var)
-                readers |= {op for a in b.value.args if a in states or a in appended}
+    counts, readers = state_reads(mod["step"])
     assert (counts["kv_append"], counts["kv_attention"]) == (2 * LAYERS, LAYERS), counts
     assert readers == {"kv_append", "kv_attention"}, f"the state is read by {readers}"
 
