@@ -35,6 +35,7 @@ from onnx import TensorProto, helper, numpy_helper
 import relax_edge as rxe
 from relax_edge.build import Artifact
 from relax_edge.frontend.onnx import from_onnx, kv_pairs
+from relax_edge.interp import InterpretError
 from relax_edge.ir.expr import Call
 from relax_edge.transform.kv_state import step_reason
 from tests.llm_models import (
@@ -179,6 +180,25 @@ def test_interpreted_step_greedy_equals_onnxruntime(llm):
     assert got == want
     written = len(PROMPT) + 31
     assert all((s[:, :, written:] == SENTINEL).all() and not (s[:, :, :written] == SENTINEL).any() for s in states)
+
+
+def test_interpreted_step_errors(llm):
+    name, _, model, mod = llm
+    layers, kv_heads, head_dim = cache_shape(model)
+    names = [p.name for p in mod["step"].params]
+    ok = new_states(model)
+
+    def expect(inputs, pattern):
+        with pytest.raises(InterpretError, match=pattern):
+            rxe.interpret(mod, *inputs, func="step")
+
+    ids, mask, pos = token_inputs(names, [1, 2, 3], 0)
+    expect([ids, mask[:, :2], pos, *ok], r"kv_append\): positions \[-1, 2\) are outside the state's 64 positions")
+    expect([*token_inputs(names, [1], MAX_CONTEXT), *ok],
+           r"input attention_mask dimension 1: total_seq = 65 exceeds its upper bound 64")
+    expect([ids, mask, pos, ok[0][:, :, :32], *ok[1:]], r"input state_0 dimension 2 is 32, but it must be 64")
+    expect([ids.astype(np.float32), mask, pos, *ok], r"input input_ids: dtype float32, expected int64")
+    assert all((s == SENTINEL).all() for s in ok)
 
 
 # the step compiled on the host ---------------------------------------------------------------
@@ -439,8 +459,8 @@ def _reading_decoder(logits_last: bool):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-@pytest.mark.parametrize("logits_last", [False, True])
-def test_step_of_a_decoder_reading_its_cache(logits_last, tmp_path):
+@pytest.mark.parametrize(("logits_last", "backend"), [(False, "c"), (True, "c"), (True, "llvm")])
+def test_step_of_a_decoder_reading_its_cache(logits_last, backend, tmp_path):
     """A present (and a past) read outside attention: the step reads the state's valid positions, after
     its new ones are written; its logits are ORT's at every step up to the bound."""
     model = _reading_decoder(logits_last)
@@ -451,7 +471,7 @@ def test_step_of_a_decoder_reading_its_cache(logits_last, tmp_path):
     states = set(mod["step"].params[2:])
     readers = sorted(c.op.name for c in calls.values() for a in c.args if a in appended or a in states)
     assert readers == ["kv_append", "kv_append", "strided_slice", "strided_slice"], readers  # present, past
-    art = rxe.build(mod, board="host", backend="c", out_dir=tmp_path / "art", name="reading", quiet=True)
+    art = rxe.build(mod, board="host", backend=backend, out_dir=tmp_path / "art", name="reading", quiet=True)
     step = rxe.connect("host").load(art, function="step")
     import onnxruntime as ort
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
