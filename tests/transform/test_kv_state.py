@@ -18,9 +18,13 @@ the arrays' memory to the step, which writes them in place).
    presents at [0, total_seq), and positions from total_seq on keep a
    sentinel; a prefill followed by decode steps up to the bound agrees with
    ORT at every step, and one step more is refused with the state untouched.
-4. Bad inputs are RuntimeCheckErrors naming the input and the bound.
+4. Bad inputs are RuntimeCheckErrors (InterpretErrors interpreted) naming
+   the input and the bound.
 5. A decoder without attention_mask, an unbounded one and a model without
-   a cache get no step, with the reason.
+   a cache get no step, with the reason. Hand-made decoders: presents only
+   returned (the state still written), a present and a past read outside
+   attention (ORT's logits at every step), token inputs in another order
+   (the step's in the contract's).
 6. art.state_bytes, art.decoder and the header's defines; the step's arena
    is fixed and holds no seq x vocab logits (shown on a vocab of 8192).
 """
