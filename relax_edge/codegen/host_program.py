@@ -327,11 +327,14 @@ class HostFunction:
 
 @dataclass
 class WeightsBlob:
-    """Constants packed into one binary blob, each 64-byte aligned."""
+    """Constants packed into one binary blob, each 64-byte aligned. The blob
+    holds the constants' arrays themselves (no copy) until `tobytes` joins
+    them, once."""
     symbol: str
-    chunks: list = field(default_factory=list)
+    chunks: list = field(default_factory=list)    # (offset, the constant's bytes as a flat uint8 array)
     offsets: dict = field(default_factory=dict)
     size: int = 0
+    _joined: bytes | None = field(default=None, repr=False)
 
     def add(self, const: Constant) -> int:
         key = id(const)
@@ -340,16 +343,26 @@ class WeightsBlob:
             if data.dtype == np.bool_:
                 data = data.astype(np.uint8)
             start = -(-self.size // WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT
-            self.chunks.append((start, data.tobytes()))
+            self.chunks.append((start, data.reshape(-1).view(np.uint8)))
             self.offsets[key] = start
             self.size = start + data.nbytes
+            self._joined = None
         return self.offsets[key]
 
+    @property
+    def nbytes(self) -> int:
+        """The blob's length (at least 1: an empty blob is one zero byte)."""
+        return max(self.size, 1)
+
     def tobytes(self) -> bytes:
-        out = bytearray(max(self.size, 1))
-        for start, raw in self.chunks:
-            out[start:start + len(raw)] = raw
-        return bytes(out)
+        if self._joined is None:
+            parts, end = [], 0
+            for start, raw in self.chunks:
+                parts += [bytes(start - end), raw]
+                end = start + raw.nbytes
+            parts.append(bytes(self.nbytes - end))
+            self._joined = b"".join(parts)
+        return self._joined
 
 
 @dataclass

@@ -58,7 +58,7 @@ def support_files(host: HostModule) -> dict:
     return {
         f"{prefix}.h": _ENV.get_template("model.h.j2").render(**_context(host)),
         f"{prefix}_weights.S": _ENV.get_template("weights.S.j2").render(
-            prefix=prefix, size=len(host.weights.tobytes()), blob=f"{prefix}_weights.bin"),
+            prefix=prefix, size=host.weights.nbytes, blob=f"{prefix}_weights.bin"),
     }
 
 
