@@ -10,7 +10,8 @@ The weights of both are 64-byte aligned, as a model's constants are. Each
 sample is the mean of a loop of calls lasting about --sample-ms (relax_edge's
 loop runs in C; numpy's in Python, so its column includes about a
 microsecond of call overhead per product). The contenders are sampled in
-turn, round after round (--rounds), so that a change of load hits all alike;
+turn, round after round (--rounds; which one goes first rotates), so that a
+change of load or of the caches' contents hits all alike;
 each cell is the median over rounds, with the spread of the rounds
 (min..max, as % of the median); the last two columns are the ratios of
 the best rounds. GB/s counts W's bytes once (4*K*N).
@@ -136,10 +137,11 @@ def child(threads: int, m: int, rounds: int, sample_ms: float, matmul: bool) -> 
             reps = {f: max(1, int(sample_ms * 1e-3 / max(fn(3), 1e-7))) for f, fn in fns.items()}
             cases.append((name, 4.0 * k * n, fns, reps))
         samples = {(name, f): [] for name, _, fns, _ in cases for f in fns}
-        for _ in range(rounds):
+        for r in range(rounds):
             for name, _, fns, reps in cases:
-                for f, fn in fns.items():
-                    samples[name, f].append(fn(reps[f]))
+                order = list(fns)
+                for f in order[r % len(order):] + order[:r % len(order)]:   # each one first in turn
+                    samples[name, f].append(fns[f](reps[f]))
         for lib in libs.values():
             lib.rxe_threads_shutdown()
 
