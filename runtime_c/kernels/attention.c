@@ -39,46 +39,76 @@ typedef struct {
   int64_t heads, group, seq, kv_len, max_context, dim, has_mask, mask_head_stride, mask_row_stride;
 } attention_args;
 
-/* Rows [begin, end) of heads x seq: one pass over the cache with a running maximum. */
+#define GROUP_CHUNK 16 /* query heads sharing a KV head, handled in one pass over its cache */
+
+/* Tasks [begin, end) of kv_heads x seq x chunks: the query heads of one KV head (up to GROUP_CHUNK of
+ * them) for one row, in one pass over that KV head's positions, each with a running maximum. A position
+ * masked out for every head of the chunk (-FLT_MAX, -inf) is not read at all. */
 static void attention_rows(void* ctx, int64_t begin, int64_t end, int thread) {
   const attention_args* a = (const attention_args*)ctx;
-  int64_t r, j, d;
+  const int64_t chunks = (a->group + GROUP_CHUNK - 1) / GROUP_CHUNK;
+  int64_t task, j, d;
   (void)thread;
-  for (r = begin; r < end; ++r) {
-    const int64_t h = r / a->seq, i = r % a->seq;
-    const float* q = a->q + r * a->dim;
-    const float* k = a->k + (h / a->group) * a->max_context * a->dim;
-    const float* v = a->v + (h / a->group) * a->max_context * a->dim;
-    const float* m = a->has_mask ? a->mask + h * a->mask_head_stride + i * a->mask_row_stride : 0;
-    float* o = a->out + r * a->dim;
-    float best = 0.0f, total = 0.0f;
-    int any = 0, nan = 0;
-    for (d = 0; d < a->dim; ++d) o[d] = 0.0f;
+  for (task = begin; task < end; ++task) {
+    const int64_t kvh = task / (a->seq * chunks), i = (task / chunks) % a->seq, c = task % chunks;
+    const int64_t h0 = kvh * a->group + c * GROUP_CHUNK;
+    const int g = (int)(a->group - c * GROUP_CHUNK < GROUP_CHUNK ? a->group - c * GROUP_CHUNK : GROUP_CHUNK);
+    const float* k = a->k + kvh * a->max_context * a->dim;
+    const float* v = a->v + kvh * a->max_context * a->dim;
+    const float* q[GROUP_CHUNK];
+    const float* m[GROUP_CHUNK];
+    float* o[GROUP_CHUNK];
+    float best[GROUP_CHUNK], total[GROUP_CHUNK], s[GROUP_CHUNK];
+    int any[GROUP_CHUNK], nan[GROUP_CHUNK], h;
+    for (h = 0; h < g; ++h) {
+      const int64_t r = (h0 + h) * a->seq + i;
+      q[h] = a->q + r * a->dim;
+      o[h] = a->out + r * a->dim;
+      m[h] = a->has_mask ? a->mask + (h0 + h) * a->mask_head_stride + i * a->mask_row_stride : 0;
+      best[h] = total[h] = 0.0f;
+      any[h] = nan[h] = 0;
+      for (d = 0; d < a->dim; ++d) o[h][d] = 0.0f;
+    }
     for (j = 0; j < a->kv_len; ++j) {
       const float* kj = k + j * a->dim;
       const float* vj = v + j * a->dim;
-      float s = 0.0f, p;
-      for (d = 0; d < a->dim; ++d) s += q[d] * kj[d];
-      s = s * a->scale + (m ? m[j] : 0.0f);
-      if (s != s) nan = 1;                /* a NaN score makes the row NaN, as the softmax does */
-      if (nan || s < -3.0e38f) continue; /* a masked-out position (-FLT_MAX or -inf) weighs nothing */
-      if (!any || s > best) {
-        const float c = any ? rxe_f32_exp(best - s) : 0.0f;
-        total *= c;
-        for (d = 0; d < a->dim; ++d) o[d] *= c;
-        best = s;
-        any = 1;
+      int live = 0;
+      for (h = 0; h < g; ++h) {
+        const float add = m[h] ? m[h][j] : 0.0f;
+        float dot = 0.0f;
+        if (add < -3.0e38f) { /* masked out: weighs nothing */
+          s[h] = add;
+          continue;
+        }
+        for (d = 0; d < a->dim; ++d) dot += q[h][d] * kj[d];
+        s[h] = dot * a->scale + add;
+        if (s[h] != s[h]) nan[h] = 1; /* a NaN score makes the row NaN, as the softmax does */
+        if (!nan[h] && s[h] >= -3.0e38f) live = 1;
       }
-      p = rxe_f32_exp(s - best);
-      total += p;
-      for (d = 0; d < a->dim; ++d) o[d] += p * vj[d];
+      if (!live) continue;
+      for (h = 0; h < g; ++h) {
+        float p;
+        if (nan[h] || s[h] < -3.0e38f) continue;
+        if (!any[h] || s[h] > best[h]) {
+          const float scale = any[h] ? rxe_f32_exp(best[h] - s[h]) : 0.0f;
+          total[h] *= scale;
+          for (d = 0; d < a->dim; ++d) o[h][d] *= scale;
+          best[h] = s[h];
+          any[h] = 1;
+        }
+        p = rxe_f32_exp(s[h] - best[h]);
+        total[h] += p;
+        for (d = 0; d < a->dim; ++d) o[h][d] += p * vj[d];
+      }
     }
-    if (nan) {
-      const float q_nan = s_nan();
-      for (d = 0; d < a->dim; ++d) o[d] = q_nan;
-    } else if (total > 0.0f) {
-      const float inv = 1.0f / total;
-      for (d = 0; d < a->dim; ++d) o[d] *= inv;
+    for (h = 0; h < g; ++h) {
+      if (nan[h]) {
+        const float q_nan = s_nan();
+        for (d = 0; d < a->dim; ++d) o[h][d] = q_nan;
+      } else if (total[h] > 0.0f) {
+        const float inv = 1.0f / total[h];
+        for (d = 0; d < a->dim; ++d) o[h][d] *= inv;
+      }
     }
   }
 }
@@ -111,6 +141,6 @@ rxe_status_t rxe_lib_kv_attention_f32(const float* q, const float* k, const floa
   a.has_mask = has_mask;
   a.mask_head_stride = mask_head_stride;
   a.mask_row_stride = mask_row_stride;
-  rxe_threads_parallel_for(heads * seq, attention_rows, &a);
+  rxe_threads_parallel_for(kv_heads * seq * ((a.group + GROUP_CHUNK - 1) / GROUP_CHUNK), attention_rows, &a);
   return RXE_OK;
 }

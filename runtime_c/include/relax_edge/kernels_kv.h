@@ -26,7 +26,9 @@ rxe_status_t rxe_lib_kv_append_f32(float* state, const float* new_positions, flo
  * head_dim). With has_mask, the additive mask element of (head h, row i,
  * position j) is mask[h * mask_head_stride + i * mask_row_stride + j]
  * (strides 0 broadcast). One pass over the cache per row, with a running
- * maximum (no scores buffer, no scratch); rows are split over the threads. */
+ * maximum (no scores buffer, no scratch), the query heads of a KV head
+ * together so that its cache is read once; masked positions are not read;
+ * rows are split over the threads. */
 rxe_status_t rxe_lib_kv_attention_f32(const float* q, const float* k, const float* v, const float* mask,
                                       const float* scale, float* out, int64_t heads, int64_t kv_heads, int64_t seq,
                                       int64_t kv_len, int64_t max_context, int64_t head_dim, int64_t has_mask,
