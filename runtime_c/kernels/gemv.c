@@ -61,7 +61,7 @@ typedef float vec_t;
 #endif
 
 #define NV (NR / VL) /* vectors per panel row */
-#define JB 4096 /* floats of c per block of columns of a row-major w (JB / m columns, 16 KB) */
+#define JB 4096 /* floats of c per block of columns of a row-major w (about JB / m columns, 16 KB) */
 
 #ifndef PREFETCH_ROWS
 #define PREFETCH_ROWS 32
@@ -265,8 +265,8 @@ void rxe_gemv_row_major_run(const float* a, const float* b, float* c, int64_t m,
   g.k = k;
   g.act = RXE_ACT_NONE;
   if (m <= 0) return;
-  g.jb = JB / m;
-  if (parallel(&g)) { /* at least a block per thread, of whole panels */
+  g.jb = JB / m / NR * NR; /* blocks start at multiples of NR: a column's sums are the same whatever the blocking */
+  if (parallel(&g)) {       /* at least a block per thread */
     int64_t share = (n + rxe_threads_get_count() - 1) / rxe_threads_get_count();
     share = (share + NR - 1) / NR * NR;
     if (share < g.jb) g.jb = share;

@@ -118,7 +118,7 @@ def test_two_threads_give_the_same_bits_as_one(host_kernels, m):
     np.testing.assert_allclose(two, expected_dense(a, w, None, 0), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("m, n, k", [(1, 1001, 700), (1, 9000, 41), (3, 2900, 130)])   # 1, 3 and 3 blocks
+@pytest.mark.parametrize("m, n, k", [(1, 1001, 700), (1, 9000, 41), (3, 2900, 130), (3, 4000, 50)])
 def test_two_threads_give_the_same_bits_as_one_in_a_matmul(host_kernels, m, n, k):
     case = matmul_case(np.random.default_rng(5), 2, m, n, k)
     one = run_case(host_kernels, case).copy()
