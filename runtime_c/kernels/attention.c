@@ -1,5 +1,8 @@
 /* KV-cache kernels: the append of new positions into a cache state, and
  * attention reading the state in place (see relax_edge/kernels_kv.h). */
+#ifndef RXE_NO_LIBM
+#define RXE_NO_LIBM /* only kernel.h's portable rxe_f32_exp is used: no libm, freestanding */
+#endif
 #include "relax_edge/kernel.h"
 #include "relax_edge/kernels.h"
 #include "relax_edge/runtime.h"

@@ -16,6 +16,7 @@ extern "C" {
 /* state (kv_heads, max_context, head_dim) gets new (kv_heads, seq, head_dim)
  * at positions [offset, offset + seq); `out` is `state` (the result is the
  * state, in place). RXE_ERR_BOUND when the positions leave [0, max_context). */
+/* stack: at most 256 bytes. Measured 96 (x86-64) and 72 (Cortex-M4). */
 rxe_status_t rxe_lib_kv_append_f32(float* state, const float* new_positions, float* out, int64_t kv_heads,
                                    int64_t max_context, int64_t seq, int64_t head_dim, int64_t offset,
                                    rxe_error_t* err);
@@ -29,6 +30,8 @@ rxe_status_t rxe_lib_kv_append_f32(float* state, const float* new_positions, flo
  * maximum (no scores buffer, no scratch), the query heads of a KV head
  * together so that its cache is read once; masked positions are not read;
  * rows are split over the threads. */
+/* stack: at most 1400 bytes: the per-head state of up to 16 query heads in
+ * attention_rows. Measured 1200 (x86-64, with the entry) and 872 (Cortex-M4). */
 rxe_status_t rxe_lib_kv_attention_f32(const float* q, const float* k, const float* v, const float* mask,
                                       const float* scale, float* out, int64_t heads, int64_t kv_heads, int64_t seq,
                                       int64_t kv_len, int64_t max_context, int64_t head_dim, int64_t has_mask,
