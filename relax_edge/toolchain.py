@@ -20,6 +20,7 @@ generated sources and the C runtime.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import hashlib
 import os
@@ -263,11 +264,14 @@ class Packager:
         tc, prefix = self.tc, sources.prefix
         model_c = self.out_dir / f"{prefix}.c"
         model = [objdir / f"{prefix}_c.o", weights]
-        run_tool([tc.cc, *tc.cflags, "-c", model_c, "-o", model[0]], f"compiling {model_c.name}")
+        jobs = [([tc.cc, *tc.cflags, "-c", model_c, "-o", model[0]], f"compiling {model_c.name}")]
         profiled = [objdir / "model_profiled.o", weights]
         if self.products.server is not None:
-            run_tool([tc.cc, *tc.cflags, "-DRXE_PROFILE", "-c", model_c, "-o", profiled[0]],
-                     "compiling the profiled model")
+            jobs.append(([tc.cc, *tc.cflags, "-DRXE_PROFILE", "-c", model_c, "-o", profiled[0]],
+                         "compiling the profiled model"))
+        with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:   # the two compiles at once
+            for done in [pool.submit(run_tool, cmd, what) for cmd, what in jobs]:
+                done.result()
         return model, profiled
 
     def model_objects_llvm(self, sources, objdir: Path, weights: Path) -> tuple:
