@@ -14,6 +14,7 @@ positions [total - seq, total) of the caller's state in place and nothing
 else; past the bound it is an RXE_ERR_BOUND.
 """
 
+import ctypes
 import zlib
 
 import numpy as np
@@ -149,6 +150,25 @@ def test_kv_attention(kv_module, name):
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5,
                                        err_msg=f"{name} ({backend}) at kv_len {kv_len}, seq {seq}")
             assert np.array_equal(k, k_before) and np.array_equal(v, v_before), "attention wrote the state"
+
+
+@pytest.mark.parametrize("name", ["attention_9_3_17_rows", "attention_4_2_17_heads", "attention_9_3_16_None"])
+def test_kv_attention_on_threads(kv_module, name):
+    """The runtime's pool of 3 threads (rows or KV heads split unevenly): the same numbers."""
+    backend, art, dev = kv_module
+    heads, kv_heads, dim, mask_kind = ATTENTION[name]
+    m = dev.load(art, function=name, threads=3)
+    rng = np.random.default_rng(8)
+    k, v = _states(rng, kv_heads, dim)
+    try:
+        for kv_len, seq in ((MAX_CONTEXT, 7), (5, 1), (MAX_CONTEXT, 1)):
+            q = rng.standard_normal((1, heads, seq, dim)).astype(np.float32)
+            mask = None if mask_kind is None else _mask(rng, heads, seq, kv_len, mask_kind)
+            (got,) = m.run(q, k, v, np.zeros(kv_len, np.int64) if mask is None else mask)
+            np.testing.assert_allclose(got, attention_f64(q, k, v, mask, kv_len, 1.0 / np.sqrt(dim)), rtol=1e-4,
+                                       atol=1e-5, err_msg=f"{name} ({backend}) on 3 threads, kv_len {kv_len}")
+    finally:
+        m.lib.rxe_threads_set_count(ctypes.c_int(1))   # the pool is the process's: back to one
 
 
 def test_kv_attention_reads_only_kv_len_positions(kv_module):
