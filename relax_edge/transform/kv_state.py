@@ -299,16 +299,16 @@ class _StepBuilder:
         main = self.main
         b = Builder()
         new_params, states = [], {}
-        for p in main.params:
-            if p.name in TOKEN_INPUTS:
-                new_params.append(Var(p.name, self.sub_type(p.type)))
+        tokens = [params[n] for n in TOKEN_INPUTS if n in params]   # the contract's order, not the model's
+        for p in tokens:
+            new_params.append(Var(p.name, self.sub_type(p.type)))
         for i, pair in enumerate(self.pairs):
             t = main.params[pair.param].type
             shape = (1, self.sub(t.shape[1]), self.max_context, self.sub(t.shape[3]))
             if not all(as_expr(d).is_const for d in shape):
                 raise _NoStep(f"{pair.past}: its heads and head_dim must be known, got {t.shape}")
             states[i] = Var(f"{STATE_PREFIX}{i}", TensorType(shape, t.dtype))
-        env = {p: n for p, n in zip((p for p in main.params if p.name in TOKEN_INPUTS), new_params)}
+        env = dict(zip(tokens, new_params))
         self.appended = {}
         needed = self.needed()
         self.lm_head = self.find_lm_head()

@@ -502,8 +502,6 @@ def test_step_of_a_decoder_reading_its_cache(logits_last, backend, tmp_path):
     step.close()
 
 
-@pytest.mark.xfail(strict=True, reason="bug (reported): the step's token inputs follow the ONNX input order, not "
-                   "the contract's; with attention_mask first the build fails (bind_lower reads seq unbound)")
 @pytest.mark.parametrize("order", [("attention_mask", "input_ids"), ("position_ids", "attention_mask", "input_ids")])
 def test_step_inputs_in_the_contract_order(order, tmp_path):
     """An export whose token inputs come in another order: the step's are input_ids, attention_mask,
