@@ -63,6 +63,7 @@ from __future__ import annotations
 import bisect
 import collections
 import dataclasses
+import heapq
 
 from ..ir.expr import CallTensor, DataflowBlock, Function, GlobalVar, IRModule, Loop, SeqExpr, VarBinding
 from ..ir.shape import Proof, as_expr, prove_equal, substitute
@@ -408,16 +409,15 @@ class _Fuser:
     def fuse_block(self, bindings: list, outside: collections.Counter) -> list:
         """The block's bindings after every fusion, made greedily in binding order (see _BlockState)."""
         state = _BlockState(self, bindings)
-        start = 0
-        while (start := self.fuse_once(state, start, outside)) is not None:
+        while self.fuse_once(state, outside):
             pass
         return state.bindings()
 
-    def fuse_once(self, state: "_BlockState", start: int, outside: collections.Counter):
-        """Make the first fusion at or after binding `start`; the binding to scan from next, or None
-        when nothing fuses. Bindings before `start` are those that failed to fuse and have not changed."""
+    def fuse_once(self, state: "_BlockState", outside: collections.Counter) -> bool:
+        """Make the first fusion in binding order; False when nothing fuses. Only the bindings
+        marked dirty are tried: the others failed to fuse as consumers and have not changed since."""
         slots = state.slots
-        for k in range(start, len(slots)):
+        while (k := state.next_dirty()) is not None:
             b = slots[k]
             if b is None or state.member(k) is None:
                 continue
@@ -430,12 +430,14 @@ class _Fuser:
                 consumers = [state.member(u) for u in state.users[a]]
                 calls = self.attempt(self.try_inline, producer, a, consumers)
                 if calls is not None:
-                    return state.replace(pk, dict(zip(state.users[a], calls)))
+                    state.replace(pk, dict(zip(state.users[a], calls)))
+                    return True
                 if len(consumers) == 1:
                     call = self.attempt(self.try_epilogue, producer, a, consumers)
                     if call is not None:
-                        return state.replace(pk, {k: call})
-        return None
+                        state.replace(pk, {k: call})
+                        return True
+        return False
 
     def function(self, f: Function) -> Function:
         f = self.loop_bodies(f)
@@ -483,7 +485,9 @@ class _Fuser:
 class _BlockState:
     """A dataflow block during fusion: its bindings in place (None where a
     producer was inlined away, so positions never shift), where each variable
-    is bound, and the positions of the tensor-program calls reading each one."""
+    is bound, the positions of the tensor-program calls reading each one, and
+    the dirty positions: consumers whose fusions may succeed where they failed
+    before (at first every one)."""
 
     def __init__(self, fuser: _Fuser, bindings: list):
         self.fuser = fuser
@@ -494,6 +498,22 @@ class _BlockState:
             if isinstance(b.value, CallTensor):
                 for a in dict.fromkeys(b.value.args):
                     self.users[a].append(k)
+        self.dirty = list(range(len(bindings)))   # a heap of positions, each once (`marked`)
+        self.marked = set(self.dirty)
+
+    def next_dirty(self) -> int | None:
+        """The first dirty position, now clean; None when every position is clean."""
+        if not self.dirty:
+            return None
+        k = heapq.heappop(self.dirty)
+        self.marked.discard(k)
+        return k
+
+    def mark(self, positions) -> None:
+        for k in positions:
+            if k not in self.marked:
+                self.marked.add(k)
+                heapq.heappush(self.dirty, k)
 
     def member(self, k: int) -> _Member | None:
         b = self.slots[k]
@@ -502,10 +522,10 @@ class _BlockState:
     def bindings(self) -> list:
         return [b for b in self.slots if b is not None]
 
-    def replace(self, pk: int, calls: dict) -> int:
-        """Drop the producer at `pk`, bind the new `calls` (position -> call) in place, and return
-        the first position whose fusion may have changed: a changed binding, or the first reader
-        of a value a changed binding reads (its users are not the same any more)."""
+    def replace(self, pk: int, calls: dict) -> None:
+        """Drop the producer at `pk`, bind the new `calls` (position -> call) in place, and mark
+        dirty what a fusion may now succeed at: the changed bindings, the readers of their values
+        (their producer changed) and the readers of what they read (its readers changed)."""
         producer = self.slots[pk]
         self._unread(pk, producer)
         self.slots[pk] = None
@@ -516,7 +536,10 @@ class _BlockState:
             self.slots[k] = VarBinding(self.slots[k].var, call)
             for a in dict.fromkeys(call.args):
                 bisect.insort(self.users[a], k)
-        return min(min([k, *(self.users[a][0] for a in call.args)]) for k, call in calls.items())
+        for k, call in calls.items():
+            self.mark([k, *self.users.get(self.slots[k].var, ())])
+            for a in dict.fromkeys(call.args):
+                self.mark(self.users[a])
 
     def _unread(self, k: int, b) -> None:
         for a in dict.fromkeys(b.value.args):
