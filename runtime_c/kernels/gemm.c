@@ -77,6 +77,49 @@ static void store_row_avx2(float* c, __m256 v0, __m256 v1, int i, const epilogue
   _mm256_storeu_ps(c + 8, v1);
 }
 
+#if defined(__AVX512F__)
+/* AVX-512: one zmm per tile row (NR = 16), two interleaved k chains of MR accumulators each (12 sums in
+ * flight, enough for two FMA ports of latency 4), the halves added before the epilogue. */
+#define FMA512_ROW(i, k)                                                     \
+  c##i##k = _mm512_fmadd_ps(_mm512_set1_ps(a[(k) * MR + (i)]), b##k, c##i##k)
+#define FMA512_STEP(k) \
+  FMA512_ROW(0, k); FMA512_ROW(1, k); FMA512_ROW(2, k); FMA512_ROW(3, k); FMA512_ROW(4, k); FMA512_ROW(5, k)
+
+static void store_row_avx512(float* c, __m512 v, int i, const epilogue_t* e) {
+  store_row_avx2(c, _mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)), i,
+                 e);
+}
+
+static void ukernel(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
+                    const epilogue_t* e) {
+  __m512 c00 = _mm512_setzero_ps(), c10 = c00, c20 = c00, c30 = c00, c40 = c00, c50 = c00;
+  __m512 c01 = c00, c11 = c00, c21 = c00, c31 = c00, c41 = c00, c51 = c00, b0, b1;
+  int64_t p = 0;
+  int i;
+  for (i = 0; i < MR; ++i) { /* the tile's rows, for the epilogue */
+    _mm_prefetch((const char*)(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch((const char*)(c + i * ldc + NR - 1), _MM_HINT_T0);
+  }
+  for (; p + 2 <= kc; p += 2) {
+    b0 = _mm512_loadu_ps(b);
+    b1 = _mm512_loadu_ps(b + ldb);
+    FMA512_STEP(0);
+    FMA512_STEP(1);
+    a += 2 * MR;
+    b += 2 * ldb;
+  }
+  if (p < kc) {
+    b0 = _mm512_loadu_ps(b);
+    FMA512_STEP(0);
+  }
+  store_row_avx512(c, _mm512_add_ps(c00, c01), 0, e);
+  store_row_avx512(c + ldc, _mm512_add_ps(c10, c11), 1, e);
+  store_row_avx512(c + 2 * ldc, _mm512_add_ps(c20, c21), 2, e);
+  store_row_avx512(c + 3 * ldc, _mm512_add_ps(c30, c31), 3, e);
+  store_row_avx512(c + 4 * ldc, _mm512_add_ps(c40, c41), 4, e);
+  store_row_avx512(c + 5 * ldc, _mm512_add_ps(c50, c51), 5, e);
+}
+#else
 #define FMA_ROW(i)                              \
   t = _mm256_broadcast_ss(a + (i));             \
   c##i##0 = _mm256_fmadd_ps(t, b0, c##i##0);    \
@@ -109,6 +152,8 @@ static void ukernel(int64_t kc, const float* a, const float* b, int64_t ldb, flo
   store_row_avx2(c + 4 * ldc, c40, c41, 4, e);
   store_row_avx2(c + 5 * ldc, c50, c51, 5, e);
 }
+
+#endif /* __AVX512F__ */
 
 /* Row by row, the sums of each half in four interleaved chains. */
 static void ukernel_rows(int64_t kc, int64_t mr, const float* a, const float* b, int64_t ldb, float* t) {
