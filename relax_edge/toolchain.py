@@ -48,7 +48,8 @@ def read_source_lists(path: Path) -> dict:
     text = "\n".join(line.split("#", 1)[0] for line in path.read_text().splitlines())
     lists = {name: tuple(path.parent / f for f in files.split())
              for name, files in re.findall(r"set\(\s*(RXE_\w+)\s+([^)]*)\)", text)}
-    missing = {"RXE_CORE_SOURCES", "RXE_THREAD_SOURCES", "RXE_KERNEL_SOURCES", "RXE_RPC_SOURCES"} - set(lists)
+    missing = {"RXE_CORE_SOURCES", "RXE_THREAD_SOURCES", "RXE_KERNEL_SOURCES", "RXE_GENERATE_SOURCES",
+               "RXE_RPC_SOURCES"} - set(lists)
     if missing:
         raise RelaxEdgeError(f"{path} sets no {', '.join(sorted(missing))}")
     return lists
@@ -58,6 +59,7 @@ SOURCE_LISTS = read_source_lists(RUNTIME_DIR / "sources.cmake")
 RUNTIME_SOURCES = SOURCE_LISTS["RXE_CORE_SOURCES"]      # the core
 THREAD_SOURCES = SOURCE_LISTS["RXE_THREAD_SOURCES"]     # the thread pool (serial under RXE_NO_THREADS)
 KERNEL_SOURCES = SOURCE_LISTS["RXE_KERNEL_SOURCES"]     # the library micro-kernels
+GENERATE_SOURCES = SOURCE_LISTS["RXE_GENERATE_SOURCES"]   # the token loop and the sampler (generate.h)
 RPC_SOURCES = SOURCE_LISTS["RXE_RPC_SOURCES"]
 RUNNER_SOURCE = RUNTIME_DIR / "tools" / "runner.c"
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all", "-g")
@@ -159,8 +161,8 @@ def runtime_objects_for(cc: str, cflags) -> list:
 
 
 def library_sources() -> list:
-    """The thread pool and the library micro-kernels (runtime_c/kernels)."""
-    return [*THREAD_SOURCES, *KERNEL_SOURCES]
+    """The thread pool, the library micro-kernels (runtime_c/kernels) and the token loop with its sampler."""
+    return [*THREAD_SOURCES, *KERNEL_SOURCES, *GENERATE_SOURCES]
 
 
 def library_objects_for(cc: str, cflags) -> list:

@@ -5,6 +5,8 @@
 #   RXE_CORE_SOURCES    the runtime core; C99, freestanding with RXE_NO_LIBM
 #   RXE_THREAD_SOURCES  the thread pool (serial under RXE_NO_THREADS)
 #   RXE_KERNEL_SOURCES  the library micro-kernels
+#   RXE_GENERATE_SOURCES  a decoder's token loop and sampler (generate.h); freestanding,
+#                       linked like the kernels (a static link keeps them only when used)
 #   RXE_RPC_SOURCES     the RPC protocol and the POSIX server (not in rxe_runtime)
 #
 # A new .c file under src/ or kernels/ is listed here
@@ -16,6 +18,9 @@ set(RXE_CORE_SOURCES
   src/module.c
   src/math.c
   src/half.c
+)
+
+set(RXE_GENERATE_SOURCES
   src/sample.c
   src/generate.c
 )

@@ -13,6 +13,7 @@ import pytest
 import relax_edge as rxe
 from relax_edge.deploy import tensorfile
 from relax_edge.toolchain import (
+    GENERATE_SOURCES,
     KERNEL_SOURCES,
     RUNTIME_DIR,
     RUNTIME_SOURCES,
@@ -47,7 +48,8 @@ def test_runtime_unit_tests_under_ctest(sanitize, tmp_path):
     assert {"module.c.o", "threads.c.o", "gemm.c.o", "conv.c.o", "depthwise.c.o"} <= set(members)
     # CMake and relax_edge/toolchain.py build the same files: runtime_c/sources.cmake
     built_from = set(run(["ar", "t", str(tmp_path / "librxe_runtime.a")]).stdout.split())
-    assert built_from == {src.name + ".o" for src in (*RUNTIME_SOURCES, *THREAD_SOURCES, *KERNEL_SOURCES)}
+    assert built_from == {src.name + ".o" for src in (*RUNTIME_SOURCES, *THREAD_SOURCES, *KERNEL_SOURCES,
+                                                      *GENERATE_SOURCES)}
     instrumented = {m for m, symbols in members.items() if any(s.startswith("__asan_") for s in symbols)}
     if sanitize == "ON":
         assert instrumented == set(members), f"not instrumented: {sorted(set(members) - instrumented)}"
@@ -129,7 +131,7 @@ FREESTANDING = {
 def test_runtime_core_compiles_freestanding(target, tmp_path):
     cmd = FREESTANDING[target]
     assert shutil.which(cmd[0]), f"{cmd[0]} is missing: scripts/setup.sh installs it"
-    for src in RUNTIME_SOURCES:
+    for src in (*RUNTIME_SOURCES, *GENERATE_SOURCES):   # the token loop is freestanding too
         obj = tmp_path / (src.name + ".o")
         proc = run([*cmd, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-DRXE_NO_LIBM",
                     f"-I{RUNTIME_DIR / 'include'}", "-c", str(src), "-o", str(obj)])
