@@ -114,7 +114,7 @@ def _unique(call: Call):
 LOWERINGS = {"nonzero": _nonzero, "non_max_suppression": _non_max_suppression, "unique": _unique}
 
 
-def _reference(op_name: str, n_args: int):
+def call_reference(op_name: str, n_args: int):
     """The operator's numpy reference over the call's own arguments (not the kernel's extra constants)."""
     op = OPS[op_name]
 
@@ -136,6 +136,6 @@ def lower_call(call: Call):
     if "scratch_bytes" in attrs:
         attrs["scratch_bytes"] = as_expr(attrs["scratch_bytes"])
     attrs["params"] = tuple(call.attrs.items())
-    reference = _reference(call.op.name, len(call.args))
+    reference = call_reference(call.op.name, len(call.args))
     decl = ExternDecl(symbol, [a.type for a in args], call.type, "runtime", reference=reference)
     return CallExtern(symbol, args, call.type, attrs, call.span), decl

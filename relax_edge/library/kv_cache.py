@@ -22,7 +22,7 @@ import numpy as np
 
 from ..ir.expr import Call, CallExtern, Constant, ExternDecl
 from ..ir.shape import Proof, as_expr, prove_equal
-from ..op.registry import OPS
+from .data_dependent import call_reference
 
 APPEND = "rxe_lib_kv_append_f32"
 ATTENTION = "rxe_lib_kv_attention_f32"
@@ -55,22 +55,14 @@ def _attention(call: Call):
 LOWERINGS = {"kv_append": _append, "kv_attention": _attention}
 
 
-def _reference(op_name: str, n_args: int):
-    op = OPS[op_name]
-
-    def run(*arrays, **params):
-        return op.reference(*arrays[:n_args], **params)
-    return run
-
-
 def lower_call(call: Call):
     """(CallExtern, ExternDecl) of the KV-cache kernel for `call`, or None."""
     lowering = LOWERINGS.get(call.op.name)
     if lowering is None:
         return None
     symbol, args, sizes, attrs = lowering(call)
-    n_args = len(call.args)
     attrs["sizes"] = tuple(as_expr(s) for s in sizes)
     attrs["params"] = tuple(call.attrs.items())
-    decl = ExternDecl(symbol, [a.type for a in args], call.type, "runtime", reference=_reference(call.op.name, n_args))
+    reference = call_reference(call.op.name, len(call.args))
+    decl = ExternDecl(symbol, [a.type for a in args], call.type, "runtime", reference=reference)
     return CallExtern(symbol, args, call.type, attrs, call.span), decl

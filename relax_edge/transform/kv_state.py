@@ -160,6 +160,7 @@ class _StepBuilder:
             raise _NoStep(f"the batch dimension is {ids.shape[0]}; generation runs batch 1")
         self.past, self.total = self.sub(as_expr(past)), as_expr(total)
 
+        self.past_index = {main.params[p.param]: i for i, p in enumerate(self.pairs)}   # a past param -> pair index
         self.presents = {}   # the present's concat Var -> pair index
         self.new_of = {}     # pair index -> the new positions' Var
         outs = self.outputs()
@@ -336,10 +337,9 @@ class _StepBuilder:
             i = self.presents[e]
             env[e] = b.emit(make_call("strided_slice", [self.appended[i]],
                                       {"begin": (0,), "end": (self.total,), "axes": (2,)}))
-        for i, pair in enumerate(self.pairs):
-            if e is self.main.params[pair.param] and e not in env:   # the past itself: positions [0, past)
-                env[e] = b.emit(make_call("strided_slice", [states[i]],
-                                          {"begin": (0,), "end": (self.past,), "axes": (2,)}))
+        if e not in env and e in self.past_index:   # the past itself: positions [0, past)
+            env[e] = b.emit(make_call("strided_slice", [states[self.past_index[e]]],
+                                      {"begin": (0,), "end": (self.past,), "axes": (2,)}))
         return env[e]
 
     def emit_binding(self, b, var, env, states):
