@@ -1,8 +1,24 @@
 """Library micro-kernels of the runtime (runtime_c/kernels/): their
 signatures, scratch sizes, compile-time weight packing and numpy references,
 as the dispatch pass and the memory planner see them (kernels.py,
-depthwise.py), and the kernels of data-dependent result sizes that
-legalize calls (data_dependent.py)."""
+depthwise.py), and the kernels that legalize calls in place of a tensor
+program (EXTERN_LIBRARIES)."""
+
+import importlib
+
+# modules of relax_edge.library whose `LOWERINGS` (operator name -> lowering)
+# and `lower_call(call) -> (CallExtern, ExternDecl)` legalize uses for the
+# operators that have no tensor program: a new family adds its module here
+EXTERN_LIBRARIES = ("data_dependent", "kv_cache")
+
+
+def extern_lowerings() -> dict:
+    """Operator name -> the library module that lowers its calls to a kernel."""
+    out = {}
+    for name in EXTERN_LIBRARIES:
+        module = importlib.import_module(f"{__name__}.{name}")
+        out.update(dict.fromkeys(module.LOWERINGS, module))
+    return out
 
 
 def pack(packer: str, data, groups: int = 1):

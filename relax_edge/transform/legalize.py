@@ -8,8 +8,9 @@
    its span; the program is added to the module.
 3. An operator without a legalization is a compile error naming it (every
    such operator of the module, at once); those with data-dependent result
-   sizes (nonzero, non_max_suppression, unique) become `call_extern`s of
-   library kernels instead (relax_edge/library/data_dependent.py).
+   sizes (nonzero, non_max_suppression, unique), the KV cache's and the
+   quantized ones become `call_extern`s of library kernels instead
+   (relax_edge/library: EXTERN_LIBRARIES).
 
 Does not fuse, schedule or deduplicate programs; calls of graph functions,
 externs and existing tensor programs are left as they are.
@@ -26,8 +27,7 @@ from ..ir.types import TensorType, type_free_vars
 from ..ir.visitor import ExprMutator, ExprVisitor
 from ..legalize import LegalizeContext
 from ..legalize.elementwise import BINARY
-from ..library import kv_cache as kv_library
-from ..library.data_dependent import LOWERINGS, lower_call
+from ..library import extern_lowerings
 from ..op.registry import Op
 from ..tir.compute import lower, placeholder
 
@@ -61,12 +61,12 @@ def _rename_attr(v, mapping):
 
 
 class _Missing(ExprVisitor):
-    def __init__(self):
+    def __init__(self, externs):
         self.missing = collections.Counter()
+        self.externs = externs
 
     def visit_Call(self, call):
-        if isinstance(call.op, Op) and call.op.legalize is None and call.op.name not in LOWERINGS \
-                and call.op.name not in kv_library.LOWERINGS:
+        if isinstance(call.op, Op) and call.op.legalize is None and call.op.name not in self.externs:
             self.missing[call.op.name] += 1
         super().visit_Call(call)
 
@@ -96,15 +96,14 @@ class _Legalizer(ExprMutator):
         self.programs = dict(mod.tensor_programs)
         self.fresh_name = NameSupply(mod)
         self.externs = dict(mod.externs)
+        self.libraries = extern_lowerings()
 
     def rewrite_call(self, call: Call):
         if not isinstance(call.op, Op):
             return call
-        if call.op.name in LOWERINGS:   # a data-dependent result: a library kernel
-            ext, self.externs[ext.name] = lower_call(call)
-            return ext
-        if call.op.name in kv_library.LOWERINGS:   # the KV cache as state: library kernels
-            ext, self.externs[ext.name] = kv_library.lower_call(call)
+        library = self.libraries.get(call.op.name)
+        if library is not None:   # no tensor program: a library kernel (library.EXTERN_LIBRARIES)
+            ext, self.externs[ext.name] = library.lower_call(call)
             return ext
         arg_types = [a.type for a in call.args]
         if not isinstance(call.type, TensorType) or not all(isinstance(t, TensorType) for t in arg_types):
@@ -140,7 +139,7 @@ class _Legalizer(ExprMutator):
 def legalize(mod: IRModule) -> IRModule:
     """The module with every operator call replaced by a tensor-program call."""
     from .. import legalize as _families  # noqa: F401  (registers the legalizations)
-    missing = _Missing()
+    missing = _Missing(extern_lowerings())
     for f in mod.functions.values():
         missing.visit(f)
     if missing.missing:
