@@ -7,7 +7,20 @@
 
 from __future__ import annotations
 
-from . import bitcast, detect, elementwise, kv_cache, linalg, manipulate, nn, quant_weight, random, reduce, scatter  # noqa: F401  (register the records)
+from . import (  # noqa: F401  (register the records)
+    bitcast,
+    detect,
+    elementwise,
+    kv_cache,
+    linalg,
+    manipulate,
+    nn,
+    quant_int8,
+    quant_weight,
+    random,
+    reduce,
+    scatter,
+)
 from .norm import *  # noqa: F401,F403
 from .norm import __all__ as _norm_all
 from .reduce import *  # noqa: F401,F403
