@@ -41,14 +41,30 @@ class OnnxImportError(RelaxEdgeError):
     """The ONNX model cannot be imported; the message names the node."""
 
 
-def converter(*op_types: str, static=()):
-    """Register `fn` for `op_types`. `static` lists the indices of node inputs that must
-    be known at compile time (see static_inputs.py): they are added to `STATIC_SLOTS`."""
+# op types of the default domain without an ONNX schema (ONNX Runtime's contrib operators registered there):
+# validate.py leaves them to their converter
+NO_ONNX_SCHEMA: set[str] = set()
+
+
+def converter_key(domain: str, op_type: str) -> str:
+    """The CONVERTERS key of an op type: itself in ONNX's domain, "domain.OpType" in another."""
+    return op_type if domain in ("", "ai.onnx") else f"{domain}.{op_type}"
+
+
+def converter(*op_types: str, static=(), domain: str = "", onnx_schema: bool = True):
+    """Register `fn` for `op_types` of operator set `domain` (ONNX's by default; e.g.
+    "com.microsoft"). `static` lists the indices of node inputs that must be known at
+    compile time (see static_inputs.py): they are added to `STATIC_SLOTS`. Nodes of
+    another domain, and those registered with `onnx_schema=False`, are checked by
+    their converter, not against an ONNX schema."""
     def register(fn):
         for name in op_types:
-            if name in CONVERTERS:
-                raise ValueError(f"two converters for ONNX {name}")
-            CONVERTERS[name] = fn
+            key = converter_key(domain, name)
+            if key in CONVERTERS:
+                raise ValueError(f"two converters for ONNX {key}")
+            CONVERTERS[key] = fn
+            if not onnx_schema:
+                NO_ONNX_SCHEMA.add(key)
             if static:
                 STATIC_SLOTS.setdefault(name, set()).update(static)
         return fn

@@ -29,7 +29,8 @@
    dataflow blocks (the runs between them become dataflow blocks after).
 
 Not handled: sequence and optional values, sparse initializers, external
-data outside the model's folder, domains other than the default.
+data outside the model's folder, operators of another domain without a converter
+(com.microsoft's are in convert/contrib_llm.py).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from ...ir.types import TensorType
 from ...ir.verify import verify
 from ...transform.kv_state import add_step
 from . import context, kv_cache, validate
-from .context import CONVERTERS, MAX_RANK, ConvertContext, OnnxImportError, onnx_dtype
+from .context import CONVERTERS, MAX_RANK, ConvertContext, OnnxImportError, converter_key, onnx_dtype
 
 MIN_OPSET = 7
 MAX_OPSET = 28
@@ -185,11 +186,8 @@ class OnnxImporter:
         missing = collections.Counter()
         inside = collections.defaultdict(collections.Counter)
         for node, _, where in validate.walk_nodes(self.graph):
-            if node.domain not in ("", "ai.onnx"):
-                op = f"{node.domain}.{node.op_type}"
-            elif node.op_type and node.op_type not in CONVERTERS:
-                op = node.op_type
-            else:
+            op = converter_key(node.domain, node.op_type)
+            if not node.op_type or op in CONVERTERS:
                 continue
             missing[op] += 1
             if where:
@@ -399,7 +397,7 @@ class OnnxImporter:
                 raise ctx.error(f"input '{name}' is not produced by any earlier node, initializer or graph input")
             inputs.append(self.values[name])
         try:
-            out = CONVERTERS[node.op_type](ctx, inputs)
+            out = CONVERTERS[converter_key(node.domain, node.op_type)](ctx, inputs)
         except OnnxImportError as err:
             if str(err).startswith("node "):
                 raise
