@@ -11,7 +11,9 @@ kv_attention (relax_edge/op/kv_cache.py).
 3. kv_attention's scale travels as a one-element float32 constant; without a
    mask the query stands in for the mask pointer and has_mask is 0. The mask
    broadcasts over heads and rows through strides of 0.
-4. The ExternDecl's reference is the operator's numpy reference, so the
+4. kv_attention has scratch (its split of the context at decode, see
+   kernels_kv.h): RXE_KV_SCRATCH_FLOATS floats, planned like any kernel's.
+5. The ExternDecl's reference is the operator's numpy reference, so the
    interpreter runs the legalized module; "params" carries the operator's
    attributes (symbolic ones are evaluated by the interpreter).
 """
@@ -25,6 +27,9 @@ from ..ir.shape import Proof, as_expr, prove_equal
 from .data_dependent import call_reference
 
 APPEND = "rxe_lib_kv_append_f32"
+# the split of the context at decode (kernels_kv.h RXE_KV_MAX_SPLITS, RXE_KV_GROUP_CHUNK)
+MAX_SPLITS = 8
+GROUP_CHUNK = 16
 ATTENTION = "rxe_lib_kv_attention_f32"
 
 
@@ -48,8 +53,13 @@ def _attention(call: Call):
         row = as_expr(0) if prove_equal(mr, 1) is Proof.YES else as_expr(kv_len)
         head = as_expr(0) if prove_equal(mh, 1) is Proof.YES else as_expr(mr) * kv_len
         strides = (1, head, row)
-    sizes = (heads, k.type.shape[1], seq, kv_len, k.type.shape[2], head_dim, *strides)
-    return ATTENTION, [q, k, v, mask if mask is not None else q, scale], sizes, {"mask": mask is not None}
+    kv_heads = k.type.shape[1]
+    sizes = (heads, kv_heads, seq, kv_len, k.type.shape[2], head_dim, *strides)
+    group = as_expr(heads).value // as_expr(kv_heads).value
+    chunks, per_chunk = -(-group // GROUP_CHUNK), min(group, GROUP_CHUNK)
+    scratch = as_expr(kv_heads) * (chunks * MAX_SPLITS * per_chunk * 4) * (as_expr(head_dim) + 4)
+    return ATTENTION, [q, k, v, mask if mask is not None else q, scale], sizes, \
+        {"mask": mask is not None, "scratch_bytes": scratch}
 
 
 LOWERINGS = {"kv_append": _append, "kv_attention": _attention}

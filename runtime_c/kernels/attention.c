@@ -39,7 +39,8 @@ typedef struct {
   const float *q, *k, *v, *mask;
   float scale;
   float* out;
-  int64_t heads, group, seq, kv_len, max_context, dim, has_mask, mask_head_stride, mask_row_stride;
+  float* scratch;
+  int64_t heads, group, seq, kv_len, max_context, dim, has_mask, mask_head_stride, mask_row_stride, splits;
 } attention_args;
 
 /* Dot products and row updates over head_dim, in eight lanes (GCC/Clang vector extensions: one AVX
@@ -87,82 +88,175 @@ static void update(float* o, float c, float p, const float* v, int64_t n) {
 }
 #endif
 
-#define GROUP_CHUNK 16 /* query heads sharing a KV head, handled in one pass over its cache */
+#define GROUP_CHUNK RXE_KV_GROUP_CHUNK /* query heads sharing a KV head, handled in one pass over its cache */
 
-/* Tasks [begin, end) of kv_heads x seq x chunks: the query heads of one KV head (up to GROUP_CHUNK of
- * them) for one row, in one pass over that KV head's positions, each with a running maximum. A position
- * masked out for every head of the chunk (-FLT_MAX, -inf) is not read at all. */
+/* A row's running softmax: the maximum so far, the sum of exp(score - best), whether a position counted,
+ * whether a score was NaN. o (head_dim) holds the matching unnormalized sum of exp(score - best) v. */
+typedef struct {
+  float best, total;
+  int any, nan;
+} softmax_state;
+
+/* The g query heads h0.. of KV head kvh (in row i) over positions [j0, j1): one pass, each head with a
+ * running maximum. A position masked out for every head (-FLT_MAX, -inf) is not read at all. */
+static void attend(const attention_args* a, int64_t kvh, int64_t i, int64_t h0, int g, int64_t j0, int64_t j1,
+                   float* const* o, softmax_state* st) {
+  const float* k = a->k + kvh * a->max_context * a->dim;
+  const float* v = a->v + kvh * a->max_context * a->dim;
+  const float* q[GROUP_CHUNK];
+  const float* m[GROUP_CHUNK];
+  float s[GROUP_CHUNK];
+  int64_t j, d;
+  int h;
+  for (h = 0; h < g; ++h) {
+    q[h] = a->q + ((h0 + h) * a->seq + i) * a->dim;
+    m[h] = a->has_mask ? a->mask + (h0 + h) * a->mask_head_stride + i * a->mask_row_stride : 0;
+    st[h].best = st[h].total = 0.0f;
+    st[h].any = st[h].nan = 0;
+    for (d = 0; d < a->dim; ++d) o[h][d] = 0.0f;
+  }
+  for (j = j0; j < j1; ++j) {
+    const float* kj = k + j * a->dim;
+    const float* vj = v + j * a->dim;
+    int live = 0;
+    for (h = 0; h < g; ++h) {
+      const float add = m[h] ? m[h][j] : 0.0f;
+      if (add < -3.0e38f) { /* masked out: weighs nothing */
+        s[h] = add;
+        continue;
+      }
+      s[h] = dot(q[h], kj, a->dim) * a->scale + add;
+      if (s[h] != s[h]) st[h].nan = 1; /* a NaN score makes the row NaN, as the softmax does */
+      if (!st[h].nan && s[h] >= -3.0e38f) live = 1;
+    }
+    if (!live) continue;
+    for (h = 0; h < g; ++h) {
+      float p, c = 1.0f;
+      if (st[h].nan || s[h] < -3.0e38f) continue;
+      if (!st[h].any || s[h] > st[h].best) { /* a new maximum: what was summed so far scales down */
+        c = st[h].any ? rxe_f32_exp(st[h].best - s[h]) : 0.0f;
+        st[h].total *= c;
+        st[h].best = s[h];
+        st[h].any = 1;
+      }
+      p = rxe_f32_exp(s[h] - st[h].best);
+      st[h].total += p;
+      update(o[h], c, p, vj, a->dim);
+    }
+  }
+}
+
+/* out row = o / total (NaN when a score was; zeros when no position counted) */
+static void finish(float* out, const softmax_state* st, int64_t dim) {
+  int64_t d;
+  if (st->nan) {
+    const float q_nan = s_nan();
+    for (d = 0; d < dim; ++d) out[d] = q_nan;
+  } else if (st->total > 0.0f) {
+    const float inv = 1.0f / st->total;
+    for (d = 0; d < dim; ++d) out[d] *= inv;
+  }
+}
+
+/* Task t of kv_heads x seq x chunks: (KV head, row, first query head, heads in the chunk). */
+static int task_heads(const attention_args* a, int64_t t, int64_t* kvh, int64_t* i, int64_t* h0) {
+  const int64_t chunks = (a->group + GROUP_CHUNK - 1) / GROUP_CHUNK, c = t % chunks;
+  *kvh = t / (a->seq * chunks);
+  *i = (t / chunks) % a->seq;
+  *h0 = *kvh * a->group + c * GROUP_CHUNK;
+  return (int)(a->group - c * GROUP_CHUNK < GROUP_CHUNK ? a->group - c * GROUP_CHUNK : GROUP_CHUNK);
+}
+
+/* Tasks [begin, end): each the query heads of one chunk for one row over the whole context, written to out. */
 static void attention_rows(void* ctx, int64_t begin, int64_t end, int thread) {
   const attention_args* a = (const attention_args*)ctx;
-  const int64_t chunks = (a->group + GROUP_CHUNK - 1) / GROUP_CHUNK;
-  int64_t task, j, d;
+  int64_t task;
   (void)thread;
   for (task = begin; task < end; ++task) {
-    const int64_t kvh = task / (a->seq * chunks), i = (task / chunks) % a->seq, c = task % chunks;
-    const int64_t h0 = kvh * a->group + c * GROUP_CHUNK;
-    const int g = (int)(a->group - c * GROUP_CHUNK < GROUP_CHUNK ? a->group - c * GROUP_CHUNK : GROUP_CHUNK);
-    const float* k = a->k + kvh * a->max_context * a->dim;
-    const float* v = a->v + kvh * a->max_context * a->dim;
-    const float* q[GROUP_CHUNK];
-    const float* m[GROUP_CHUNK];
+    int64_t kvh, i, h0;
+    const int g = task_heads(a, task, &kvh, &i, &h0);
     float* o[GROUP_CHUNK];
-    float best[GROUP_CHUNK], total[GROUP_CHUNK], s[GROUP_CHUNK];
-    int any[GROUP_CHUNK], nan[GROUP_CHUNK], h;
+    softmax_state st[GROUP_CHUNK];
+    int h;
+    for (h = 0; h < g; ++h) o[h] = a->out + ((h0 + h) * a->seq + i) * a->dim;
+    attend(a, kvh, i, h0, g, 0, a->kv_len, o, st);
+    for (h = 0; h < g; ++h) finish(o[h], &st[h], a->dim);
+  }
+}
+
+/* Split over the context (decode, seq = 1, when there are fewer tasks than threads can share evenly): item
+ * (task, split) attends over its share of the positions into the scratch (per head: head_dim floats of o,
+ * then best, total, any, nan as floats); a second pass merges each task's splits. */
+static float* split_slot(const attention_args* a, int64_t task, int64_t split, int h) {
+  const int64_t per_task = a->group < GROUP_CHUNK ? a->group : GROUP_CHUNK;
+  return a->scratch + ((task * a->splits + split) * per_task + h) * (a->dim + 4);
+}
+
+static void attention_splits(void* ctx, int64_t begin, int64_t end, int thread) {
+  const attention_args* a = (const attention_args*)ctx;
+  int64_t item;
+  (void)thread;
+  for (item = begin; item < end; ++item) {
+    const int64_t task = item / a->splits, split = item % a->splits;
+    const int64_t j0 = a->kv_len * split / a->splits, j1 = a->kv_len * (split + 1) / a->splits;
+    int64_t kvh, i, h0;
+    const int g = task_heads(a, task, &kvh, &i, &h0);
+    float* o[GROUP_CHUNK];
+    softmax_state st[GROUP_CHUNK];
+    int h;
+    for (h = 0; h < g; ++h) o[h] = split_slot(a, task, split, h);
+    attend(a, kvh, i, h0, g, j0, j1, o, st);
     for (h = 0; h < g; ++h) {
-      const int64_t r = (h0 + h) * a->seq + i;
-      q[h] = a->q + r * a->dim;
-      o[h] = a->out + r * a->dim;
-      m[h] = a->has_mask ? a->mask + (h0 + h) * a->mask_head_stride + i * a->mask_row_stride : 0;
-      best[h] = total[h] = 0.0f;
-      any[h] = nan[h] = 0;
-      for (d = 0; d < a->dim; ++d) o[h][d] = 0.0f;
+      float* tail = o[h] + a->dim;
+      tail[0] = st[h].best;
+      tail[1] = st[h].total;
+      tail[2] = (float)st[h].any;
+      tail[3] = (float)st[h].nan;
     }
-    for (j = 0; j < a->kv_len; ++j) {
-      const float* kj = k + j * a->dim;
-      const float* vj = v + j * a->dim;
-      int live = 0;
-      for (h = 0; h < g; ++h) {
-        const float add = m[h] ? m[h][j] : 0.0f;
-        if (add < -3.0e38f) { /* masked out: weighs nothing */
-          s[h] = add;
-          continue;
-        }
-        s[h] = dot(q[h], kj, a->dim) * a->scale + add;
-        if (s[h] != s[h]) nan[h] = 1; /* a NaN score makes the row NaN, as the softmax does */
-        if (!nan[h] && s[h] >= -3.0e38f) live = 1;
-      }
-      if (!live) continue;
-      for (h = 0; h < g; ++h) {
-        float p, c = 1.0f;
-        if (nan[h] || s[h] < -3.0e38f) continue;
-        if (!any[h] || s[h] > best[h]) { /* a new maximum: what was summed so far scales down */
-          c = any[h] ? rxe_f32_exp(best[h] - s[h]) : 0.0f;
-          total[h] *= c;
-          best[h] = s[h];
-          any[h] = 1;
-        }
-        p = rxe_f32_exp(s[h] - best[h]);
-        total[h] += p;
-        update(o[h], c, p, vj, a->dim);
-      }
-    }
+  }
+}
+
+static void merge_splits(void* ctx, int64_t begin, int64_t end, int thread) {
+  const attention_args* a = (const attention_args*)ctx;
+  int64_t task, split, d;
+  (void)thread;
+  for (task = begin; task < end; ++task) {
+    int64_t kvh, i, h0;
+    const int g = task_heads(a, task, &kvh, &i, &h0);
+    int h;
     for (h = 0; h < g; ++h) {
-      if (nan[h]) {
-        const float q_nan = s_nan();
-        for (d = 0; d < a->dim; ++d) o[h][d] = q_nan;
-      } else if (total[h] > 0.0f) {
-        const float inv = 1.0f / total[h];
-        for (d = 0; d < a->dim; ++d) o[h][d] *= inv;
+      float* out = a->out + ((h0 + h) * a->seq + i) * a->dim;
+      softmax_state st = {0.0f, 0.0f, 0, 0};
+      for (split = 0; split < a->splits; ++split) { /* the largest maximum of the splits */
+        const float* tail = split_slot(a, task, split, h) + a->dim;
+        if (tail[3] != 0.0f) st.nan = 1;
+        if (tail[2] != 0.0f && (!st.any || tail[0] > st.best)) {
+          st.best = tail[0];
+          st.any = 1;
+        }
       }
+      for (d = 0; d < a->dim; ++d) out[d] = 0.0f;
+      for (split = 0; split < a->splits && st.any && !st.nan; ++split) {
+        const float* o = split_slot(a, task, split, h);
+        float c;
+        if (o[a->dim + 2] == 0.0f) continue;
+        c = rxe_f32_exp(o[a->dim] - st.best);
+        st.total += o[a->dim + 1] * c;
+        for (d = 0; d < a->dim; ++d) out[d] += o[d] * c;
+      }
+      finish(out, &st, a->dim);
     }
   }
 }
 
 rxe_status_t rxe_lib_kv_attention_f32(const float* q, const float* k, const float* v, const float* mask,
-                                      const float* scale, float* out, int64_t heads, int64_t kv_heads, int64_t seq,
-                                      int64_t kv_len, int64_t max_context, int64_t head_dim, int64_t has_mask,
-                                      int64_t mask_head_stride, int64_t mask_row_stride, rxe_error_t* err) {
+                                      const float* scale, float* out, float* scratch, int64_t heads,
+                                      int64_t kv_heads, int64_t seq, int64_t kv_len, int64_t max_context,
+                                      int64_t head_dim, int64_t has_mask, int64_t mask_head_stride,
+                                      int64_t mask_row_stride, rxe_error_t* err) {
   attention_args a;
+  int64_t tasks;
+  int threads = rxe_threads_get_count();
   if (kv_heads <= 0 || heads % kv_heads != 0) {
     return rxe_error_set(err, RXE_ERR_SHAPE, "kv_attention: %d query heads are not a multiple of %d KV heads",
                          heads, kv_heads);
@@ -186,6 +280,22 @@ rxe_status_t rxe_lib_kv_attention_f32(const float* q, const float* k, const floa
   a.has_mask = has_mask;
   a.mask_head_stride = mask_head_stride;
   a.mask_row_stride = mask_row_stride;
-  rxe_threads_parallel_for(kv_heads * seq * ((a.group + GROUP_CHUNK - 1) / GROUP_CHUNK), attention_rows, &a);
+  a.scratch = scratch;
+  tasks = kv_heads * seq * ((a.group + GROUP_CHUNK - 1) / GROUP_CHUNK);
+  /* one row at a time (decode) and too few tasks for the threads: split the context, each share at least
+   * RXE_KV_SPLIT_MIN positions, into enough items that the threads share them within a quarter */
+  a.splits = 1;
+  if (seq == 1 && threads > 1 && tasks < 4 * (int64_t)threads) {
+    a.splits = (4 * (int64_t)threads + tasks - 1) / tasks;
+    if (a.splits > RXE_KV_MAX_SPLITS) a.splits = RXE_KV_MAX_SPLITS;
+    if (a.splits > kv_len / RXE_KV_SPLIT_MIN) a.splits = kv_len / RXE_KV_SPLIT_MIN;
+    if (a.splits < 1) a.splits = 1;
+  }
+  if (a.splits == 1) {
+    rxe_threads_parallel_for(tasks, attention_rows, &a);
+  } else {
+    rxe_threads_parallel_for(tasks * a.splits, attention_splits, &a);
+    rxe_threads_parallel_for(tasks, merge_splits, &a);
+  }
   return RXE_OK;
 }

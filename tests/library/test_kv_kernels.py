@@ -54,11 +54,11 @@ def attention_f64(q, k, v, mask, kv_len, scale):
 
 
 # the functions --------------------------------------------------------------------------------
-def _attention_function(b, name, heads, kv_heads, dim, mask):
+def _attention_function(b, name, heads, kv_heads, dim, mask, max_context=MAX_CONTEXT):
     seq, kv_len = SizeVar("seq"), SizeVar("kv_len")
     q = Var("q", TensorType((1, heads, seq, dim), "float32"))
-    k = Var("k", TensorType((1, kv_heads, MAX_CONTEXT, dim), "float32"))
-    v = Var("v", TensorType((1, kv_heads, MAX_CONTEXT, dim), "float32"))
+    k = Var("k", TensorType((1, kv_heads, max_context, dim), "float32"))
+    v = Var("v", TensorType((1, kv_heads, max_context, dim), "float32"))
     if mask is None:   # kv_len bound from an int64 input of kv_len elements
         extra = Var("lens", TensorType((kv_len,), "int64"))
     else:
@@ -87,6 +87,8 @@ def _append_function(b, name, kv_heads, dim, then_attend):
 ATTENTION = {f"attention_{h}_{kv}_{d}_{m}": (h, kv, d, m)
              for (h, kv) in HEADS for d in DIMS for m in (["rows"] if (h, d) != (4, 17) else MASKS)}
 ATTENTION.update({f"attention_9_3_16_{m}": (9, 3, 16, m) for m in MASKS})
+LONG_CONTEXT = 600   # past the split of the context at decode (RXE_KV_SPLIT_MIN positions a share)
+LONG = {"long_9_3_64_rows": (9, 3, 64, "rows"), "long_4_1_17_None": (4, 1, 17, None)}
 APPEND = {"append_2_16": (2, 16, False), "append_3_17": (3, 17, False), "append_attend_2_17": (2, 17, True)}
 
 
@@ -94,6 +96,8 @@ def _module():
     b = Builder()
     for name, spec in ATTENTION.items():
         _attention_function(b, name, *spec)
+    for name, spec in LONG.items():
+        _attention_function(b, name, *spec, max_context=LONG_CONTEXT)
     for name, spec in APPEND.items():
         _append_function(b, name, *spec)
     # main: the first attention function again (a module has a main)
@@ -127,7 +131,7 @@ def _states(rng, kv_heads, dim):
 
 def test_the_module_has_every_function(kv_module):
     _, art, _ = kv_module
-    assert set(art.signature) == {"main", *ATTENTION, *APPEND}
+    assert set(art.signature) == {"main", *ATTENTION, *LONG, *APPEND}
     # the sizes are symbolic: seq and kv_len are the function's size variables
     assert art.signature["attention_9_3_17_rows"]["sizes"] == ["seq", "kv_len"]
 
@@ -167,6 +171,34 @@ def test_kv_attention_on_threads(kv_module, name):
             (got,) = m.run(q, k, v, np.zeros(kv_len, np.int64) if mask is None else mask)
             np.testing.assert_allclose(got, attention_f64(q, k, v, mask, kv_len, 1.0 / np.sqrt(dim)), rtol=1e-4,
                                        atol=1e-5, err_msg=f"{name} ({backend}) on 3 threads, kv_len {kv_len}")
+    finally:
+        m.lib.rxe_threads_set_count(ctypes.c_int(1))   # the pool is the process's: back to one
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 5])
+@pytest.mark.parametrize("name", list(LONG))
+def test_kv_attention_split_over_the_context(kv_module, name, threads):
+    """Decode rows over a long context: on several threads the context is split and the shares merged
+    (flash-decoding); the numbers are those of the definition, masked shares and NaN included."""
+    backend, art, dev = kv_module
+    heads, kv_heads, dim, mask_kind = LONG[name]
+    m = dev.load(art, function=name, threads=threads)
+    rng = np.random.default_rng(threads)
+    k, v = (rng.standard_normal((1, kv_heads, LONG_CONTEXT, dim)).astype(np.float32) for _ in range(2))
+    try:
+        for kv_len in (63, 64, 129, 450, LONG_CONTEXT):
+            q = rng.standard_normal((1, heads, 1, dim)).astype(np.float32)
+            mask = None if mask_kind is None else _mask(rng, heads, 1, kv_len, mask_kind)
+            if mask is not None and kv_len > 200:
+                mask[..., : kv_len // 2] = MASKED   # whole shares masked out
+            extra = np.zeros(kv_len, np.int64) if mask is None else mask
+            (got,) = m.run(q, k, v, extra)
+            np.testing.assert_allclose(got, attention_f64(q, k, v, mask, kv_len, 1.0 / np.sqrt(dim)), rtol=1e-4,
+                                       atol=1e-5, err_msg=f"{name} ({backend}) on {threads} threads, kv_len {kv_len}")
+        if mask is not None:   # a NaN in the last share makes the rows NaN (the mask is every head's)
+            mask[0, 0, 0, kv_len - 1] = np.nan
+            (got,) = m.run(q, k, v, mask)
+            assert np.isnan(got).all()
     finally:
         m.lib.rxe_threads_set_count(ctypes.c_int(1))   # the pool is the process's: back to one
 

@@ -29,13 +29,26 @@ rxe_status_t rxe_lib_kv_append_f32(float* state, const float* new_positions, flo
  * (strides 0 broadcast). One pass over the cache per row, with a running
  * maximum (no scores buffer, no scratch), the query heads of a KV head
  * together so that its cache is read once; masked positions are not read;
- * rows are split over the threads. */
+ * rows are split over the threads. At decode (seq = 1) with fewer rows than
+ * the threads can share, the context is split too (flash-decoding): up to
+ * RXE_KV_MAX_SPLITS shares of at least RXE_KV_SPLIT_MIN positions, each
+ * with its own running maximum in `scratch`, then merged; scratch holds
+ * RXE_KV_SCRATCH_FLOATS(kv_heads, heads / kv_heads, head_dim) floats. */
 /* stack: at most 1400 bytes: the per-head state of up to 16 query heads in
  * attention_rows. Measured 1200 (x86-64, with the entry) and 872 (Cortex-M4). */
 rxe_status_t rxe_lib_kv_attention_f32(const float* q, const float* k, const float* v, const float* mask,
-                                      const float* scale, float* out, int64_t heads, int64_t kv_heads, int64_t seq,
-                                      int64_t kv_len, int64_t max_context, int64_t head_dim, int64_t has_mask,
-                                      int64_t mask_head_stride, int64_t mask_row_stride, rxe_error_t* err);
+                                      const float* scale, float* out, float* scratch, int64_t heads,
+                                      int64_t kv_heads, int64_t seq, int64_t kv_len, int64_t max_context,
+                                      int64_t head_dim, int64_t has_mask, int64_t mask_head_stride,
+                                      int64_t mask_row_stride, rxe_error_t* err);
+
+/* the split of the context at decode (relax_edge/library/kv_cache.py mirrors these) */
+#define RXE_KV_MAX_SPLITS 8
+#define RXE_KV_SPLIT_MIN 64
+#define RXE_KV_GROUP_CHUNK 16
+#define RXE_KV_SCRATCH_FLOATS(kv_heads, group, head_dim)                                               \
+  ((kv_heads) * (((group) + RXE_KV_GROUP_CHUNK - 1) / RXE_KV_GROUP_CHUNK) * RXE_KV_MAX_SPLITS *          \
+   ((group) < RXE_KV_GROUP_CHUNK ? (group) : RXE_KV_GROUP_CHUNK) * ((head_dim) + 4))
 
 #ifdef __cplusplus
 }
