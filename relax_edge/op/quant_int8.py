@@ -337,9 +337,9 @@ def _avg_pool_rule(types, attrs):
     return TensorType((x.shape[0], x.shape[1], *out), _check_output(attrs))
 
 
-def qavg_pool2d_reference(x, *, kernel_size, strides, x_zero, out_zero, multiplier, shift, out_dtype,
+def qavg_pool2d_reference(x, *, kernel_size, strides, padding, x_zero, out_zero, multiplier, shift, out_dtype,
                           act_min=None, act_max=None):
-    window = {"kernel_size": kernel_size, "strides": strides, "padding": (0, 0, 0, 0), "dilation": (1, 1),
+    window = {"kernel_size": kernel_size, "strides": strides, "padding": padding, "dilation": (1, 1),
               "ceil_mode": False}
     wins, _, _ = _pool_windows(np.asarray(x).astype(np.int64) - x_zero, window, 0)
     acc = wins.sum(axis=0)
@@ -385,7 +385,8 @@ def _quantize_rule(types, attrs):
 
 def quantize_reference(x, scale, zero, *, out_dtype, qmin, qmax, compute):
     q = np.rint(np.asarray(x).astype(compute) / np.asarray(scale).astype(compute))
-    q = q.astype(np.float64 if compute == "float64" else np.float32) + np.asarray(zero).astype(np.float64)
+    wide = np.float64 if compute == "float64" else np.float32
+    q = q.astype(wide) + np.asarray(zero).astype(wide)
     return np.clip(q, qmin, qmax).astype(out_dtype)
 
 
