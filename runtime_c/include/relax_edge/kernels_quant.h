@@ -1,0 +1,83 @@
+/*
+ * The weight-only quantized kernels (kernels/matmul_nbits.c): a matmul and an
+ * embedding gather whose weights stay packed in blocks of 4- or 8-bit integers
+ * with per-block float32 scales. See relax_edge/op/quant_weight.py for their
+ * meaning (its numpy references are the definition) and
+ * relax_edge/library/quant_weight.py for how the compiler calls them.
+ *
+ * Layout (the operators' own, read in place: no repacking at compile time):
+ * - qweight uint8 (rows, n_blocks, block_size * bits / 8), n_blocks =
+ *   ceil(k / block_size): row n holds output channel n's k weights; for 4 bits
+ *   byte j of a block holds element 2j in its low nibble and 2j + 1 in its
+ *   high one, for 8 bits byte j is element j; elements past k are padding
+ *   and never read into a result;
+ * - scales float32 (rows, n_blocks);
+ * - zeros by zero_mode: 0 "default" (none; the zero point is 2^(bits-1)),
+ *   1 "uint8" (uint8 zero points (rows, n_blocks): w = (q - zp) * s), 2
+ *   "float" (float32 offsets m (rows, n_blocks): w = q * s + m, GGUF Q4_1).
+ *   When there are none, any pointer may stand in (it is not read).
+ *
+ * Each weight is dequantized in registers exactly as the reference does it,
+ * (float)(q - zp) * s, or q * s + m (a multiply, then an add), and never
+ * stored as a dequantized copy of W: a decode step reads each packed byte
+ * once. block_size is a power of two of at least 16; bits 4 or 8.
+ *
+ * Paths: x86-64 AVX2+FMA, aarch64 NEON, else generic C (as kernels.h).
+ * Threads split the output columns; every output element is computed by one
+ * thread in a fixed order, so results do not depend on the thread count.
+ */
+#ifndef RELAX_EDGE_KERNELS_QUANT_H_
+#define RELAX_EDGE_KERNELS_QUANT_H_
+
+#include <stdint.h>
+
+#include "relax_edge/abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RXE_NBITS_ZERO_DEFAULT 0
+#define RXE_NBITS_ZERO_UINT8 1
+#define RXE_NBITS_ZERO_FLOAT 2
+
+/* y (m, n) = x (m, k) @ W^T (+ bias (n,)) for W (n, k) in the packed layout
+ * above; has_bias 0 leaves bias unread (any pointer may stand in).
+ * m is a run-time value. Up to RXE_GEMV_MAX_M (4) rows (a decode step): each
+ * row of W is streamed once for all rows of x, decoded 16 weights at a time
+ * into vector registers, the sums in registers across blocks. More rows (a
+ * prefill): a panel of 16 rows of W times 128 of k is dequantized once into a
+ * stack buffer (8 KB) and multiplied into all m rows of x in register tiles of
+ * 6 x 16. The two paths sum in different orders (last bits may differ). */
+/* stack: at most 9216 bytes: the 8 KB dequantized panel and a 6 x 16 tile on
+ * the prefill path. */
+rxe_status_t rxe_lib_matmul_nbits_f32(const float* x, const uint8_t* qweight, const float* scales, const void* zeros,
+                                      const float* bias, float* y, int64_t m, int64_t n, int64_t k, int64_t bits,
+                                      int64_t block_size, int64_t zero_mode, int64_t has_bias, rxe_error_t* err);
+
+/* The same with act="int8": each row of x is first quantized per block of
+ * block_size to int8 with scale max|x| / 127 (round half to even) and
+ * dequantized again into scratch (m * k floats,
+ * RXE_LIB_MATMUL_NBITS_Q8_SCRATCH_BYTES), then multiplied as above: the
+ * reference's numbers, not an integer dot product (not faster than f32). */
+#define RXE_LIB_MATMUL_NBITS_Q8_SCRATCH_BYTES(m, k) ((uint64_t)4 * (uint64_t)(m) * (uint64_t)(k))
+/* stack: at most 9216 bytes (as rxe_lib_matmul_nbits_f32). */
+rxe_status_t rxe_lib_matmul_nbits_q8_f32(const float* x, const uint8_t* qweight, const float* scales,
+                                         const void* zeros, const float* bias, float* y, float* scratch, int64_t m,
+                                         int64_t n, int64_t k, int64_t bits, int64_t block_size, int64_t zero_mode,
+                                         int64_t has_bias, rxe_error_t* err);
+
+/* out (count, k) = the dequantized rows indices[0 .. count) of the table
+ * (rows, k) in the packed layout above; indices int32 (index_bits 32) or int64
+ * (64), negative ones counting from the end as in numpy. RXE_ERR_INDEX when
+ * an index is outside [-rows, rows). */
+/* stack: at most 512 bytes. */
+rxe_status_t rxe_lib_gather_nbits_f32(const uint8_t* qweight, const float* scales, const void* zeros,
+                                      const void* indices, float* out, int64_t rows, int64_t count, int64_t k,
+                                      int64_t bits, int64_t block_size, int64_t zero_mode, int64_t index_bits,
+                                      rxe_error_t* err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RELAX_EDGE_KERNELS_QUANT_H_ */

@@ -1,0 +1,462 @@
+/* Weight-only quantized matmul and gather (relax_edge/kernels_quant.h):
+ * y (m,n) = x (m,k) @ dequant(W (n,k))^T (+ bias), W in packed 4/8-bit blocks.
+ *
+ * Decode (m <= RXE_GEMV_MAX_M): output columns split over the threads; for
+ * each column, its row of W is decoded 16 weights at a time (decode_unit)
+ * into vector registers and multiplied into the m rows of x, the sums in
+ * registers over the whole row. Prefill: a panel of 16 rows of W x KC of k is
+ * dequantized once (dequant_panel) and multiplied into every row of x in
+ * tiles of TILE_ROWS x 16 (tile); panels are split over the threads. */
+#include "relax_edge/kernels.h"
+#include "relax_edge/runtime.h"
+#include "relax_edge/threads.h"
+
+#define UNIT 16        /* weights decoded at once */
+#define PANEL 16       /* columns of y per dequantized panel */
+#define KC 128         /* k per dequantized panel (a multiple of UNIT) */
+#define TILE_ROWS 6    /* rows of x per register tile of the prefill path */
+#define GEMV_ROWS RXE_GEMV_MAX_M
+#define PARALLEL_MIN_MACS 262144 /* below this m*n*k, one thread */
+
+#if defined(__GNUC__)
+#define QINLINE static inline __attribute__((always_inline))
+#define QPRAGMA_(x) _Pragma(#x)
+#define QUNROLL(n) QPRAGMA_(GCC unroll n) /* so that the sums stay registers at -O2 */
+#else
+#define QINLINE static inline
+#define QUNROLL(n)
+#endif
+
+/* qv_t: VL floats; decode_unit gives UNIT weights as GROUPS of them. */
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define VL 8
+typedef __m256 qv_t;
+#define qv_zero() _mm256_setzero_ps()
+#define qv_set(s) _mm256_set1_ps(s)
+#define qv_load(p) _mm256_loadu_ps(p)
+#define qv_store(p, v) _mm256_storeu_ps(p, v)
+#define qv_fma(acc, a, b) _mm256_fmadd_ps(a, b, acc)
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#define VL 4
+typedef float32x4_t qv_t;
+#define qv_zero() vdupq_n_f32(0.0f)
+#define qv_set(s) vdupq_n_f32(s)
+#define qv_load(p) vld1q_f32(p)
+#define qv_store(p, v) vst1q_f32(p, v)
+#define qv_fma(acc, a, b) vfmaq_f32(acc, a, b)
+#else
+#define VL 1
+typedef float qv_t;
+#define qv_zero() 0.0f
+#define qv_set(s) (s)
+#define qv_load(p) (*(p))
+#define qv_store(p, v) (*(p) = (v))
+#define qv_fma(acc, a, b) ((acc) + (a) * (b))
+#endif
+#define GROUPS (UNIT / VL)
+#define PANEL_VECS (PANEL / VL)
+
+typedef struct {
+  const float* x;
+  const uint8_t* q;
+  const float* scales;
+  const uint8_t* zp;  /* zero_mode uint8 */
+  const float* offs;  /* zero_mode float */
+  const float* bias;
+  float* y;
+  int64_t m, n, k, bits, block, blocks, block_bytes;
+  int mode;
+} nbits_t;
+
+/* The zero point (0 in float mode), scale and offset of block b of row r. */
+typedef struct {
+  int32_t zero;
+  float scale, offset;
+} block_t;
+
+QINLINE block_t block_of(const nbits_t* g, int64_t r, int64_t b) {
+  block_t p;
+  int64_t i = r * g->blocks + b;
+  p.scale = g->scales[i];
+  p.offset = 0.0f;
+  p.zero = g->mode == RXE_NBITS_ZERO_UINT8 ? (int32_t)g->zp[i] : g->mode == RXE_NBITS_ZERO_FLOAT ? 0 : 1 << (g->bits - 1);
+  if (g->mode == RXE_NBITS_ZERO_FLOAT) p.offset = g->offs[i];
+  return p;
+}
+
+/* Weight e of a block (bp: its first byte), dequantized as the reference does. */
+QINLINE float weight(const uint8_t* bp, int64_t e, int bits, block_t p, int float_mode) {
+  int32_t q = bits == 4 ? (e & 1 ? bp[e >> 1] >> 4 : bp[e >> 1] & 15) : bp[e];
+  float w = (float)(q - p.zero) * p.scale;
+  return float_mode ? w + p.offset : w;
+}
+
+/* UNIT weights of a block from its byte p (UNIT / 2 bytes at 4 bits, UNIT at 8), dequantized into w. */
+QINLINE void decode_unit(const uint8_t* p, int bits, block_t b, int float_mode, qv_t w[GROUPS]) {
+#if defined(__AVX2__) && defined(__FMA__)
+  __m128i v, lo;
+  __m256i z = _mm256_set1_epi32(b.zero);
+  __m256 s = _mm256_set1_ps(b.scale);
+  if (bits == 4) {
+    __m128i raw = _mm_loadl_epi64((const __m128i*)(const void*)p), mask = _mm_set1_epi8(0x0F);
+    v = _mm_unpacklo_epi8(_mm_and_si128(raw, mask), _mm_and_si128(_mm_srli_epi16(raw, 4), mask));
+  } else {
+    v = _mm_loadu_si128((const __m128i*)(const void*)p);
+  }
+  lo = _mm_srli_si128(v, 8);
+  w[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(v), z)), s);
+  w[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(lo), z)), s);
+  if (float_mode) {
+    w[0] = _mm256_add_ps(w[0], _mm256_set1_ps(b.offset));
+    w[1] = _mm256_add_ps(w[1], _mm256_set1_ps(b.offset));
+  }
+#elif defined(__aarch64__)
+  uint8x16_t v;
+  uint8x8_t z = vdup_n_u8((uint8_t)b.zero);
+  int16x8_t lo, hi;
+  int g;
+  if (bits == 4) {
+    uint8x8_t raw = vld1_u8(p);
+    uint8x8x2_t t = vzip_u8(vand_u8(raw, vdup_n_u8(15)), vshr_n_u8(raw, 4));
+    v = vcombine_u8(t.val[0], t.val[1]);
+  } else {
+    v = vld1q_u8(p);
+  }
+  lo = vreinterpretq_s16_u16(vsubl_u8(vget_low_u8(v), z)); /* q - zero in [-255, 255] */
+  hi = vreinterpretq_s16_u16(vsubl_u8(vget_high_u8(v), z));
+  w[0] = vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), b.scale);
+  w[1] = vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(lo))), b.scale);
+  w[2] = vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), b.scale);
+  w[3] = vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi))), b.scale);
+  if (float_mode) {
+    for (g = 0; g < GROUPS; ++g) w[g] = vaddq_f32(w[g], vdupq_n_f32(b.offset));
+  }
+#else
+  int e;
+  for (e = 0; e < UNIT; ++e) w[e] = weight(p, e, bits, b, float_mode);
+#endif
+}
+
+/* ---- decode: few rows ---- */
+
+/* out[i] (i < r) = row i of x . row `col` of W; r constant at each call. For
+ * one row, two chains of sums (alternate units) hide the multiply-add latency. */
+QINLINE void column_dots(const nbits_t* g, int64_t col, float* out, const int r, const int float_mode) {
+  const int ch = r == 1 ? 2 : 1;
+  qv_t acc[GEMV_ROWS][2][GROUPS], w[GROUPS];
+  float tail[GEMV_ROWS], lanes[VL];
+  const uint8_t* row = g->q + col * g->blocks * g->block_bytes;
+  int64_t b, e, u = 0;
+  int i, c, v, l;
+  QUNROLL(4)
+  for (i = 0; i < r; ++i) {
+    tail[i] = 0.0f;
+    for (c = 0; c < ch; ++c) {
+      QUNROLL(16)
+      for (v = 0; v < GROUPS; ++v) acc[i][c][v] = qv_zero();
+    }
+  }
+  for (b = 0; b < g->blocks; ++b) {
+    const block_t p = block_of(g, col, b);
+    const uint8_t* bp = row + b * g->block_bytes;
+    const int64_t e0 = b * g->block, kb = g->k - e0 < g->block ? g->k - e0 : g->block;
+    for (e = 0; e + UNIT <= kb; e += UNIT, ++u) {
+      const int cu = ch == 2 ? (int)(u & 1) : 0;
+      decode_unit(bp + e * g->bits / 8, (int)g->bits, p, float_mode, w);
+      QUNROLL(4)
+      for (i = 0; i < r; ++i) {
+        const float* xi = g->x + i * g->k + e0 + e;
+        QUNROLL(16)
+        for (v = 0; v < GROUPS; ++v) acc[i][cu][v] = qv_fma(acc[i][cu][v], qv_load(xi + v * VL), w[v]);
+      }
+    }
+    for (; e < kb; ++e) { /* the last, partial block's last weights */
+      float wt = weight(bp, e, (int)g->bits, p, float_mode);
+      for (i = 0; i < r; ++i) tail[i] += g->x[i * g->k + e0 + e] * wt;
+    }
+  }
+  for (i = 0; i < r; ++i) {
+    float sum = 0.0f;
+    for (c = 0; c < ch; ++c) {
+      for (v = 0; v < GROUPS; ++v) {
+        qv_store(lanes, acc[i][c][v]);
+        for (l = 0; l < VL; ++l) sum += lanes[l];
+      }
+    }
+    out[i] = sum + tail[i];
+  }
+}
+
+QINLINE void columns(const nbits_t* g, int64_t c0, int64_t c1, const int float_mode) {
+  float out[GEMV_ROWS];
+  int64_t col, i;
+  for (col = c0; col < c1; ++col) {
+    switch (g->m) {
+      case 4:
+        column_dots(g, col, out, 4, float_mode);
+        break;
+      case 3:
+        column_dots(g, col, out, 3, float_mode);
+        break;
+      case 2:
+        column_dots(g, col, out, 2, float_mode);
+        break;
+      default:
+        column_dots(g, col, out, 1, float_mode);
+        break;
+    }
+    for (i = 0; i < g->m; ++i) g->y[i * g->n + col] = g->bias ? out[i] + g->bias[col] : out[i];
+  }
+}
+
+static void gemv_task(void* ctx, int64_t c0, int64_t c1, int thread) {
+  const nbits_t* g = (const nbits_t*)ctx;
+  (void)thread;
+  if (g->mode == RXE_NBITS_ZERO_FLOAT) {
+    columns(g, c0, c1, 1);
+  } else {
+    columns(g, c0, c1, 0);
+  }
+}
+
+/* ---- prefill: many rows ---- */
+
+/* panel (kc x PANEL, row stride PANEL) = W[j0 : j0+nr, p0 : p0+kc]^T dequantized, zeros past nr. */
+static void dequant_panel(const nbits_t* g, int64_t j0, int64_t nr, int64_t p0, int64_t kc, float* panel) {
+  float run[UNIT];
+  qv_t w[GROUPS];
+  int64_t j, e, t;
+  int v;
+  for (j = 0; j < PANEL; ++j) {
+    if (j >= nr) {
+      for (e = 0; e < kc; ++e) panel[e * PANEL + j] = 0.0f;
+      continue;
+    }
+    for (e = 0; e < kc;) { /* p0 and the blocks start at multiples of UNIT: units never straddle blocks */
+      int64_t pos = p0 + e, b = pos / g->block, in = pos - b * g->block;
+      const block_t p = block_of(g, j0 + j, b);
+      const uint8_t* bp = g->q + ((j0 + j) * g->blocks + b) * g->block_bytes;
+      const int float_mode = g->mode == RXE_NBITS_ZERO_FLOAT;
+      if (e + UNIT <= kc) {
+        decode_unit(bp + in * g->bits / 8, (int)g->bits, p, float_mode, w);
+        for (v = 0; v < GROUPS; ++v) qv_store(run + v * VL, w[v]);
+        for (t = 0; t < UNIT; ++t) panel[(e + t) * PANEL + j] = run[t];
+        e += UNIT;
+      } else {
+        panel[e * PANEL + j] = weight(bp, in, (int)g->bits, p, float_mode);
+        ++e;
+      }
+    }
+  }
+}
+
+/* t (r x PANEL) = x (r rows, ldx apart; kc columns) @ panel (kc x PANEL); r constant at each call. */
+QINLINE void tile(const float* x, int64_t ldx, const float* panel, int64_t kc, float* t, const int r) {
+  qv_t acc[TILE_ROWS][PANEL_VECS], b[PANEL_VECS], a;
+  int64_t p;
+  int i, v;
+  QUNROLL(6)
+  for (i = 0; i < r; ++i) {
+    QUNROLL(16)
+    for (v = 0; v < PANEL_VECS; ++v) acc[i][v] = qv_zero();
+  }
+  for (p = 0; p < kc; ++p) {
+    QUNROLL(16)
+    for (v = 0; v < PANEL_VECS; ++v) b[v] = qv_load(panel + p * PANEL + v * VL);
+    QUNROLL(6)
+    for (i = 0; i < r; ++i) {
+      a = qv_set(x[i * ldx + p]);
+      QUNROLL(16)
+      for (v = 0; v < PANEL_VECS; ++v) acc[i][v] = qv_fma(acc[i][v], a, b[v]);
+    }
+  }
+  QUNROLL(6)
+  for (i = 0; i < r; ++i) {
+    QUNROLL(16)
+    for (v = 0; v < PANEL_VECS; ++v) qv_store(t + i * PANEL + v * VL, acc[i][v]);
+  }
+}
+
+static void tile_rows(const float* x, int64_t ldx, const float* panel, int64_t kc, float* t, int64_t r) {
+  switch (r) {
+    case 6:
+      tile(x, ldx, panel, kc, t, 6);
+      break;
+    case 5:
+      tile(x, ldx, panel, kc, t, 5);
+      break;
+    case 4:
+      tile(x, ldx, panel, kc, t, 4);
+      break;
+    case 3:
+      tile(x, ldx, panel, kc, t, 3);
+      break;
+    case 2:
+      tile(x, ldx, panel, kc, t, 2);
+      break;
+    default:
+      tile(x, ldx, panel, kc, t, 1);
+      break;
+  }
+}
+
+/* Panels [q0, q1) of y: PANEL columns each, k in steps of KC, each step's sums added to y. */
+static void gemm_task(void* ctx, int64_t q0, int64_t q1, int thread) {
+  const nbits_t* g = (const nbits_t*)ctx;
+  float panel[KC * PANEL], t[TILE_ROWS * PANEL];
+  int64_t q, p0, i0, i, j;
+  (void)thread;
+  for (q = q0; q < q1; ++q) {
+    const int64_t j0 = q * PANEL, nr = g->n - j0 < PANEL ? g->n - j0 : PANEL;
+    for (p0 = 0; p0 < g->k; p0 += KC) {
+      const int64_t kc = g->k - p0 < KC ? g->k - p0 : KC;
+      dequant_panel(g, j0, nr, p0, kc, panel);
+      for (i0 = 0; i0 < g->m; i0 += TILE_ROWS) {
+        const int64_t r = g->m - i0 < TILE_ROWS ? g->m - i0 : TILE_ROWS;
+        tile_rows(g->x + i0 * g->k + p0, g->k, panel, kc, t, r);
+        for (i = 0; i < r; ++i) {
+          float* yi = g->y + (i0 + i) * g->n + j0;
+          for (j = 0; j < nr; ++j) yi[j] = p0 == 0 ? t[i * PANEL + j] : yi[j] + t[i * PANEL + j];
+        }
+      }
+    }
+    for (i = 0; i < g->m; ++i) {
+      float* yi = g->y + i * g->n + j0;
+      if (g->k == 0) {
+        for (j = 0; j < nr; ++j) yi[j] = 0.0f;
+      }
+      if (g->bias) {
+        for (j = 0; j < nr; ++j) yi[j] += g->bias[j0 + j];
+      }
+    }
+  }
+}
+
+/* ---- entry points ---- */
+
+static rxe_status_t check_layout(const char* what, int64_t k, int64_t bits, int64_t block, int64_t mode,
+                                 rxe_error_t* err) {
+  if (bits != 4 && bits != 8) return rxe_error_set(err, RXE_ERR_SHAPE, "%s: bits must be 4 or 8, got %d", what, bits);
+  if (block < UNIT || (block & (block - 1)) != 0) {
+    return rxe_error_set(err, RXE_ERR_SHAPE, "%s: block_size must be a power of two of at least 16, got %d", what,
+                         block);
+  }
+  if (mode < RXE_NBITS_ZERO_DEFAULT || mode > RXE_NBITS_ZERO_FLOAT) {
+    return rxe_error_set(err, RXE_ERR_SHAPE, "%s: zero_mode must be 0, 1 or 2, got %d", what, mode);
+  }
+  if (k < 0) return rxe_error_set(err, RXE_ERR_SHAPE, "%s: k must not be negative, got %d", what, k);
+  return RXE_OK;
+}
+
+static void layout_into(nbits_t* g, const uint8_t* qweight, const float* scales, const void* zeros, int64_t k,
+                        int64_t bits, int64_t block, int64_t mode) {
+  g->q = qweight;
+  g->scales = scales;
+  g->zp = (const uint8_t*)zeros;
+  g->offs = (const float*)zeros;
+  g->k = k;
+  g->bits = bits;
+  g->block = block;
+  g->blocks = (k + block - 1) / block;
+  g->block_bytes = block * bits / 8;
+  g->mode = (int)mode;
+}
+
+rxe_status_t rxe_lib_matmul_nbits_f32(const float* x, const uint8_t* qweight, const float* scales, const void* zeros,
+                                      const float* bias, float* y, int64_t m, int64_t n, int64_t k, int64_t bits,
+                                      int64_t block_size, int64_t zero_mode, int64_t has_bias, rxe_error_t* err) {
+  nbits_t g;
+  int64_t tasks;
+  rxe_task_fn fn;
+  rxe_status_t st = check_layout("matmul_nbits", k, bits, block_size, zero_mode, err);
+  if (st != RXE_OK) return st;
+  if (m < 0 || n < 0) return rxe_error_set(err, RXE_ERR_SHAPE, "matmul_nbits: m=%d, n=%d must not be negative", m, n);
+  if (m == 0 || n == 0) return RXE_OK;
+  layout_into(&g, qweight, scales, zeros, k, bits, block_size, zero_mode);
+  g.x = x;
+  g.bias = has_bias ? bias : (const float*)0;
+  g.y = y;
+  g.m = m;
+  g.n = n;
+  if (m <= GEMV_ROWS) {
+    fn = gemv_task;
+    tasks = n;
+  } else {
+    fn = gemm_task;
+    tasks = (n + PANEL - 1) / PANEL;
+  }
+  if (m * n * k >= PARALLEL_MIN_MACS && rxe_threads_get_count() > 1) {
+    rxe_threads_parallel_for(tasks, fn, &g);
+  } else {
+    fn(&g, 0, tasks, 0);
+  }
+  return RXE_OK;
+}
+
+/* Round to nearest, ties to even, for |v| < 2^22 (the int8 range here). */
+static float round_even(float v) {
+  const float magic = 12582912.0f; /* 1.5 * 2^23 */
+  return v >= 0.0f ? (v + magic) - magic : -((-v + magic) - magic);
+}
+
+rxe_status_t rxe_lib_matmul_nbits_q8_f32(const float* x, const uint8_t* qweight, const float* scales,
+                                         const void* zeros, const float* bias, float* y, float* scratch, int64_t m,
+                                         int64_t n, int64_t k, int64_t bits, int64_t block_size, int64_t zero_mode,
+                                         int64_t has_bias, rxe_error_t* err) {
+  int64_t i, b, e;
+  rxe_status_t st = check_layout("matmul_nbits", k, bits, block_size, zero_mode, err);
+  if (st != RXE_OK) return st;
+  for (i = 0; i < m; ++i) {
+    for (b = 0; b < k; b += block_size) {
+      const float* xb = x + i * k + b;
+      float* qb = scratch + i * k + b;
+      int64_t len = k - b < block_size ? k - b : block_size;
+      float amax = 0.0f, scale, safe;
+      for (e = 0; e < len; ++e) {
+        float a = xb[e] < 0.0f ? -xb[e] : xb[e];
+        if (a > amax) amax = a;
+      }
+      scale = amax / 127.0f;
+      safe = scale == 0.0f ? 1.0f : scale;
+      for (e = 0; e < len; ++e) {
+        float q = round_even(xb[e] / safe);
+        q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
+        qb[e] = q * scale;
+      }
+    }
+  }
+  return rxe_lib_matmul_nbits_f32(scratch, qweight, scales, zeros, bias, y, m, n, k, bits, block_size, zero_mode,
+                                  has_bias, err);
+}
+
+rxe_status_t rxe_lib_gather_nbits_f32(const uint8_t* qweight, const float* scales, const void* zeros,
+                                      const void* indices, float* out, int64_t rows, int64_t count, int64_t k,
+                                      int64_t bits, int64_t block_size, int64_t zero_mode, int64_t index_bits,
+                                      rxe_error_t* err) {
+  nbits_t g;
+  int64_t t, b, e;
+  rxe_status_t st = check_layout("gather_nbits", k, bits, block_size, zero_mode, err);
+  if (st != RXE_OK) return st;
+  if (index_bits != 32 && index_bits != 64) {
+    return rxe_error_set(err, RXE_ERR_DTYPE, "gather_nbits: index_bits must be 32 or 64, got %d", index_bits);
+  }
+  layout_into(&g, qweight, scales, zeros, k, bits, block_size, zero_mode);
+  for (t = 0; t < count; ++t) {
+    int64_t r = index_bits == 32 ? (int64_t)((const int32_t*)indices)[t] : ((const int64_t*)indices)[t];
+    float* o = out + t * k;
+    if (r < -rows || r >= rows) {
+      return rxe_error_set(err, RXE_ERR_INDEX, "gather_nbits: index %d (position %d) is outside [-%d, %d)", r, t,
+                           rows, rows);
+    }
+    if (r < 0) r += rows;
+    for (b = 0; b < g.blocks; ++b) {
+      const block_t p = block_of(&g, r, b);
+      const uint8_t* bp = g.q + (r * g.blocks + b) * g.block_bytes;
+      int64_t e0 = b * block_size, len = k - e0 < block_size ? k - e0 : block_size;
+      for (e = 0; e < len; ++e) o[e0 + e] = weight(bp, e, (int)bits, p, zero_mode == RXE_NBITS_ZERO_FLOAT);
+    }
+  }
+  return RXE_OK;
+}
