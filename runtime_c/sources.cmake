@@ -36,6 +36,7 @@ set(RXE_KERNEL_SOURCES
   kernels/detect.c
   kernels/gemm.c
   kernels/gemv.c
+  kernels/matmul_nbits.c
   kernels/trig_math.c
 )
 
