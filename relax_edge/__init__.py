@@ -28,8 +28,11 @@ def __getattr__(name: str):
     if name in ("from_onnx", "OnnxImportError"):
         from . import frontend
         return getattr(frontend, name)
+    if name in ("from_gguf", "GGUFError"):
+        from .frontend import gguf
+        return getattr(gguf, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted([*globals(), "from_onnx", "OnnxImportError"])
+    return sorted([*globals(), "from_onnx", "OnnxImportError", "from_gguf", "GGUFError"])
