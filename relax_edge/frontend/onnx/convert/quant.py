@@ -23,7 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ....errors import RelaxEdgeError
+from ....ir.expr import Constant
 from ....ir.shape import as_expr
+from ....op.registry import make_call
 from ..context import ONNX_DTYPE_NAMES, ONNX_DTYPES, converter
 from . import tfidf  # noqa: F401  (registers its converter)
 from .conv import _emit_spatial, _spatial_rank, _static_kernel, _window
@@ -150,8 +153,10 @@ def convert_quantize_linear(ctx, inputs):
     axis, block = _axis(ctx), _block_size(ctx)
     s = _along(ctx, scale, xt.shape, axis, block, "the scale")
     z = None if zp is None else _along(ctx, zp, xt.shape, axis, block, "the zero point")
-    q = ctx.emit("divide", [ctx.emit("cast", [x], {"dtype": compute}), ctx.emit("cast", [s], {"dtype": compute})])
-    return requantize(ctx, q, z, out_dtype, compute)
+    if z is None:
+        z = Constant(np.zeros((), out_dtype))
+    lo, hi = QUANT_RANGES[out_dtype]
+    return ctx.emit("quantize", [x, s, z], {"out_dtype": out_dtype, "qmin": lo, "qmax": hi, "compute": compute})
 
 
 @converter("DequantizeLinear")
@@ -167,15 +172,20 @@ def convert_dequantize_linear(ctx, inputs):
         raise ctx.error(f"output_dtype {out_dtype} is not supported (float32, float16, float64 are)")
     compute = "float64" if "float64" in (scale_dtype, out_dtype) else "float32"
     axis, block = _axis(ctx), _block_size(ctx)
-    y = ctx.emit("cast", [x], {"dtype": compute})
     if zp is not None:
         if ctx.type_of(zp).dtype != xt.dtype:
             raise ctx.error(f"the zero point's type {ctx.type_of(zp).dtype} differs from the input's {xt.dtype}")
         z = _along(ctx, zp, xt.shape, axis, block, "the zero point")
-        y = ctx.emit("subtract", [y, ctx.emit("cast", [z], {"dtype": compute})])
+    else:
+        z = Constant(np.zeros((), xt.dtype))
     s = _along(ctx, scale, xt.shape, axis, block, "the scale")
-    y = ctx.emit("multiply", [y, ctx.emit("cast", [s], {"dtype": compute})])
-    return y if out_dtype == compute else ctx.emit("cast", [y], {"dtype": out_dtype})
+    try:
+        call = make_call("dequantize", [ctx.tensor(x), ctx.tensor(s), ctx.tensor(z)],
+                         {"out_dtype": out_dtype, "compute": compute}, span=ctx.span)
+    except RelaxEdgeError as err:
+        raise ctx.error(str(err)) from None
+    # not folded on constant operands: a constant int8 weight stays int8 for transform/quantize.py
+    return ctx.builder.emit(call)
 
 
 @converter("DynamicQuantizeLinear")
