@@ -2,6 +2,7 @@
 
 from . import (  # noqa: F401  (register the converters)
     attention,
+    contrib_llm,
     control,
     conv,
     detect,
