@@ -25,7 +25,7 @@ __all__ = [
 
 def __getattr__(name: str):
     """from_onnx and OnnxImportError import the ONNX frontend (and onnx) on first use."""
-    if name in ("from_onnx", "OnnxImportError"):
+    if name in ("from_onnx", "OnnxImportError", "from_genai"):   # from_genai: an ONNX Runtime GenAI folder
         from . import frontend
         return getattr(frontend, name)
     if name in ("from_gguf", "GGUFError"):
@@ -35,4 +35,4 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted([*globals(), "from_onnx", "OnnxImportError", "from_gguf", "GGUFError"])
+    return sorted([*globals(), "from_onnx", "OnnxImportError", "from_gguf", "GGUFError", "from_genai"])

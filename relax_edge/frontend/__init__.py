@@ -6,7 +6,7 @@ The ONNX frontend (and the onnx package under it) is imported on first use of
 onnx for modules built in Python.
 """
 
-__all__ = ["from_onnx", "OnnxImportError"]
+__all__ = ["from_onnx", "OnnxImportError", "from_genai"]
 
 
 def __getattr__(name: str):

@@ -3,7 +3,8 @@ max_constant_bytes=None, kv_cache=None, max_context=None)`; every problem with a
 OnnxImportError. `kv_pairs(mod)`: the past/present pairs of a KV-cache decoder found at import (kv_cache.py)."""
 
 from .context import OnnxImportError
+from .genai import from_genai
 from .importer import from_onnx
 from .kv_cache import KVPair, kv_pairs
 
-__all__ = ["from_onnx", "OnnxImportError", "KVPair", "kv_pairs"]
+__all__ = ["from_onnx", "OnnxImportError", "KVPair", "kv_pairs", "from_genai"]
