@@ -3,7 +3,8 @@
     mod = rxe.optimize(mod, board="qemu-aarch64")       # every pass below, in order
     rxe.optimize(mod, board="host", passes=["fold_constants", "legalize"])
 
-Graph level (operators): fold_constants (compile-time evaluation of
+Graph level (operators): quantize (QDQ chains into int8 operators, before
+their weights fold into float), fold_constants (compile-time evaluation of
 constant subgraphs, weight transforms included), fold_batch_norm
 (inference batch norm into the convolution before it), dce, cse, dispatch
 (library micro-kernels of runtime_c/kernels through call_extern);
@@ -39,6 +40,7 @@ from .transform.fold_batch_norm import fold_batch_norm
 from .transform.fold_constants import fold_constants
 from .transform.fuse import fuse
 from .transform.legalize import legalize
+from .transform.quantize import quantize_int8
 from .transform.schedule import schedule
 
 __all__ = ["optimize", "default_passes", "PASSES"]
@@ -62,6 +64,7 @@ def _graph_pass(fn):
 
 # name -> fn(mod, board) -> mod
 PASSES = {
+    "quantize": _graph_pass(quantize_int8),
     "fold_constants": _graph_pass(fold_constants),
     "fold_batch_norm": _graph_pass(fold_batch_norm),
     "dce": _graph_pass(dce),
@@ -76,8 +79,8 @@ PASSES = {
 
 def default_passes(board=DEFAULT_BOARD) -> list:
     """The pass names `optimize` runs for `board`, in order."""
-    return ["fold_constants", "fold_batch_norm", "dce", "cse", "dispatch", "legalize", "fuse", "dedupe", "dce",
-            "schedule"]
+    return ["quantize", "fold_constants", "fold_batch_norm", "dce", "cse", "dispatch", "legalize", "fuse", "dedupe",
+            "dce", "schedule"]
 
 
 def optimize(mod: IRModule, board=DEFAULT_BOARD, passes=None, verify: bool = False,
