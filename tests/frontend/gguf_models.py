@@ -82,7 +82,7 @@ def write_decoder(path, model, weight_type: str = "F32", arch: str = "llama") ->
     w.add_vocab_size(cfg.vocab_size)
     tokens, merges = _byte_vocab(cfg.vocab_size)
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("smollm")
+    w.add_tokenizer_pre("qwen2" if arch == "qwen2" else "smollm")
     w.add_token_list(tokens)
     w.add_token_types([1] * (len(tokens) - 2) + [3, 3])
     w.add_token_merges(merges)

@@ -9,5 +9,6 @@ hostile input, every problem a `GGUFError`.
 
 from .model import from_gguf
 from .reader import GGUFError, GGUFReader
+from .tokenizer import gguf_tokenizer
 
-__all__ = ["from_gguf", "GGUFError", "GGUFReader"]
+__all__ = ["from_gguf", "gguf_tokenizer", "GGUFError", "GGUFReader"]
