@@ -2,7 +2,7 @@
  * y (m,n) = x (m,k) @ dequant(W (n,k))^T (+ bias), W in packed 4/8-bit blocks.
  *
  * Decode (m <= RXE_GEMV_MAX_M): output columns split over the threads; for
- * each column, its row of W is decoded 16 weights at a time (decode_unit)
+ * each column, its row of W is decoded 32 weights at a time (decode_units)
  * into vector registers and multiplied into the m rows of x, the sums in
  * registers over the whole row. Prefill: a panel of 16 rows of W x KC of k is
  * dequantized once (dequant_panel) and multiplied into every row of x in
@@ -27,7 +27,7 @@
 #define QUNROLL(n)
 #endif
 
-/* qv_t: VL floats; decode_unit gives UNIT weights as GROUPS of them. */
+/* qv_t: VL floats; decode_units gives UNIT weights as GROUPS of them. */
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define VL 8
@@ -93,66 +93,101 @@ QINLINE float weight(const uint8_t* bp, int64_t e, int bits, block_t p, int floa
   return float_mode ? w + p.offset : w;
 }
 
-/* UNIT weights of a block from its byte p (UNIT / 2 bytes at 4 bits, UNIT at 8), dequantized into w. */
-QINLINE void decode_unit(const uint8_t* p, int bits, block_t b, int float_mode, qv_t w[GROUPS]) {
+/* Two units (2 * UNIT weights) of a block from its byte p, dequantized into w
+ * (GROUPS vectors each); units = 1 decodes only the first. The lanes hold
+ * the raw values q (4 bits: the nibbles unpacked into element order). */
 #if defined(__AVX2__) && defined(__FMA__)
-  __m128i v, lo;
-  __m256i z = _mm256_set1_epi32(b.zero);
-  __m256 s = _mm256_set1_ps(b.scale);
-  if (bits == 4) {
-    __m128i raw = _mm_loadl_epi64((const __m128i*)(const void*)p), mask = _mm_set1_epi8(0x0F);
-    v = _mm_unpacklo_epi8(_mm_and_si128(raw, mask), _mm_and_si128(_mm_srli_epi16(raw, 4), mask));
-  } else {
-    v = _mm_loadu_si128((const __m128i*)(const void*)p);
-  }
-  lo = _mm_srli_si128(v, 8);
+QINLINE void widen(__m128i v, __m256i z, __m256 s, __m256 m, int float_mode, qv_t* w) {
   w[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(v), z)), s);
-  w[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(lo), z)), s);
+  w[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)), z)), s);
   if (float_mode) {
-    w[0] = _mm256_add_ps(w[0], _mm256_set1_ps(b.offset));
-    w[1] = _mm256_add_ps(w[1], _mm256_set1_ps(b.offset));
+    w[0] = _mm256_add_ps(w[0], m);
+    w[1] = _mm256_add_ps(w[1], m);
   }
-#elif defined(__aarch64__)
-  uint8x16_t v;
-  uint8x8_t z = vdup_n_u8((uint8_t)b.zero);
-  int16x8_t lo, hi;
-  int g;
-  if (bits == 4) {
-    uint8x8_t raw = vld1_u8(p);
-    uint8x8x2_t t = vzip_u8(vand_u8(raw, vdup_n_u8(15)), vshr_n_u8(raw, 4));
-    v = vcombine_u8(t.val[0], t.val[1]);
-  } else {
-    v = vld1q_u8(p);
-  }
-  lo = vreinterpretq_s16_u16(vsubl_u8(vget_low_u8(v), z)); /* q - zero in [-255, 255] */
-  hi = vreinterpretq_s16_u16(vsubl_u8(vget_high_u8(v), z));
-  w[0] = vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), b.scale);
-  w[1] = vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(lo))), b.scale);
-  w[2] = vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), b.scale);
-  w[3] = vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi))), b.scale);
-  if (float_mode) {
-    for (g = 0; g < GROUPS; ++g) w[g] = vaddq_f32(w[g], vdupq_n_f32(b.offset));
-  }
-#else
-  int e;
-  for (e = 0; e < UNIT; ++e) w[e] = weight(p, e, bits, b, float_mode);
-#endif
 }
+
+QINLINE void decode_units(const uint8_t* p, int bits, block_t b, int float_mode, qv_t w[2 * GROUPS],
+                          const int units) {
+  const __m256i z = _mm256_set1_epi32(b.zero);
+  const __m256 s = _mm256_set1_ps(b.scale), m = _mm256_set1_ps(b.offset);
+  __m128i v0, v1;
+  if (bits == 4) {
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    __m128i raw = units == 2 ? _mm_loadu_si128((const __m128i*)(const void*)p)
+                             : _mm_loadl_epi64((const __m128i*)(const void*)p);
+    __m128i lo = _mm_and_si128(raw, mask), hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
+    v0 = _mm_unpacklo_epi8(lo, hi);
+    v1 = _mm_unpackhi_epi8(lo, hi);
+  } else {
+    v0 = _mm_loadu_si128((const __m128i*)(const void*)p);
+    v1 = units == 2 ? _mm_loadu_si128((const __m128i*)(const void*)(p + UNIT)) : v0;
+  }
+  widen(v0, z, s, m, float_mode, w);
+  if (units == 2) widen(v1, z, s, m, float_mode, w + GROUPS);
+}
+#elif defined(__aarch64__)
+QINLINE void widen(uint8x16_t v, uint8x8_t z, float s, float32x4_t m, int float_mode, qv_t* w) {
+  int16x8_t lo = vreinterpretq_s16_u16(vsubl_u8(vget_low_u8(v), z)); /* q - zero in [-255, 255] */
+  int16x8_t hi = vreinterpretq_s16_u16(vsubl_u8(vget_high_u8(v), z));
+  int g;
+  w[0] = vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), s);
+  w[1] = vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(lo))), s);
+  w[2] = vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), s);
+  w[3] = vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi))), s);
+  if (float_mode) {
+    for (g = 0; g < GROUPS; ++g) w[g] = vaddq_f32(w[g], m);
+  }
+}
+
+QINLINE void decode_units(const uint8_t* p, int bits, block_t b, int float_mode, qv_t w[2 * GROUPS],
+                          const int units) {
+  const uint8x8_t z = vdup_n_u8((uint8_t)b.zero);
+  const float32x4_t m = vdupq_n_f32(b.offset);
+  uint8x16_t v0, v1;
+  if (bits == 4) {
+    if (units == 2) {
+      uint8x16_t raw = vld1q_u8(p);
+      uint8x16x2_t t = vzipq_u8(vandq_u8(raw, vdupq_n_u8(15)), vshrq_n_u8(raw, 4));
+      v0 = t.val[0];
+      v1 = t.val[1];
+    } else {
+      uint8x8_t raw = vld1_u8(p);
+      uint8x8x2_t t = vzip_u8(vand_u8(raw, vdup_n_u8(15)), vshr_n_u8(raw, 4));
+      v0 = vcombine_u8(t.val[0], t.val[1]);
+      v1 = v0;
+    }
+  } else {
+    v0 = vld1q_u8(p);
+    v1 = units == 2 ? vld1q_u8(p + UNIT) : v0;
+  }
+  widen(v0, z, b.scale, m, float_mode, w);
+  if (units == 2) widen(v1, z, b.scale, m, float_mode, w + GROUPS);
+}
+#else
+QINLINE void decode_units(const uint8_t* p, int bits, block_t b, int float_mode, qv_t w[2 * GROUPS],
+                          const int units) {
+  int e;
+  for (e = 0; e < units * UNIT; ++e) w[e] = weight(p, e, bits, b, float_mode);
+}
+#endif
 
 /* ---- decode: few rows ---- */
 
 /* out[i] (i < r) = row i of x . row `col` of W; r constant at each call. For
- * one row, two chains of sums (alternate units) hide the multiply-add latency. */
+ * one row, two chains of sums (the even and the odd units of a block) hide
+ * the multiply-add latency. */
 QINLINE void column_dots(const nbits_t* g, int64_t col, float* out, const int r, const int float_mode) {
   const int ch = r == 1 ? 2 : 1;
-  qv_t acc[GEMV_ROWS][2][GROUPS], w[GROUPS];
+  qv_t acc[GEMV_ROWS][2][GROUPS], w[2 * GROUPS];
   float tail[GEMV_ROWS], lanes[VL];
   const uint8_t* row = g->q + col * g->blocks * g->block_bytes;
-  int64_t b, e, u = 0;
+  const int bits = (int)g->bits;
+  int64_t b, e;
   int i, c, v, l;
   QUNROLL(4)
   for (i = 0; i < r; ++i) {
     tail[i] = 0.0f;
+    QUNROLL(2)
     for (c = 0; c < ch; ++c) {
       QUNROLL(16)
       for (v = 0; v < GROUPS; ++v) acc[i][c][v] = qv_zero();
@@ -162,18 +197,31 @@ QINLINE void column_dots(const nbits_t* g, int64_t col, float* out, const int r,
     const block_t p = block_of(g, col, b);
     const uint8_t* bp = row + b * g->block_bytes;
     const int64_t e0 = b * g->block, kb = g->k - e0 < g->block ? g->k - e0 : g->block;
-    for (e = 0; e + UNIT <= kb; e += UNIT, ++u) {
-      const int cu = ch == 2 ? (int)(u & 1) : 0;
-      decode_unit(bp + e * g->bits / 8, (int)g->bits, p, float_mode, w);
+    for (e = 0; e + 2 * UNIT <= kb; e += 2 * UNIT) {
+      decode_units(bp + e * bits / 8, bits, p, float_mode, w, 2);
       QUNROLL(4)
       for (i = 0; i < r; ++i) {
         const float* xi = g->x + i * g->k + e0 + e;
         QUNROLL(16)
-        for (v = 0; v < GROUPS; ++v) acc[i][cu][v] = qv_fma(acc[i][cu][v], qv_load(xi + v * VL), w[v]);
+        for (v = 0; v < GROUPS; ++v) acc[i][0][v] = qv_fma(acc[i][0][v], qv_load(xi + v * VL), w[v]);
+        QUNROLL(16)
+        for (v = 0; v < GROUPS; ++v) {
+          acc[i][ch - 1][v] = qv_fma(acc[i][ch - 1][v], qv_load(xi + UNIT + v * VL), w[GROUPS + v]);
+        }
       }
     }
+    if (e + UNIT <= kb) {
+      decode_units(bp + e * bits / 8, bits, p, float_mode, w, 1);
+      QUNROLL(4)
+      for (i = 0; i < r; ++i) {
+        const float* xi = g->x + i * g->k + e0 + e;
+        QUNROLL(16)
+        for (v = 0; v < GROUPS; ++v) acc[i][0][v] = qv_fma(acc[i][0][v], qv_load(xi + v * VL), w[v]);
+      }
+      e += UNIT;
+    }
     for (; e < kb; ++e) { /* the last, partial block's last weights */
-      float wt = weight(bp, e, (int)g->bits, p, float_mode);
+      float wt = weight(bp, e, bits, p, float_mode);
       for (i = 0; i < r; ++i) tail[i] += g->x[i * g->k + e0 + e] * wt;
     }
   }
@@ -226,7 +274,7 @@ static void gemv_task(void* ctx, int64_t c0, int64_t c1, int thread) {
 /* panel (kc x PANEL, row stride PANEL) = W[j0 : j0+nr, p0 : p0+kc]^T dequantized, zeros past nr. */
 static void dequant_panel(const nbits_t* g, int64_t j0, int64_t nr, int64_t p0, int64_t kc, float* panel) {
   float run[UNIT];
-  qv_t w[GROUPS];
+  qv_t w[2 * GROUPS];
   int64_t j, e, t;
   int v;
   for (j = 0; j < PANEL; ++j) {
@@ -240,7 +288,7 @@ static void dequant_panel(const nbits_t* g, int64_t j0, int64_t nr, int64_t p0, 
       const uint8_t* bp = g->q + ((j0 + j) * g->blocks + b) * g->block_bytes;
       const int float_mode = g->mode == RXE_NBITS_ZERO_FLOAT;
       if (e + UNIT <= kc) {
-        decode_unit(bp + in * g->bits / 8, (int)g->bits, p, float_mode, w);
+        decode_units(bp + in * g->bits / 8, (int)g->bits, p, float_mode, w, 1);
         for (v = 0; v < GROUPS; ++v) qv_store(run + v * VL, w[v]);
         for (t = 0; t < UNIT; ++t) panel[(e + t) * PANEL + j] = run[t];
         e += UNIT;

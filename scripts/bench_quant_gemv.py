@@ -1,0 +1,173 @@
+"""Weight-only 4/8-bit matmuls on the shapes of SmolLM2-135M: relax_edge's
+rxe_lib_matmul_nbits_f32 (runtime_c/kernels/matmul_nbits.c) against numpy's
+float32 x @ W (OpenBLAS) and ONNX Runtime's com.microsoft MatMulNBits on the
+same packed weights (a one-node model, accuracy_level 0 and 4), one thread
+each, at M = 1 (a decode step) and M = 128 (a prefill).
+
+The kernel is built with the host cc -O3 -march=native (the host board's
+flags) into a temporary shared library, its timing loop in C. Each sample
+is the mean of a loop of calls lasting about --sample-ms; the contenders are
+sampled in turn, round after round (--rounds), so that a change of load hits
+all alike; each cell is the median over rounds with the spread (min..max as %
+of the median). GB/s counts the bytes of packed W + scales per call (numpy's:
+its float32 W). Results are checked against the operator's numpy reference.
+Nothing is promised about speed: it depends on the machine and its load.
+
+    python scripts/bench_quant_gemv.py [--bits 4] [--block 32] [--m 1 128] [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")   # before numpy loads
+
+import argparse  # noqa: E402
+import ctypes  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from relax_edge.op.quant_weight import dequantize_blocks, matmul_nbits_reference  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNTIME = ROOT / "runtime_c"
+SOURCES = ["kernels/matmul_nbits.c", "src/status.c", "src/threads.c"]
+# SmolLM2-135M's projections: (name, K, N)
+SHAPES = [("attn q/o 576x576", 576, 576), ("attn k/v 576x192", 576, 192), ("mlp up 576x1536", 576, 1536),
+          ("mlp down 1536x576", 1536, 576), ("lm head 576x49152", 576, 49152)]
+TIMER_C = r"""
+#include <time.h>
+#include "relax_edge/kernels.h"
+double rxe_bench_nbits(const float* x, const uint8_t* q, const float* s, float* y, int64_t m, int64_t n, int64_t k,
+                       int64_t bits, int64_t block, int64_t reps) {
+  struct timespec t0, t1;
+  int64_t r;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (r = 0; r < reps; ++r) rxe_lib_matmul_nbits_f32(x, q, s, s, s, y, m, n, k, bits, block, 0, 0, (rxe_error_t*)0);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) / (double)reps;
+}
+"""
+
+
+def build(out: Path) -> ctypes.CDLL:
+    timer = out / "timer.c"
+    timer.write_text(TIMER_C)
+    lib = out / "libnbits.so"
+    subprocess.run(["cc", "-O3", "-march=native", "-std=c99", "-shared", "-fPIC", "-pthread",
+                    f"-I{RUNTIME / 'include'}", str(timer), *[str(RUNTIME / s) for s in SOURCES], "-o", str(lib)],
+                   check=True)
+    dll = ctypes.CDLL(str(lib))
+    dll.rxe_bench_nbits.restype = ctypes.c_double
+    dll.rxe_threads_set_count(1)
+    return dll
+
+
+def reps_for(fn, sample_ms: float) -> int:
+    t0 = time.perf_counter()
+    fn(1)
+    one = max(time.perf_counter() - t0, 1e-7)
+    return max(1, int(sample_ms / 1000 / one))
+
+
+def ort_session(qweight, scales, k, n, bits, block, level):
+    """A one-node MatMulNBits model with the weights as initializers (so that ORT prepacks them once)."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+    node = helper.make_node("MatMulNBits", ["A", "B", "scales"], ["Y"], domain="com.microsoft", K=k, N=n, bits=bits,
+                            block_size=block, accuracy_level=level)
+    graph = helper.make_graph([node], "nbits", [helper.make_tensor_value_info("A", TensorProto.FLOAT, ["M", k])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["M", n])],
+                              initializer=[numpy_helper.from_array(qweight, "B"),
+                                           numpy_helper.from_array(scales.reshape(-1), "scales")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def contenders(dll, x, qweight, scales, k, n, bits, block):
+    m = x.shape[0]
+    y = np.zeros((m, n), np.float32)
+    w = np.ascontiguousarray(dequantize_blocks(qweight, scales, K=k, bits=bits, block_size=block).T)
+    ptr = [a.ctypes.data_as(ctypes.c_void_p) for a in (x, qweight, scales, y)]
+    out = {"rxe": (lambda r: dll.rxe_bench_nbits(*ptr, *map(ctypes.c_int64, (m, n, k, bits, block, r)))
+                   , qweight.nbytes + scales.nbytes, lambda: y)}
+
+    def numpy_loop(r):
+        t0 = time.perf_counter()
+        for _ in range(r):
+            np.matmul(x, w)
+        return (time.perf_counter() - t0) / r
+    out["numpy f32"] = (numpy_loop, w.nbytes, lambda: x @ w)
+    try:
+        for level in (0, 4):
+            sess = ort_session(qweight, scales, k, n, bits, block, level)
+            feeds = {"A": x}
+
+            def ort_loop(r, sess=sess, feeds=feeds):
+                t0 = time.perf_counter()
+                for _ in range(r):
+                    sess.run(None, feeds)
+                return (time.perf_counter() - t0) / r
+            out[f"ort lvl{level}"] = (ort_loop, qweight.nbytes + scales.nbytes,
+                                      lambda sess=sess, feeds=feeds: sess.run(None, feeds)[0])
+    except Exception as err:   # an onnxruntime without MatMulNBits: the other columns still run
+        print(f"  (onnxruntime MatMulNBits unavailable: {err})", file=sys.stderr)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bits", type=int, default=4, choices=(4, 8))
+    ap.add_argument("--block", type=int, default=32)
+    ap.add_argument("--m", type=int, nargs="+", default=[1, 128])
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--sample-ms", type=float, default=30.0)
+    ap.add_argument("--shapes", type=int, nargs="*", help="indices into the shape list (default all)")
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        dll = build(Path(tmp))
+        shapes = SHAPES if args.shapes is None else [SHAPES[i] for i in args.shapes]
+        print(f"bits {args.bits}, block {args.block}, 1 thread; median over {args.rounds} rounds (spread min..max)")
+        for m in args.m:
+            for name, k, n in shapes:
+                n_blocks = -(-k // args.block)
+                qweight = rng.integers(0, 256, (n, n_blocks, args.block * args.bits // 8), dtype=np.uint8)
+                scales = (rng.random((n, n_blocks)) * 0.02).astype(np.float32)
+                x = rng.standard_normal((m, k)).astype(np.float32)
+                runs = contenders(dll, x, qweight, scales, k, n, args.bits, args.block)
+                expected = matmul_nbits_reference(x, qweight, scales, K=k, N=n, bits=args.bits,
+                                                  block_size=args.block)
+                for label, (fn, _, result) in runs.items():
+                    fn(1)
+                    tol = 5e-2 if label == "ort lvl4" else 1e-3
+                    np.testing.assert_allclose(result(), expected, rtol=tol, atol=tol * np.abs(expected).max(),
+                                               err_msg=label)
+                reps = {label: reps_for(fn, args.sample_ms) for label, (fn, _, _) in runs.items()}
+                samples = {label: [] for label in runs}
+                labels = list(runs)
+                for r in range(args.rounds):
+                    for label in labels[r % len(labels):] + labels[:r % len(labels)]:
+                        samples[label].append(runs[label][0](reps[label]))
+                cells = []
+                for label in labels:
+                    s = np.array(samples[label])
+                    med = float(np.median(s))
+                    spread = 100 * (s.max() - s.min()) / med
+                    cells.append(f"{label} {med * 1e6:8.1f} us {runs[label][1] / med / 1e9:6.2f} GB/s ±{spread:3.0f}%")
+                print(f"M={m:<4d} {name:20s} " + " | ".join(cells), flush=True)
+
+
+if __name__ == "__main__":
+    main()
