@@ -36,6 +36,8 @@ set(RXE_KERNEL_SOURCES
   kernels/detect.c
   kernels/gemm.c
   kernels/gemv.c
+  kernels/qconv.c
+  kernels/qgemm.c
   kernels/matmul_nbits.c
   kernels/trig_math.c
 )

@@ -1,0 +1,101 @@
+/*
+ * The int8 kernels (kernels/qgemm.c, kernels/qconv.c): requantized integer
+ * GEMM, convolution and depthwise convolution with TFLite's (gemmlowp's)
+ * requantization. See relax_edge/op/quant_int8.py (qdense, qconv2d) for
+ * their meaning and relax_edge/library/qint8.py for how the compiler calls
+ * them and packs their weights.
+ *
+ * Element types: x is int8, or uint8 when `dtypes` has RXE_QINT8_X_UNSIGNED;
+ * the output is int8, or uint8 with RXE_QINT8_OUT_UNSIGNED. Weights are int8
+ * (uint8 weights are stored as w - 128 at pack time, with w_zero - 128).
+ * The accumulator of output (m, n) is
+ *   acc = bias[n] + sum_k (x[m,k] - x_zero) * (w[n,k] - w_zero)
+ * in int32, and the output is
+ *   clamp(requant(acc, multiplier[n], shift[n]) + out_zero, act_min, act_max)
+ * with requant = rdbpot(srdhm(acc * 2^max(shift,0), q), max(-shift,0))
+ * (rxe_qint8_requantize below; acc * 2^shift saturates to int32, and so
+ * does an accumulator beyond int32, as in relax_edge/op/quant_int8.py).
+ * 0 < k <= RXE_QINT8_MAX_K so that the int32 sums cannot overflow.
+ *
+ * Packed GEMM weights (relax_edge.library.qint8.pack_qdense_weights), for
+ * n columns of k: first ceil(n/8)*8 int32 column sums sum_k w[n,k] (0 past
+ * n), then ceil(n/8) panels of 8 columns, each ceil(k/4) groups of 32
+ * bytes: column c of the panel, k index 4g+j at byte 4c+j (zeros past n
+ * and k). That is the sdot / vpdpbusd layout; the widening paths read
+ * the same bytes. The column sums fold x_zero into the bias at run time.
+ *
+ * Paths, chosen at compile time: x86-64 AVX-VNNI or AVX512-VNNI+VL
+ * (vpdpbusd), else AVX2 (int8 widened to int16, vpmaddwd: no saturation);
+ * aarch64 with __ARM_FEATURE_DOTPROD (sdot); other NEON (aarch64, armv7:
+ * vmull_s8 + vpadal, no saturation); Cortex-M with __ARM_FEATURE_DSP
+ * (SXTB16 + SMLAD, 1 row x 4 columns); else portable C. Every path gives
+ * the same bits. Serial (no thread pool).
+ */
+#ifndef RELAX_EDGE_KERNELS_QINT8_H_
+#define RELAX_EDGE_KERNELS_QINT8_H_
+
+#include <stdint.h>
+
+#include "relax_edge/abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RXE_QINT8_X_UNSIGNED 1
+#define RXE_QINT8_OUT_UNSIGNED 2
+#define RXE_QINT8_NR 8     /* columns per weight panel */
+#define RXE_QINT8_KG 4     /* k values per group */
+#define RXE_QINT8_MAX_K 65536
+/* Bytes of packed GEMM weights for n columns of k. */
+#define RXE_QINT8_PACKED_BYTES(n, k) \
+  ((((n) + 7) / 8) * 8 * 4 + (((n) + 7) / 8) * (((k) + 3) / 4) * 32)
+/* Output pixels per im2col block of rxe_lib_qconv2d_s8. */
+#define RXE_QCONV_PIXELS 64
+/* Bytes of scratch for rxe_lib_qconv2d_s8: one block of im2col rows (0 for
+ * the 1x1 path: 1x1 kernel, stride 1, no padding, one group). */
+#define RXE_LIB_QCONV2D_SCRATCH_BYTES(c, kh, kw, oh, ow, groups) \
+  ((uint64_t)((oh) * (ow) < RXE_QCONV_PIXELS ? (oh) * (ow) : RXE_QCONV_PIXELS) * \
+   (uint64_t)((c) / (groups) * (kh) * (kw)))
+
+/* requant(acc, q, shift) of the contract, exactly. */
+int32_t rxe_qint8_requantize(int32_t acc, int32_t q, int32_t shift);
+
+/* out (m,n) = requantized x (m,k) @ W^T, x and out row-major; w_packed as
+ * above; bias, multiplier, shift: n int32 each. */
+/* stack: at most 512 bytes. */
+rxe_status_t rxe_lib_qdense_s8(const void* x, const void* w_packed, const int32_t* bias, const int32_t* multiplier,
+                               const int32_t* shift, void* out, int64_t m, int64_t n, int64_t k, int64_t x_zero,
+                               int64_t w_zero, int64_t out_zero, int64_t act_min, int64_t act_max, int64_t dtypes,
+                               rxe_error_t* err);
+
+/* y (n,o,oh,ow) = requantized conv2d(x (n,c,h,w), W (o,c/groups,kh,kw)), NCHW.
+ * Reads outside the input are x_zero (the real value 0). w_packed: per
+ * group, the (o/groups) x (c/groups*kh*kw) matrix packed as for qdense, one
+ * after the other (each RXE_QINT8_PACKED_BYTES(o/groups, c/groups*kh*kw)).
+ * scratch: RXE_LIB_QCONV2D_SCRATCH_BYTES bytes (may be NULL on the 1x1 path). */
+/* stack: at most 640 bytes. */
+rxe_status_t rxe_lib_qconv2d_s8(const void* x, const void* w_packed, const int32_t* bias, const int32_t* multiplier,
+                                const int32_t* shift, void* y, void* scratch, int64_t n, int64_t c, int64_t h,
+                                int64_t w, int64_t o, int64_t kh, int64_t kw, int64_t oh, int64_t ow,
+                                int64_t stride_h, int64_t stride_w, int64_t pad_top, int64_t pad_left, int64_t dil_h,
+                                int64_t dil_w, int64_t groups, int64_t x_zero, int64_t w_zero, int64_t out_zero,
+                                int64_t act_min, int64_t act_max, int64_t dtypes, rxe_error_t* err);
+
+/* Depthwise (groups == c == o): y (n,c,oh,ow), W (c,1,kh,kw) as c*kh*kw
+ * int8 (uint8 weights stored as w - 128), per-channel requantization, no
+ * scratch; a 3x3 path for the interior. */
+/* stack: at most 256 bytes. */
+rxe_status_t rxe_lib_qdepthwise_conv2d_s8(const void* x, const void* w, const int32_t* bias,
+                                          const int32_t* multiplier, const int32_t* shift, void* y, int64_t n,
+                                          int64_t c, int64_t h, int64_t w_, int64_t kh, int64_t kw, int64_t oh,
+                                          int64_t ow, int64_t stride_h, int64_t stride_w, int64_t pad_top,
+                                          int64_t pad_left, int64_t dil_h, int64_t dil_w, int64_t x_zero,
+                                          int64_t w_zero, int64_t out_zero, int64_t act_min, int64_t act_max,
+                                          int64_t dtypes, rxe_error_t* err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RELAX_EDGE_KERNELS_QINT8_H_ */

@@ -1,0 +1,207 @@
+/* int8 convolutions (see relax_edge/kernels_qint8.h). rxe_lib_qconv2d_s8:
+ * per image and group, blocks of RXE_QCONV_PIXELS output pixels are copied
+ * as im2col rows (x_zero outside the input) into scratch and multiplied by
+ * the packed weights with the int8 GEMM (qgemm.c), which stores the result
+ * transposed (NCHW). A 1x1 kernel of stride 1 without padding in one group
+ * skips the copy: an outer-product loop over 16 pixels at a time reads the
+ * input planes in place. rxe_lib_qdepthwise_conv2d_s8: per channel, a 3x3
+ * path for the outputs whose taps are all inside, the generic loop (bounds
+ * checks) for the others. */
+#include "qgemm_internal.h"
+#include "relax_edge/runtime.h"
+
+#define PIXEL_BLOCK 16
+
+static inline int32_t clamp_out(int32_t v, int32_t lo, int32_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* The 1x1 path: y (o, hw) from x (c, hw) of one image; weights read from the
+ * packed panels. Sums of the signed-space products in int32 (bounded as in
+ * the GEMM), the zero points folded in afterwards with the column sums. */
+static void conv1x1(const uint8_t* x, const uint8_t* w_packed, const rxe_qgemm_t* g, uint8_t* y, int64_t hw) {
+  int64_t c = g->k, o = g->n, panels = (o + RXE_QINT8_NR - 1) / RXE_QINT8_NR, panel_bytes = (c + 3) / 4 * 32;
+  int64_t oc, p0, ci;
+  const int32_t* wsum = (const int32_t*)(const void*)w_packed;
+  const int8_t* panel0 = (const int8_t*)(w_packed + 4 * panels * RXE_QINT8_NR);
+  uint8_t flip = (uint8_t)(g->flip & 0xffu);
+  for (oc = 0; oc < o; ++oc) {
+    const int8_t* wp = panel0 + oc / RXE_QINT8_NR * panel_bytes + 4 * (oc % RXE_QINT8_NR);
+    int64_t column = (int64_t)g->bias[oc] - (int64_t)g->xz * wsum[oc] + c * (int64_t)g->xz * g->wz;
+    for (p0 = 0; p0 < hw; p0 += PIXEL_BLOCK) {
+      int32_t acc[PIXEL_BLOCK], xsum[PIXEL_BLOCK];
+      int64_t np = hw - p0 < PIXEL_BLOCK ? hw - p0 : PIXEL_BLOCK, p;
+      for (p = 0; p < PIXEL_BLOCK; ++p) acc[p] = xsum[p] = 0;
+      for (ci = 0; ci < c; ++ci) {
+        int32_t wv = wp[ci / 4 * 32 + ci % 4];
+        const uint8_t* row = x + ci * hw + p0;
+        for (p = 0; p < np; ++p) acc[p] += wv * (int8_t)(row[p] ^ flip);
+        if (g->wz != 0)
+          for (p = 0; p < np; ++p) xsum[p] += (int8_t)(row[p] ^ flip);
+      }
+      for (p = 0; p < np; ++p) {
+        int32_t v = rxe_qint8_requantize(rxe_qint8_saturate(acc[p] + column - (int64_t)g->wz * xsum[p]),
+                                         g->multiplier[oc], g->shift[oc]) + g->out_zero;
+        y[oc * hw + p0 + p] = (uint8_t)clamp_out(v, g->act_min, g->act_max);
+      }
+    }
+  }
+}
+
+rxe_status_t rxe_lib_qconv2d_s8(const void* x, const void* w_packed, const int32_t* bias, const int32_t* multiplier,
+                                const int32_t* shift, void* y, void* scratch, int64_t n, int64_t c, int64_t h,
+                                int64_t w, int64_t o, int64_t kh, int64_t kw, int64_t oh, int64_t ow,
+                                int64_t stride_h, int64_t stride_w, int64_t pad_top, int64_t pad_left, int64_t dil_h,
+                                int64_t dil_w, int64_t groups, int64_t x_zero, int64_t w_zero, int64_t out_zero,
+                                int64_t act_min, int64_t act_max, int64_t dtypes, rxe_error_t* err) {
+  const char* what = "rxe_lib_qconv2d_s8";
+  int64_t cg, og, depth, pixels, b, grp, p0, packed_bytes;
+  int x_unsigned = (dtypes & RXE_QINT8_X_UNSIGNED) != 0;
+  rxe_qgemm_t g;
+  rxe_status_t st;
+  if (n < 0 || c < 0 || h < 0 || w < 0 || o < 0 || kh < 1 || kw < 1 || oh < 0 || ow < 0 || stride_h < 1 ||
+      stride_w < 1 || dil_h < 1 || dil_w < 1 || groups < 1 || c % groups || o % groups)
+    return rxe_error_set(err, RXE_ERR_SHAPE, "%s: bad sizes (c %d, o %d, groups %d, kernel %dx%d)", what,
+                         (int64_t)c, (int64_t)o, (int64_t)groups, (int64_t)kh, (int64_t)kw);
+  if (n == 0 || o == 0 || oh == 0 || ow == 0) return RXE_OK;
+  if (!x || !w_packed || !bias || !multiplier || !shift || !y)
+    return rxe_error_set(err, RXE_ERR_NULL, "%s: a pointer argument is NULL", what);
+  cg = c / groups;
+  og = o / groups;
+  depth = cg * kh * kw;
+  pixels = oh * ow;
+  st = rxe_qint8_check(what, depth, o, shift, x_zero, w_zero, out_zero, act_min, act_max, dtypes, err);
+  if (st != RXE_OK) return st;
+  packed_bytes = RXE_QINT8_PACKED_BYTES(og, depth);
+  g.ldx = depth;
+  g.k = depth;
+  g.n = og;
+  g.flip = x_unsigned ? 0x80808080u : 0u;
+  g.xz = (int32_t)(x_unsigned ? x_zero - 128 : x_zero);
+  g.wz = (int32_t)w_zero;
+  g.ldm = 1;
+  g.ldn = pixels;
+  g.out_zero = (int32_t)out_zero;
+  g.act_min = (int32_t)act_min;
+  g.act_max = (int32_t)act_max;
+  if (kh == 1 && kw == 1 && stride_h == 1 && stride_w == 1 && pad_top == 0 && pad_left == 0 && groups == 1 &&
+      oh == h && ow == w) {
+    g.w_packed = (const uint8_t*)w_packed;
+    g.bias = bias;
+    g.multiplier = multiplier;
+    g.shift = shift;
+    for (b = 0; b < n; ++b)
+      conv1x1((const uint8_t*)x + b * c * h * w, (const uint8_t*)w_packed, &g, (uint8_t*)y + b * o * pixels, pixels);
+    return RXE_OK;
+  }
+  if (!scratch) return rxe_error_set(err, RXE_ERR_NULL, "%s: scratch is NULL", what);
+  for (b = 0; b < n; ++b) {
+    for (grp = 0; grp < groups; ++grp) {
+      const uint8_t* xg = (const uint8_t*)x + (b * c + grp * cg) * h * w;
+      g.w_packed = (const uint8_t*)w_packed + grp * packed_bytes;
+      g.bias = bias + grp * og;
+      g.multiplier = multiplier + grp * og;
+      g.shift = shift + grp * og;
+      for (p0 = 0; p0 < pixels; p0 += RXE_QCONV_PIXELS) {
+        int64_t np = pixels - p0 < RXE_QCONV_PIXELS ? pixels - p0 : RXE_QCONV_PIXELS, p;
+        uint8_t* rows = (uint8_t*)scratch;
+        for (p = 0; p < np; ++p) {
+          int64_t oy = (p0 + p) / ow, ox = (p0 + p) % ow, ci, ky, kx;
+          uint8_t* row = rows + p * depth;
+          for (ci = 0; ci < cg; ++ci)
+            for (ky = 0; ky < kh; ++ky) {
+              int64_t iy = oy * stride_h - pad_top + ky * dil_h;
+              for (kx = 0; kx < kw; ++kx) {
+                int64_t ix = ox * stride_w - pad_left + kx * dil_w;
+                *row++ = iy >= 0 && iy < h && ix >= 0 && ix < w ? xg[(ci * h + iy) * w + ix] : (uint8_t)x_zero;
+              }
+            }
+        }
+        g.x = rows;
+        g.m = np;
+        g.out = (uint8_t*)y + (b * o + grp * og) * pixels + p0;
+        rxe_qgemm_run(&g);
+      }
+    }
+  }
+  return RXE_OK;
+}
+
+/* One output of channel plane x (h, w) with weights wv (kh*kw, zero point off), taps bounds-checked. */
+static int64_t dw_generic(const uint8_t* x, int x_unsigned, int32_t xz, const int32_t* wv, int64_t h, int64_t w,
+                          int64_t kh, int64_t kw, int64_t iy0, int64_t ix0, int64_t dil_h, int64_t dil_w) {
+  int64_t acc = 0, ky, kx;
+  for (ky = 0; ky < kh; ++ky) {
+    int64_t iy = iy0 + ky * dil_h;
+    if (iy < 0 || iy >= h) continue;
+    for (kx = 0; kx < kw; ++kx) {
+      int64_t ix = ix0 + kx * dil_w;
+      uint8_t v;
+      if (ix < 0 || ix >= w) continue;
+      v = x[iy * w + ix];
+      acc += (int64_t)wv[ky * kw + kx] * ((x_unsigned ? (int32_t)v : (int32_t)(int8_t)v) - xz);
+    }
+  }
+  return acc;
+}
+
+#define DW_MAX_TAPS 64
+
+rxe_status_t rxe_lib_qdepthwise_conv2d_s8(const void* x, const void* w, const int32_t* bias,
+                                          const int32_t* multiplier, const int32_t* shift, void* y, int64_t n,
+                                          int64_t c, int64_t h, int64_t w_, int64_t kh, int64_t kw, int64_t oh,
+                                          int64_t ow, int64_t stride_h, int64_t stride_w, int64_t pad_top,
+                                          int64_t pad_left, int64_t dil_h, int64_t dil_w, int64_t x_zero,
+                                          int64_t w_zero, int64_t out_zero, int64_t act_min, int64_t act_max,
+                                          int64_t dtypes, rxe_error_t* err) {
+  const char* what = "rxe_lib_qdepthwise_conv2d_s8";
+  int x_unsigned = (dtypes & RXE_QINT8_X_UNSIGNED) != 0;
+  int32_t xz = (int32_t)x_zero;
+  int64_t b, ch, oy, ox, t;
+  rxe_status_t st;
+  if (n < 0 || c < 0 || h < 0 || w_ < 0 || kh < 1 || kw < 1 || kh * kw > DW_MAX_TAPS || oh < 0 || ow < 0 ||
+      stride_h < 1 || stride_w < 1 || dil_h < 1 || dil_w < 1)
+    return rxe_error_set(err, RXE_ERR_SHAPE, "%s: bad sizes (kernel %dx%d: at most %d taps)", what,
+                         (int64_t)kh, (int64_t)kw, (int64_t)DW_MAX_TAPS);
+  if (n == 0 || c == 0 || oh == 0 || ow == 0) return RXE_OK;
+  if (!x || !w || !bias || !multiplier || !shift || !y)
+    return rxe_error_set(err, RXE_ERR_NULL, "%s: a pointer argument is NULL", what);
+  st = rxe_qint8_check(what, kh * kw, c, shift, x_zero, w_zero, out_zero, act_min, act_max, dtypes, err);
+  if (st != RXE_OK) return st;
+  for (b = 0; b < n; ++b) {
+    for (ch = 0; ch < c; ++ch) {
+      const uint8_t* plane = (const uint8_t*)x + (b * c + ch) * h * w_;
+      uint8_t* out = (uint8_t*)y + (b * c + ch) * oh * ow;
+      int32_t wv[DW_MAX_TAPS];
+      int fast = kh == 3 && kw == 3 && dil_h == 1 && dil_w == 1;
+      for (t = 0; t < kh * kw; ++t) wv[t] = (int32_t)((const int8_t*)w)[ch * kh * kw + t] - (int32_t)w_zero;
+      for (oy = 0; oy < oh; ++oy) {
+        int64_t iy0 = oy * stride_h - pad_top;
+        int row_inside = iy0 >= 0 && iy0 + (kh - 1) * dil_h < h;
+        for (ox = 0; ox < ow; ++ox) {
+          int64_t ix0 = ox * stride_w - pad_left;
+          int64_t acc;
+          if (fast && row_inside && ix0 >= 0 && ix0 + 2 < w_) {
+            const uint8_t* r0 = plane + iy0 * w_ + ix0;
+            const uint8_t* r1 = r0 + w_;
+            const uint8_t* r2 = r1 + w_;
+            int32_t v[9];
+            int i;
+            for (i = 0; i < 3; ++i) {
+              v[i] = x_unsigned ? (int32_t)r0[i] : (int32_t)(int8_t)r0[i];
+              v[3 + i] = x_unsigned ? (int32_t)r1[i] : (int32_t)(int8_t)r1[i];
+              v[6 + i] = x_unsigned ? (int32_t)r2[i] : (int32_t)(int8_t)r2[i];
+            }
+            acc = (int64_t)wv[0] * (v[0] - xz) + wv[1] * (v[1] - xz) + wv[2] * (v[2] - xz) + wv[3] * (v[3] - xz) +
+                  wv[4] * (v[4] - xz) + wv[5] * (v[5] - xz) + wv[6] * (v[6] - xz) + wv[7] * (v[7] - xz) +
+                  wv[8] * (v[8] - xz);
+          } else {
+            acc = dw_generic(plane, x_unsigned, xz, wv, h, w_, kh, kw, iy0, ix0, dil_h, dil_w);
+          }
+          out[oy * ow + ox] = (uint8_t)clamp_out(rxe_qint8_requantize(rxe_qint8_saturate(acc + bias[ch]),
+                                                                      multiplier[ch], shift[ch]) +
+                                                     (int32_t)out_zero, (int32_t)act_min, (int32_t)act_max);
+        }
+      }
+    }
+  }
+  return RXE_OK;
+}

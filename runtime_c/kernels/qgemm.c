@@ -1,0 +1,288 @@
+/* Requantized int8 GEMM (see relax_edge/kernels_qint8.h): tiles of 4 rows x
+ * 8 columns (one weight panel), the k loop over groups of 4 bytes, int32
+ * sums; the column sums of the packed weights and the row sums of x fold the
+ * zero points in after the loop, then each output is requantized. */
+#include "qgemm_internal.h"
+#include "relax_edge/runtime.h"
+
+#define MR 4
+#define NR RXE_QINT8_NR
+
+#if (defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))) && defined(__AVX2__)
+#define QGEMM_VNNI 1
+#include <immintrin.h>
+#elif defined(__AVX2__)
+#define QGEMM_AVX2 1
+#include <immintrin.h>
+#elif defined(__ARM_NEON) && defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
+#define QGEMM_SDOT 1
+#include <arm_neon.h>
+#elif defined(__ARM_NEON)
+#define QGEMM_NEON 1
+#include <arm_neon.h>
+#elif defined(__ARM_FEATURE_DSP)
+#define QGEMM_DSP 1
+#include <arm_acle.h>
+static inline uint32_t ror8(uint32_t v) { return v >> 8 | v << 24; }
+#endif
+
+int32_t rxe_qint8_requantize(int32_t acc, int32_t q, int32_t shift) {
+  int left = shift > 0 ? (int)shift : 0, right = shift > 0 ? 0 : (int)-shift;
+  int64_t scaled = (int64_t)acc * ((int64_t)1 << left); /* saturated to int32, as the reference does */
+  int32_t a = (int32_t)(scaled > INT32_MAX ? INT32_MAX : scaled < INT32_MIN ? INT32_MIN : scaled);
+  int32_t high, mask, rem, threshold;
+  if (a == INT32_MIN && q == INT32_MIN) {
+    high = INT32_MAX;
+  } else {
+    int64_t ab = (int64_t)a * (int64_t)q;
+    int64_t nudge = ab >= 0 ? ((int64_t)1 << 30) : 1 - ((int64_t)1 << 30);
+    high = (int32_t)((ab + nudge) / ((int64_t)1 << 31));
+  }
+  mask = (int32_t)((1u << right) - 1u);
+  rem = high & mask;
+  threshold = (mask >> 1) + (high < 0 ? 1 : 0);
+  return (high >> right) + (rem > threshold ? 1 : 0);
+}
+
+int32_t rxe_qint8_saturate(int64_t acc) {
+  return (int32_t)(acc > INT32_MAX ? INT32_MAX : acc < INT32_MIN ? INT32_MIN : acc);
+}
+
+/* The 4 bytes at p as a little-endian word, bytes past `left` zero. */
+static inline uint32_t load_word(const uint8_t* p, int64_t left) {
+  uint32_t v = 0;
+  int64_t j;
+  if (left >= 4) return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+  for (j = 0; j < left; ++j) v |= (uint32_t)p[j] << (8 * j);
+  return v;
+}
+
+/* acc[r][c] = sum_k x_r[k] w_c[k] over one panel (k in groups of 4). */
+static void tile(const uint8_t* const rows[MR], const uint8_t* panel, const int32_t* sums, int64_t k,
+                 uint32_t flip, int32_t acc[MR][NR]) {
+  int64_t groups = (k + 3) / 4, g;
+  int r, c;
+  (void)sums; /* the column sums: for the VNNI path's unsigned operand */
+#if defined(QGEMM_VNNI)
+  __m256i s[MR];
+  for (r = 0; r < MR; ++r) s[r] = _mm256_setzero_si256();
+  for (g = 0; g < groups; ++g) {
+    __m256i w = _mm256_loadu_si256((const __m256i*)(const void*)(panel + 32 * g));
+    for (r = 0; r < MR; ++r) {
+      __m256i xv = _mm256_set1_epi32((int)(load_word(rows[r] + 4 * g, k - 4 * g) ^ flip ^ 0x80808080u));
+#if defined(__AVXVNNI__)
+      s[r] = _mm256_dpbusd_avx_epi32(s[r], xv, w);
+#else
+      s[r] = _mm256_dpbusd_epi32(s[r], xv, w);
+#endif
+    }
+  }
+  for (r = 0; r < MR; ++r) _mm256_storeu_si256((__m256i*)(void*)acc[r], s[r]);
+  /* the unsigned operand was x + 128: take 128 * sum_k w back off */
+  for (r = 0; r < MR; ++r)
+    for (c = 0; c < NR; ++c) acc[r][c] -= 128 * sums[c];
+#elif defined(QGEMM_AVX2)
+  __m256i s[MR][2];
+  int32_t lanes[8];
+  for (r = 0; r < MR; ++r) s[r][0] = s[r][1] = _mm256_setzero_si256();
+  for (g = 0; g < groups; ++g) {
+    /* 4 columns x 4 k as 16 int16: products in pairs by vpmaddwd, no saturation */
+    __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(const void*)(panel + 32 * g)));
+    __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(const void*)(panel + 32 * g + 16)));
+    for (r = 0; r < MR; ++r) {
+      __m256i xv = _mm256_cvtepi8_epi16(_mm_set1_epi32((int)(load_word(rows[r] + 4 * g, k - 4 * g) ^ flip)));
+      s[r][0] = _mm256_add_epi32(s[r][0], _mm256_madd_epi16(w0, xv));
+      s[r][1] = _mm256_add_epi32(s[r][1], _mm256_madd_epi16(w1, xv));
+    }
+  }
+  for (r = 0; r < MR; ++r) {
+    for (c = 0; c < 2; ++c) {
+      _mm256_storeu_si256((__m256i*)(void*)lanes, s[r][c]);
+      acc[r][4 * c] = lanes[0] + lanes[1];
+      acc[r][4 * c + 1] = lanes[2] + lanes[3];
+      acc[r][4 * c + 2] = lanes[4] + lanes[5];
+      acc[r][4 * c + 3] = lanes[6] + lanes[7];
+    }
+  }
+#elif defined(QGEMM_SDOT)
+  int32x4_t s[MR][2];
+  for (r = 0; r < MR; ++r) s[r][0] = s[r][1] = vdupq_n_s32(0);
+  for (g = 0; g < groups; ++g) {
+    int8x16_t w0 = vld1q_s8((const int8_t*)(panel + 32 * g)), w1 = vld1q_s8((const int8_t*)(panel + 32 * g + 16));
+    for (r = 0; r < MR; ++r) {
+      int8x16_t xv = vreinterpretq_s8_u32(vdupq_n_u32(load_word(rows[r] + 4 * g, k - 4 * g) ^ flip));
+      s[r][0] = vdotq_s32(s[r][0], w0, xv);
+      s[r][1] = vdotq_s32(s[r][1], w1, xv);
+    }
+  }
+  for (r = 0; r < MR; ++r) {
+    vst1q_s32(acc[r], s[r][0]);
+    vst1q_s32(acc[r] + 4, s[r][1]);
+  }
+  (void)c;
+#elif defined(QGEMM_NEON)
+  /* vmull_s8 (exact in int16) then pairwise into int32 (vpadal): no saturation */
+  int32x4_t s[MR][4];
+  int32_t lanes[4];
+  for (r = 0; r < MR; ++r) s[r][0] = s[r][1] = s[r][2] = s[r][3] = vdupq_n_s32(0);
+  for (g = 0; g < groups; ++g) {
+    int8x16_t w0 = vld1q_s8((const int8_t*)(panel + 32 * g)), w1 = vld1q_s8((const int8_t*)(panel + 32 * g + 16));
+    for (r = 0; r < MR; ++r) {
+      int8x8_t xv = vreinterpret_s8_u32(vdup_n_u32(load_word(rows[r] + 4 * g, k - 4 * g) ^ flip));
+      s[r][0] = vpadalq_s16(s[r][0], vmull_s8(vget_low_s8(w0), xv));
+      s[r][1] = vpadalq_s16(s[r][1], vmull_s8(vget_high_s8(w0), xv));
+      s[r][2] = vpadalq_s16(s[r][2], vmull_s8(vget_low_s8(w1), xv));
+      s[r][3] = vpadalq_s16(s[r][3], vmull_s8(vget_high_s8(w1), xv));
+    }
+  }
+  for (r = 0; r < MR; ++r) {
+    for (c = 0; c < 4; ++c) {
+      vst1q_s32(lanes, s[r][c]);
+      acc[r][2 * c] = lanes[0] + lanes[1];
+      acc[r][2 * c + 1] = lanes[2] + lanes[3];
+    }
+  }
+#elif defined(QGEMM_DSP)
+  /* CMSIS-NN's 1 x 4 inner loop: SXTB16 splits 4 bytes into the even and the
+   * odd pairs of int16, SMLAD multiplies and adds a pair */
+  for (r = 0; r < MR; ++r) {
+    int half;
+    for (half = 0; half < 2; ++half) {
+      int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      const uint8_t* wp = panel + 16 * half;
+      for (g = 0; g < groups; ++g, wp += 32) {
+        uint32_t xw = load_word(rows[r] + 4 * g, k - 4 * g) ^ flip;
+        int16x2_t xe = __sxtb16((int8x4_t)xw), xo = __sxtb16((int8x4_t)ror8(xw));
+        uint32_t w;
+        w = load_word(wp, 4);
+        s0 = __smlad(xe, __sxtb16((int8x4_t)w), s0);
+        s0 = __smlad(xo, __sxtb16((int8x4_t)ror8(w)), s0);
+        w = load_word(wp + 4, 4);
+        s1 = __smlad(xe, __sxtb16((int8x4_t)w), s1);
+        s1 = __smlad(xo, __sxtb16((int8x4_t)ror8(w)), s1);
+        w = load_word(wp + 8, 4);
+        s2 = __smlad(xe, __sxtb16((int8x4_t)w), s2);
+        s2 = __smlad(xo, __sxtb16((int8x4_t)ror8(w)), s2);
+        w = load_word(wp + 12, 4);
+        s3 = __smlad(xe, __sxtb16((int8x4_t)w), s3);
+        s3 = __smlad(xo, __sxtb16((int8x4_t)ror8(w)), s3);
+      }
+      acc[r][4 * half] = s0;
+      acc[r][4 * half + 1] = s1;
+      acc[r][4 * half + 2] = s2;
+      acc[r][4 * half + 3] = s3;
+    }
+  }
+  (void)c;
+#else
+  int j;
+  for (r = 0; r < MR; ++r)
+    for (c = 0; c < NR; ++c) acc[r][c] = 0;
+  for (g = 0; g < groups; ++g) {
+    const int8_t* w = (const int8_t*)(panel + 32 * g);
+    for (r = 0; r < MR; ++r) {
+      uint32_t xw = load_word(rows[r] + 4 * g, k - 4 * g) ^ flip;
+      int32_t xv[4];
+      for (j = 0; j < 4; ++j) xv[j] = (int8_t)(uint8_t)(xw >> (8 * j));
+      for (c = 0; c < NR; ++c)
+        acc[r][c] += xv[0] * w[4 * c] + xv[1] * w[4 * c + 1] + xv[2] * w[4 * c + 2] + xv[3] * w[4 * c + 3];
+    }
+  }
+#endif
+}
+
+static inline uint8_t requantize_out(int64_t acc, int32_t q, int32_t shift, const rxe_qgemm_t* g) {
+  int32_t v = rxe_qint8_requantize(rxe_qint8_saturate(acc), q, shift) + g->out_zero;
+  v = v < g->act_min ? g->act_min : v > g->act_max ? g->act_max : v;
+  return (uint8_t)v;
+}
+
+void rxe_qgemm_run(const rxe_qgemm_t* g) {
+  const int32_t* wsum = (const int32_t*)(const void*)g->w_packed;
+  int64_t panels = (g->n + NR - 1) / NR, panel_bytes = (g->k + 3) / 4 * 32, m0, p, i;
+  const uint8_t* first_panel = g->w_packed + 4 * panels * NR;
+  uint8_t flip8 = (uint8_t)(g->flip & 0xffu);
+  for (m0 = 0; m0 < g->m; m0 += MR) {
+    const uint8_t* rows[MR];
+    int64_t xsum[MR];
+    int r;
+    for (r = 0; r < MR; ++r) {
+      int64_t row = m0 + r < g->m ? m0 + r : g->m - 1;
+      rows[r] = g->x + row * g->ldx;
+      xsum[r] = 0;
+      if (g->wz != 0)
+        for (i = 0; i < g->k; ++i) xsum[r] += (int8_t)(rows[r][i] ^ flip8);
+    }
+    for (p = 0; p < panels; ++p) {
+      int32_t acc[MR][NR];
+      int64_t n0 = p * NR, c;
+      tile(rows, first_panel + p * panel_bytes, wsum + n0, g->k, g->flip, acc);
+      for (c = 0; c < NR && n0 + c < g->n; ++c) {
+        int64_t n = n0 + c;
+        int64_t column = (int64_t)g->bias[n] - (int64_t)g->xz * wsum[n] + g->k * (int64_t)g->xz * g->wz;
+        uint8_t* out = g->out + m0 * g->ldm + n * g->ldn;
+        for (r = 0; r < MR && m0 + r < g->m; ++r)
+          out[r * g->ldm] = requantize_out(acc[r][c] + column - (int64_t)g->wz * xsum[r], g->multiplier[n],
+                                           g->shift[n], g);
+      }
+    }
+  }
+}
+
+rxe_status_t rxe_qint8_check(const char* what, int64_t k, int64_t n, const int32_t* shift, int64_t x_zero,
+                             int64_t w_zero, int64_t out_zero, int64_t act_min, int64_t act_max, int64_t dtypes,
+                             rxe_error_t* err) {
+  int64_t x_lo = dtypes & RXE_QINT8_X_UNSIGNED ? 0 : -128, out_lo = dtypes & RXE_QINT8_OUT_UNSIGNED ? 0 : -128, i;
+  if (dtypes < 0 || dtypes > 3) return rxe_error_set(err, RXE_ERR_INTERNAL, "%s: dtypes %d is not 0..3", what,
+                                                     (int64_t)dtypes);
+  if (k < 0 || k > RXE_QINT8_MAX_K)
+    return rxe_error_set(err, RXE_ERR_SHAPE, "%s: k %d is outside [0, %d]", what, (int64_t)k,
+                         (int64_t)RXE_QINT8_MAX_K);
+  if (x_zero < x_lo || x_zero > x_lo + 255 || w_zero < -128 || w_zero > 127 || out_zero < out_lo ||
+      out_zero > out_lo + 255)
+    return rxe_error_set(err, RXE_ERR_INTERNAL, "%s: zero points x %d, w %d, out %d out of their types' range",
+                         what, (int64_t)x_zero, (int64_t)w_zero, (int64_t)out_zero);
+  if (act_min > act_max || act_min < out_lo || act_max > out_lo + 255)
+    return rxe_error_set(err, RXE_ERR_INTERNAL, "%s: clamp [%d, %d] is not inside the output type's range", what,
+                         (int64_t)act_min, (int64_t)act_max);
+  for (i = 0; i < n; ++i)
+    if (shift[i] < -31 || shift[i] > 30)
+      return rxe_error_set(err, RXE_ERR_INTERNAL, "%s: shift[%d] = %d is outside [-31, 30]", what, (int64_t)i,
+                           (int64_t)shift[i]);
+  return RXE_OK;
+}
+
+rxe_status_t rxe_lib_qdense_s8(const void* x, const void* w_packed, const int32_t* bias, const int32_t* multiplier,
+                               const int32_t* shift, void* out, int64_t m, int64_t n, int64_t k, int64_t x_zero,
+                               int64_t w_zero, int64_t out_zero, int64_t act_min, int64_t act_max, int64_t dtypes,
+                               rxe_error_t* err) {
+  rxe_qgemm_t g;
+  rxe_status_t st;
+  if (m < 0 || n < 0) return rxe_error_set(err, RXE_ERR_SHAPE, "rxe_lib_qdense_s8: negative m %d or n %d",
+                                           (int64_t)m, (int64_t)n);
+  if (m == 0 || n == 0) return RXE_OK;
+  if (!x || !w_packed || !bias || !multiplier || !shift || !out)
+    return rxe_error_set(err, RXE_ERR_NULL, "rxe_lib_qdense_s8: a pointer argument is NULL");
+  st = rxe_qint8_check("rxe_lib_qdense_s8", k, n, shift, x_zero, w_zero, out_zero, act_min, act_max, dtypes, err);
+  if (st != RXE_OK) return st;
+  g.x = (const uint8_t*)x;
+  g.ldx = k;
+  g.w_packed = (const uint8_t*)w_packed;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.flip = dtypes & RXE_QINT8_X_UNSIGNED ? 0x80808080u : 0u;
+  g.xz = (int32_t)(dtypes & RXE_QINT8_X_UNSIGNED ? x_zero - 128 : x_zero);
+  g.wz = (int32_t)w_zero;
+  g.bias = bias;
+  g.multiplier = multiplier;
+  g.shift = shift;
+  g.out = (uint8_t*)out;
+  g.ldm = n;
+  g.ldn = 1;
+  g.out_zero = (int32_t)out_zero;
+  g.act_min = (int32_t)act_min;
+  g.act_max = (int32_t)act_max;
+  rxe_qgemm_run(&g);
+  return RXE_OK;
+}

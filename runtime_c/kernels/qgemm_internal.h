@@ -1,0 +1,40 @@
+/*
+ * The requantized int8 GEMM driver shared by rxe_lib_qdense_s8 and the
+ * convolutions (qconv.c): out(m, n) = requantized sum_k x(m,k) w(n,k), w
+ * packed as in relax_edge/kernels_qint8.h, x rows of bytes (row m at x +
+ * m*ldx), the output byte of (m, n) at out + m*ldm + n*ldn.
+ * x bytes are int8 after `flip` (0x80 per byte for uint8 x, else 0); xz and
+ * wz are the zero points in that signed space.
+ */
+#ifndef RELAX_EDGE_QGEMM_INTERNAL_H_
+#define RELAX_EDGE_QGEMM_INTERNAL_H_
+
+#include "relax_edge/kernels_qint8.h"
+
+typedef struct {
+  const uint8_t* x;
+  int64_t ldx;
+  const uint8_t* w_packed;
+  int64_t m, n, k;
+  uint32_t flip;
+  int32_t xz, wz;
+  const int32_t* bias;
+  const int32_t* multiplier;
+  const int32_t* shift;
+  uint8_t* out;
+  int64_t ldm, ldn;
+  int32_t out_zero, act_min, act_max;
+} rxe_qgemm_t;
+
+void rxe_qgemm_run(const rxe_qgemm_t* g);
+
+/* acc saturated to int32 (an accumulator beyond int32 requantizes as the
+ * reference's saturating left shift does). */
+int32_t rxe_qint8_saturate(int64_t acc);
+
+/* RXE_OK, or the error of bad zero points, clamps, shifts or k (`what` names the kernel). */
+rxe_status_t rxe_qint8_check(const char* what, int64_t k, int64_t n, const int32_t* shift, int64_t x_zero,
+                             int64_t w_zero, int64_t out_zero, int64_t act_min, int64_t act_max, int64_t dtypes,
+                             rxe_error_t* err);
+
+#endif /* RELAX_EDGE_QGEMM_INTERNAL_H_ */
