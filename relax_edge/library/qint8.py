@@ -1,0 +1,195 @@
+"""The int8 kernels of the C runtime (runtime_c/kernels/qgemm.c, qconv.c) as
+`call_extern`s of qdense and qconv2d (relax_edge/op/quant_int8.py):
+transform/legalize.py asks `lower_call` for them.
+
+1. The C convention is the library's (relax_edge/library/kernels.py): the
+   pointers (x, the packed weights, bias, multiplier, shift, the output,
+   then the scratch when there is one), the int64 sizes, `rxe_error_t* err`.
+   The zero points, the clamp and `dtypes` (1: x is uint8, 2: the output
+   is uint8) are sizes.
+2. The weights are packed by the code generator (attrs "pack", through
+   library.pack): int8, uint8 weights stored as w - 128 with w_zero - 128
+   (the kernels see only int8 weights), in the panel layout of
+   runtime_c/include/relax_edge/kernels_qint8.h, led by the column sums that
+   fold x_zero into the bias at run time. One layout for every target.
+3. Depthwise convolutions (groups == c == o) take their own kernel (no
+   packing beyond the uint8 fold, no scratch); others go through im2col
+   into the int8 GEMM with scratch of at most RXE_QCONV_PIXELS rows
+   (`conv_scratch_bytes`, which the memory planner sees), none for the 1x1
+   stride-1 unpadded single-group case.
+4. The ExternDecl's reference is the operator's numpy reference (the
+   interpreter runs the legalized module); "params" carries the attributes.
+
+Refused (a clear error naming the node): weights of unknown shape, x
+or weights of other than int8 / uint8, a reduction depth above MAX_K,
+depthwise kernels of more than 64 taps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import RelaxEdgeError
+from ..ir.expr import Call, CallExtern, ExternDecl
+from ..ir.shape import as_expr, min_expr
+from .data_dependent import call_reference
+
+NR, KG = 8, 4            # RXE_QINT8_NR, RXE_QINT8_KG
+MAX_K = 65536            # RXE_QINT8_MAX_K
+CONV_PIXELS = 64         # RXE_QCONV_PIXELS
+DEPTHWISE_MAX_TAPS = 64  # DW_MAX_TAPS (qconv.c)
+X_UNSIGNED, OUT_UNSIGNED = 1, 2
+DENSE = "rxe_lib_qdense_s8"
+CONV2D = "rxe_lib_qconv2d_s8"
+DEPTHWISE = "rxe_lib_qdepthwise_conv2d_s8"
+_INT8 = ("int8", "uint8")
+
+
+class QInt8LowerError(RelaxEdgeError):
+    """A qdense / qconv2d call that the int8 kernels do not cover."""
+
+
+# ------------------------------------------------------------------ packing
+
+def signed_weights(w: np.ndarray) -> np.ndarray:
+    """int8 weights as they are; uint8 weights as w - 128 (int8)."""
+    if w.dtype == np.uint8:
+        return (w.astype(np.int16) - 128).astype(np.int8)
+    if w.dtype != np.int8:
+        raise ValueError(f"int8 kernels take int8 or uint8 weights, got {w.dtype}")
+    return w
+
+
+def packed_bytes(n: int, k: int) -> int:
+    """RXE_QINT8_PACKED_BYTES(n, k)."""
+    panels = -(-n // NR)
+    return panels * NR * 4 + panels * (-(-k // KG)) * NR * KG
+
+
+def pack_qdense_weights(w: np.ndarray) -> np.ndarray:
+    """W (n, k) int8 / uint8 -> int8 bytes: ceil(n/8)*8 int32 column sums
+    (of the signed weights), then ceil(n/8) panels of ceil(k/4) groups, each
+    8 columns x 4 k (column c, k 4g+j at byte 4c+j), zeros past n and k."""
+    ws = signed_weights(np.asarray(w))
+    n, k = ws.shape
+    panels, groups = -(-n // NR), -(-k // KG)
+    padded = np.zeros((panels * NR, groups * KG), np.int8)
+    padded[:n, :k] = ws
+    sums = padded.astype(np.int32).sum(axis=1).astype("<i4")
+    tiles = padded.reshape(panels, NR, groups, KG).transpose(0, 2, 1, 3)
+    return np.concatenate([sums.view(np.int8), np.ascontiguousarray(tiles).reshape(-1)])
+
+
+def unpack_qdense_weights(packed: np.ndarray, n: int, k: int) -> np.ndarray:
+    """The signed weights (n, k) back from pack_qdense_weights."""
+    panels, groups = -(-n // NR), -(-k // KG)
+    tiles = packed[panels * NR * 4:].reshape(panels, groups, NR, KG).transpose(0, 2, 1, 3)
+    return tiles.reshape(panels * NR, groups * KG)[:n, :k].copy()
+
+
+def pack_qconv2d_weights(w: np.ndarray, groups: int) -> np.ndarray:
+    """W (o, c/groups, kh, kw) -> per group the (o/groups, c/groups*kh*kw)
+    matrix packed as for qdense, one group after the other."""
+    o = w.shape[0]
+    if o % groups:
+        raise ValueError(f"pack_qconv2d_weights: groups {groups} does not divide the {o} output channels")
+    matrix = np.asarray(w).reshape(groups, o // groups, -1)
+    return np.concatenate([pack_qdense_weights(part) for part in matrix])
+
+
+def pack_qdepthwise_weights(w: np.ndarray, groups: int = 1) -> np.ndarray:
+    """W (c, 1, kh, kw) -> c*kh*kw int8 (uint8 as w - 128)."""
+    del groups
+    return np.ascontiguousarray(signed_weights(np.asarray(w))).reshape(-1)
+
+
+def pack_qdense_for_codegen(w: np.ndarray, groups: int = 1) -> np.ndarray:
+    del groups
+    return pack_qdense_weights(w)
+
+
+# library.pack's packer names -> (data, groups) -> packed bytes
+PACKERS = {"qdense": pack_qdense_for_codegen, "qconv2d": pack_qconv2d_weights, "qdepthwise": pack_qdepthwise_weights}
+
+
+def conv_scratch_bytes(depth, oh, ow):
+    """Bytes of scratch of rxe_lib_qconv2d_s8 (RXE_LIB_QCONV2D_SCRATCH_BYTES)."""
+    return min_expr(as_expr(oh) * ow, CONV_PIXELS) * depth
+
+
+# ------------------------------------------------------------------ lowering
+
+def _where(call: Call) -> str:
+    return call.op.name + (f" (node {call.span})" if call.span else "")
+
+
+def _common(call: Call, k):
+    """The checked dtypes and the zero-point / clamp / dtypes sizes."""
+    x, w = call.args[0], call.args[1]
+    xt, wt = x.type.dtype, w.type.dtype
+    if xt not in _INT8 or wt not in _INT8 or call.type.dtype not in _INT8:
+        raise QInt8LowerError(f"{_where(call)}: x {xt}, weights {wt} and result {call.type.dtype} "
+                              "must be int8 or uint8")
+    if not isinstance(k, int) or k > MAX_K:
+        raise QInt8LowerError(f"{_where(call)}: reduction depth {k} is not a constant up to {MAX_K}")
+    a = call.attrs
+    w_zero = int(a["w_zero"]) - (128 if wt == "uint8" else 0)
+    dtypes = (X_UNSIGNED if xt == "uint8" else 0) | (OUT_UNSIGNED if call.type.dtype == "uint8" else 0)
+    return [int(a["x_zero"]), w_zero, int(a["out_zero"]), int(a["act_min"]), int(a["act_max"]), dtypes]
+
+
+def _weight_shape(call: Call):
+    w = call.args[1]
+    if w.type.shape is None or not all(d.is_const for d in w.type.shape):
+        raise QInt8LowerError(f"{_where(call)}: the weights must be a constant of known shape")
+    return tuple(d.value for d in w.type.shape)
+
+
+def _product(dims):
+    total = as_expr(1)
+    for d in dims:
+        total = total * d
+    return total
+
+
+def _qdense(call: Call):
+    n, k = _weight_shape(call)
+    m = _product(call.args[0].type.shape[:-1])
+    return DENSE, [m, n, k, *_common(call, k)], ((1, "qdense"),), None
+
+
+def _qconv2d(call: Call):
+    o, cg, kh, kw = _weight_shape(call)
+    nb, c, h, wd = call.args[0].type.shape
+    _, _, oh, ow = call.type.shape
+    a = call.attrs
+    (sh, sw), (pt, pl, pb, pr), (dh, dw), groups = a["strides"], a["padding"], a["dilation"], int(a["groups"])
+    tail = _common(call, cg * kh * kw)
+    if groups == o and cg == 1 and c.is_const and c.value == o:
+        if kh * kw > DEPTHWISE_MAX_TAPS:
+            raise QInt8LowerError(f"{_where(call)}: a depthwise kernel of {kh}x{kw} taps is above "
+                                  f"{DEPTHWISE_MAX_TAPS}")
+        return (DEPTHWISE, [nb, c, h, wd, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw, *tail], ((1, "qdepthwise"),),
+                None)
+    one_by_one = (kh, kw, sh, sw, groups) == (1, 1, 1, 1, 1) and not any((pt, pl, pb, pr))
+    scratch = None if one_by_one else conv_scratch_bytes(cg * kh * kw, oh, ow)
+    return (CONV2D, [nb, c, h, wd, o, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw, groups, *tail], ((1, "qconv2d"),),
+            scratch)
+
+
+LOWERINGS = {"qdense": _qdense, "qconv2d": _qconv2d}
+
+
+def lower_call(call: Call):
+    """(CallExtern, ExternDecl) of the int8 kernel for a qdense / qconv2d call, or None."""
+    lowering = LOWERINGS.get(call.op.name)
+    if lowering is None:
+        return None
+    symbol, sizes, pack, scratch = lowering(call)
+    attrs = {"sizes": tuple(as_expr(s) for s in sizes), "params": tuple(call.attrs.items()), "pack": pack}
+    if scratch is not None:
+        attrs["scratch_bytes"] = as_expr(scratch)
+    args = list(call.args)
+    decl = ExternDecl(symbol, [a.type for a in args], call.type, "runtime",
+                      reference=call_reference(call.op.name, len(args)))
+    return CallExtern(symbol, args, call.type, attrs, call.span), decl

@@ -1,0 +1,169 @@
+"""rxe_lib_qdense_s8 and rxe_qint8_requantize (runtime_c/kernels/qgemm.c)
+against a numpy mirror of the contract's formulas: the requantization bit
+for bit over edge values (INT32_MIN, ties, shifts -31..30), the GEMM over
+shapes that are not multiples of the 4 x 8 tile (K = 1, K not a multiple of
+4), x / weight / output int8 and uint8, zero points, per-tensor and
+per-channel multipliers, fused clamps. On the host in three builds (the
+native one, which has AVX-VNNI here; AVX2 widening; portable C), and under
+QEMU in one driver run per board: aarch64 (smlal), aarch64 with dotprod
+(sdot), armv7 NEON, riscv64 (portable C) and the Cortex-M4 (SMLAD)."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from relax_edge.library import qint8 as Q
+from relax_edge.op import quant_int8
+from relax_edge.target import load_board
+from tests.library.qint8_lib import (
+    INT32_MAX,
+    INT32_MIN,
+    RUNTIME,
+    SOURCES,
+    WARNINGS,
+    HostKernels,
+    build_driver,
+    check,
+    compile_c,
+    dense_case,
+    requant,
+    requantize_case,
+    run_driver,
+)
+
+HOST_BUILDS = {"native": ["-O3", "-march=native"], "avx2": ["-O2", "-mavx2", "-mfma"], "portable": ["-O2"]}
+
+
+@pytest.fixture(scope="module", params=list(HOST_BUILDS))
+def kernels(request, tmp_path_factory):
+    return HostKernels(tmp_path_factory.mktemp("qint8") / f"libqint8_{request.param}.so", HOST_BUILDS[request.param])
+
+
+def edge_requantizations():
+    accs = [INT32_MIN, INT32_MIN + 1, -(1 << 30), -65537, -65536, -3, -2, -1, 0, 1, 2, 3, 65535, 65536, 1 << 30,
+            INT32_MAX - 1, INT32_MAX]
+    qs = [0, 1 << 30, (1 << 30) + 1, 1518500250, INT32_MAX]
+    shifts = list(range(-31, 31))
+    acc, q, shift = (np.array(v, np.int64) for v in zip(*itertools.product(accs, qs, shifts)))
+    # ties: acc * q an odd multiple of 2^30 (srdhm's nudge), and remainders of exactly half (rdbpot)
+    ties = np.array([1, -1, 3, -3, 5, -5], np.int64)
+    tie_cases = (ties << 1, np.full(6, 1 << 30), np.zeros(6)), (ties, np.full(6, 1 << 30), np.full(6, -1))
+    for a, b, c in tie_cases:
+        acc, q, shift = np.concatenate([acc, a]), np.concatenate([q, b]), np.concatenate([shift, c])
+    return acc, q, shift
+
+
+def test_the_mirror_agrees_with_the_operator_module():
+    acc, q, shift = edge_requantizations()
+    np.testing.assert_array_equal(requant(acc, q, shift), quant_int8.requantize(acc, q, shift))
+
+
+def test_requantize_matches_the_contract_bit_for_bit(kernels):
+    case = requantize_case(*edge_requantizations())
+    check(case, kernels.run(case))
+
+
+DTYPES = [("int8", "int8", "int8"), ("uint8", "int8", "uint8"), ("uint8", "uint8", "int8"), ("int8", "uint8", "uint8")]
+SHAPES = [(1, 1, 1), (1, 8, 4), (3, 5, 7), (4, 8, 16), (5, 9, 33), (7, 17, 64), (13, 40, 130), (2, 3, 1)]
+
+
+def dense_cases(seed):
+    rng = np.random.default_rng(seed)
+    cases = []
+    for i, ((m, n, k), (xd, wd, od)) in enumerate(itertools.product(SHAPES, DTYPES)):
+        x_zero = {"int8": [0, -128, 5, 127][i % 4], "uint8": [128, 0, 255, 37][i % 4]}[xd]
+        w_zero = 0 if i % 3 else {"int8": -7, "uint8": 131}[wd]
+        out_zero = {"int8": [0, -20, 11][i % 3], "uint8": [128, 0, 200][i % 3]}[od]
+        cases.append(dense_case(rng, m, n, k, xd, wd, od, x_zero, w_zero, out_zero, per_channel=i % 2 == 0,
+                                relu=i % 4 == 1))
+    return cases
+
+
+def test_dense_matches_the_mirror(kernels):
+    for case in dense_cases(1):
+        check(case, kernels.run(case))
+
+
+def test_dense_over_many_panels_and_a_long_k(kernels):
+    rng = np.random.default_rng(2)
+    for m, n, k in [(37, 67, 1001), (1, 1000, 577), (64, 96, 4608)]:
+        case = dense_case(rng, m, n, k, "uint8", "int8", "uint8", x_zero=128, out_zero=128)
+        check(case, kernels.run(case))
+
+
+def test_extreme_operands_do_not_saturate(kernels):
+    """-128 * -128 everywhere (vpmaddubsw or int16 sums would saturate), K at its largest tested depth."""
+    m, n, k = 5, 9, 4099
+    x = np.full((m, k), -128, np.int8)
+    w = np.full((n, k), -128, np.int8)
+    bias = np.zeros(n, np.int32)
+    q, shift = np.full(n, 1 << 30, np.int32), np.full(n, -24, np.int32)
+    out = np.zeros((m, n), np.int8)
+    status, message = kernels.call(Q.DENSE, [x, Q.pack_qdense_weights(w), bias, q, shift, out],
+                                   [m, n, k, 0, 0, 0, -128, 127, 0])
+    assert status == 0, message
+    acc = np.full((m, n), 128 * 128 * k, np.int64)
+    np.testing.assert_array_equal(out, np.clip(requant(acc, q, shift), -128, 127))
+
+
+def test_bad_arguments_are_errors(kernels):
+    case = dense_case(np.random.default_rng(3), 2, 3, 4)
+    symbol, arrays, sizes, _ = case
+    bad_shift = [*arrays[:4], np.array([0, 31, 0], np.int32), arrays[5]]
+    assert kernels.call(symbol, bad_shift, sizes) == (10, "rxe_lib_qdense_s8: shift[1] = 31 is outside [-31, 30]")
+    status, message = kernels.call(symbol, arrays, [*sizes[:3], 200, *sizes[4:]])
+    assert status == 10 and "zero points" in message
+    status, message = kernels.call(symbol, arrays, [*sizes[:6], 5, 4, sizes[8]])
+    assert status == 10 and "clamp [5, 4]" in message
+    status, message = kernels.call(symbol, [arrays[0], None, *arrays[2:]], sizes)
+    assert status == 7 and "NULL" in message
+    status, message = kernels.call(symbol, arrays, [2, 3, Q.MAX_K + 1, *sizes[3:]])
+    assert status == 4 and "k 65537" in message
+
+
+def test_packing_layout_and_inverse():
+    w = np.arange(-60, 60, dtype=np.int8).reshape(10, 12)[:, :11]
+    packed = Q.pack_qdense_weights(w)
+    assert packed.dtype == np.int8 and packed.size == Q.packed_bytes(10, 11) == 16 * 4 + 2 * 3 * 32
+    np.testing.assert_array_equal(packed[:64].view("<i4")[:10], w.astype(np.int64).sum(axis=1))
+    assert packed[64 + 4 * 2 + 1] == w[2, 1] and packed[64 + 32 + 4 * 3 + 2] == w[3, 6]
+    np.testing.assert_array_equal(Q.unpack_qdense_weights(packed, 10, 11), w)
+    u = (w.astype(np.int16) + 128).astype(np.uint8)
+    np.testing.assert_array_equal(Q.unpack_qdense_weights(Q.pack_qdense_weights(u), 10, 11), w)
+
+
+ARCH_FLAGS = {"x86-64 AVX2": ["-O2", "-mavx2", "-mfma"], "x86-64 AVX-VNNI": ["-O2", "-mavx2", "-mavxvnni"],
+              "x86-64 AVX512-VNNI": ["-O2", "-mavx512f", "-mavx512vl", "-mavx512vnni"], "x86-64": ["-O2"]}
+
+
+@pytest.mark.parametrize("arch", list(ARCH_FLAGS))
+def test_compiles_without_warnings_for_each_x86_path(tmp_path, arch):
+    for src in SOURCES[:2]:
+        compile_c(["cc", *ARCH_FLAGS[arch], *WARNINGS, f"-I{RUNTIME / 'include'}", "-c", src, "-o", tmp_path / "k.o"])
+
+
+BOARDS = ["host", "qemu-aarch64", "qemu-aarch64-dotprod", "qemu-armv7", "qemu-riscv64", "qemu-cortex-m4"]
+
+
+@pytest.mark.parametrize("board_name", BOARDS)
+def test_compiles_without_warnings_for_each_board(tmp_path, board_name):
+    target = load_board(board_name).target
+    freestanding = ["-ffreestanding"] if target.freestanding else []
+    for src in SOURCES[:2]:
+        compile_c([target.compiler, *target.cflags, *freestanding, *WARNINGS, f"-I{RUNTIME / 'include'}", "-c", src,
+                   "-o", tmp_path / "k.o"])
+
+
+EMULATED = ["qemu-aarch64", "qemu-aarch64-dotprod", "qemu-armv7", "qemu-riscv64", "qemu-cortex-m4"]
+
+
+@pytest.mark.emu
+@pytest.mark.parametrize("board_name", EMULATED)
+def test_emulated_dense_matches_the_mirror(tmp_path, board_name):
+    board = load_board(board_name)
+    driver = build_driver(board, tmp_path / "qint8_driver")
+    cases = [requantize_case(*edge_requantizations())] + dense_cases(4)
+    for case, (status, out) in zip(cases, run_driver(board, driver, cases, tmp_path)):
+        assert status == 0, f"{case[0]} {case[2]}: status {status}"
+        check(case, out)
