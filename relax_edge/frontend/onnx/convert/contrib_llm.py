@@ -11,7 +11,7 @@ op/quant_weight.py's matmul_nbits and gather_nbits without re-quantization.
    unpacked to (N, n_blocks) (zero "uint8"; all of them 2^(bits-1) is the
    "default" mode); float zero points (the scales' type, w = (q - zp) * s)
    become offsets m = -zp * s (zero "float", equal to ONNX Runtime's within
-   float32 rounding). g_idx only when it is the trivial k // block_size.
+   float32 rounding; 4 bits only, as ONNX Runtime's CPU kernel). g_idx only when it is the trivial k // block_size.
    accuracy_level: levels 0-3 compute with float32 activations, as does 4
    by default; with the importer option `int8_activations` (genai.py's
    `from_genai(..., int8_activations=True)` or `import_model`) level 4
@@ -114,6 +114,9 @@ def _zero_args(ctx, zp, scales, bits, index):
             return "default", []
         return "uint8", [unpacked]
     if zp.dtype in (np.float32, np.float16):
+        if bits == 8:
+            raise ctx.error(f"input {index} (zero_points): float zero points with 8-bit weights are not supported "
+                            "(nor by ONNX Runtime's CPU kernel); use uint8 zero points")
         if zp.size != rows * n_blocks:
             raise ctx.error(f"input {index} (zero_points) has {zp.size} values, {rows} x {n_blocks} expected")
         offsets = -(zp.astype(np.float32).reshape(rows, n_blocks) * scales)
@@ -368,7 +371,7 @@ def _qkv(ctx, inputs, heads, kv_heads):
 
 def _gqa_bias(ctx, seqlens, b, s, kv_len, window):
     """The (B, 1, S, kv_len) additive mask: query i of batch b at seqlens[b] + 1 - S + i sees keys up to
-    it (and no further back than `window` when window > 0); also the rotary positions (B, S)."""
+    it, the last `window` of them when window > 0; also the rotary positions (B, S)."""
     start = ctx.emit("subtract", [ctx.emit("reshape", [_as(ctx, seqlens, "int64")], {"shape": (b, 1)}),
                                   _seq_minus_one(ctx, s)])
     steps = ctx.emit("reshape", [ctx.emit("arange", [], {"stop": s, "dtype": "int64"})], {"shape": (1, s)})
@@ -377,7 +380,7 @@ def _gqa_bias(ctx, seqlens, b, s, kv_len, window):
     keys = ctx.emit("arange", [], {"stop": kv_len, "dtype": "int64"})
     allowed = ctx.emit("less_equal", [keys, q_pos])
     if window > 0:
-        near = ctx.emit("less_equal", [ctx.emit("subtract", [q_pos, keys]), np.array(window, np.int64)])
+        near = ctx.emit("less", [ctx.emit("subtract", [q_pos, keys]), np.array(window, np.int64)])
         allowed = ctx.emit("logical_and", [allowed, near])
     bias = ctx.emit("where", [allowed, np.array(0, np.float32), np.array(-np.inf, np.float32)])
     return bias, positions
