@@ -1,0 +1,112 @@
+"""rxe_lib_qconv2d_s8 (im2col into the int8 GEMM, and the 1x1 path without
+it) and rxe_lib_qdepthwise_conv2d_s8 (3x3 interior path and the generic
+loop) against a numpy mirror of the contract: strides, padding (x_zero is
+the padded value), dilation, groups, int8 / uint8 in and out, zero points,
+per-tensor and per-channel, fused clamps, more pixels than one im2col block.
+On the host in three builds and under QEMU in one driver run per board."""
+
+import numpy as np
+import pytest
+
+from relax_edge.library import qint8 as Q
+from relax_edge.target import load_board
+from tests.library.qint8_lib import HostKernels, build_driver, check, conv_case, run_driver
+from tests.library.test_qgemm import HOST_BUILDS
+
+
+@pytest.fixture(scope="module", params=list(HOST_BUILDS))
+def kernels(request, tmp_path_factory):
+    return HostKernels(tmp_path_factory.mktemp("qconv") / f"libqconv_{request.param}.so", HOST_BUILDS[request.param])
+
+
+# (n, c, h, w, o, kh, kw, stride, padding, dilation, groups)
+CONVS = [
+    (1, 3, 9, 9, 8, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1), 1),      # a first layer
+    (2, 5, 7, 6, 9, 3, 3, (1, 1), (1, 0, 2, 1), (1, 1), 1),      # asymmetric padding, batch 2
+    (1, 6, 10, 11, 4, 3, 2, (1, 2), (0, 1, 0, 1), (2, 1), 2),    # dilation, groups
+    (1, 16, 12, 12, 24, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 1),  # 1x1: no im2col (144 pixels)
+    (1, 7, 5, 5, 3, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 1),      # 1x1, c not a multiple of 4
+    (1, 8, 9, 9, 8, 1, 1, (2, 2), (0, 0, 0, 0), (1, 1), 1),      # 1x1 of stride 2: im2col
+    (1, 4, 13, 13, 5, 5, 5, (1, 1), (2, 2, 2, 2), (1, 1), 1),    # 169 pixels: three im2col blocks
+    (1, 2, 1, 1, 3, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 1),      # K = 2, one pixel
+]
+DEPTHWISE = [
+    (1, 8, 9, 9, 8, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 8),
+    (2, 5, 10, 7, 5, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1), 5),
+    (1, 3, 8, 8, 3, 3, 3, (1, 1), (0, 0, 0, 0), (2, 2), 3),      # dilated: the generic loop
+    (1, 4, 6, 9, 4, 5, 2, (1, 2), (2, 0, 1, 1), (1, 1), 4),
+    (1, 2, 3, 3, 2, 3, 3, (1, 1), (2, 2, 2, 2), (1, 1), 2),      # every tap bounds-checked
+]
+DTYPES = [("int8", "int8", "int8"), ("uint8", "int8", "uint8"), ("uint8", "uint8", "uint8"), ("int8", "uint8", "int8")]
+
+
+def cases(shapes, seed):
+    rng = np.random.default_rng(seed)
+    out = []
+    for i, (n, c, h, w, o, kh, kw, stride, padding, dilation, groups) in enumerate(shapes):
+        for j, (xd, wd, od) in enumerate(DTYPES):
+            x_zero = {"int8": [0, -128, 9, 127][(i + j) % 4], "uint8": [128, 0, 255, 60][(i + j) % 4]}[xd]
+            w_zero = 0 if (i + j) % 3 else {"int8": 3, "uint8": 128}[wd]
+            out_zero = {"int8": [0, -5, 17][j % 3], "uint8": [128, 3, 250][j % 3]}[od]
+            out.append(conv_case(rng, n, c, h, w, o, kh, kw, stride, padding, dilation, groups, xd, wd, od,
+                                 x_zero, w_zero, out_zero, per_channel=(i + j) % 2 == 0, relu=j == 1))
+    return out
+
+
+def test_conv_matches_the_mirror(kernels):
+    for case in cases(CONVS, 1):
+        check(case, kernels.run(case))
+
+
+def test_depthwise_matches_the_mirror(kernels):
+    for case in cases(DEPTHWISE, 2):
+        assert case[0] == Q.DEPTHWISE
+        check(case, kernels.run(case))
+
+
+def test_the_1x1_path_needs_no_scratch(kernels):
+    case = conv_case(np.random.default_rng(3), 1, 16, 6, 6, 8, 1, 1, x_dtype="uint8", x_zero=128, w_zero=2)
+    symbol, arrays, sizes, _ = case
+    status, message = kernels.call(symbol, [*arrays[:6], None], sizes)
+    assert status == 0, message
+    check(case, arrays[5])
+    padded = conv_case(np.random.default_rng(3), 1, 16, 6, 6, 8, 3, 3, padding=(1, 1, 1, 1))
+    status, message = kernels.call(padded[0], [*padded[1][:6], None], padded[2])
+    assert status == 7 and "scratch is NULL" in message
+
+
+def test_bad_sizes_are_errors(kernels):
+    symbol, arrays, sizes, _ = conv_case(np.random.default_rng(4), 1, 6, 5, 5, 4, 3, 3, groups=2)
+    status, message = kernels.call(symbol, arrays, [*sizes[:15], 4, *sizes[16:]])   # groups 4 does not divide 6
+    assert status == 4 and "groups 4" in message
+    symbol, arrays, sizes, _ = conv_case(np.random.default_rng(4), 1, 2, 12, 12, 2, 9, 9, groups=2)
+    assert symbol == Q.DEPTHWISE
+    status, message = kernels.call(symbol, arrays, sizes)
+    assert status == 4 and "at most 64 taps" in message
+
+
+def test_packed_groups_follow_one_another():
+    w = np.random.default_rng(5).integers(-128, 128, (6, 3, 2, 2)).astype(np.int8)
+    packed = Q.pack_qconv2d_weights(w, 2)
+    one = Q.packed_bytes(3, 12)
+    assert packed.size == 2 * one
+    np.testing.assert_array_equal(Q.unpack_qdense_weights(packed[one:], 3, 12), w[3:].reshape(3, 12))
+
+
+def test_scratch_bytes_are_one_block_of_rows():
+    assert Q.conv_scratch_bytes(27, 112, 112) == 64 * 27
+    assert Q.conv_scratch_bytes(9, 5, 5) == 25 * 9
+
+
+EMULATED = ["qemu-aarch64", "qemu-aarch64-dotprod", "qemu-armv7", "qemu-riscv64", "qemu-cortex-m4"]
+
+
+@pytest.mark.emu
+@pytest.mark.parametrize("board_name", EMULATED)
+def test_emulated_convolutions_match_the_mirror(tmp_path, board_name):
+    board = load_board(board_name)
+    driver = build_driver(board, tmp_path / "qint8_driver")
+    batch = cases(CONVS[:5] + CONVS[6:], 6) + cases(DEPTHWISE, 7)
+    for case, (status, out) in zip(batch, run_driver(board, driver, batch, tmp_path)):
+        assert status == 0, f"{case[0]} {case[2]}: status {status}"
+        check(case, out)
