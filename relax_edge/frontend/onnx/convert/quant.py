@@ -172,20 +172,33 @@ def convert_dequantize_linear(ctx, inputs):
         raise ctx.error(f"output_dtype {out_dtype} is not supported (float32, float16, float64 are)")
     compute = "float64" if "float64" in (scale_dtype, out_dtype) else "float32"
     axis, block = _axis(ctx), _block_size(ctx)
-    if zp is not None:
-        if ctx.type_of(zp).dtype != xt.dtype:
-            raise ctx.error(f"the zero point's type {ctx.type_of(zp).dtype} differs from the input's {xt.dtype}")
-        z = _along(ctx, zp, xt.shape, axis, block, "the zero point")
-    else:
-        z = Constant(np.zeros((), xt.dtype))
-    s = _along(ctx, scale, xt.shape, axis, block, "the scale")
+    if zp is not None and ctx.type_of(zp).dtype != xt.dtype:
+        raise ctx.error(f"the zero point's type {ctx.type_of(zp).dtype} differs from the input's {xt.dtype}")
+    return dequantized(ctx, x, scale, zp, axis, block, out_dtype, compute)
+
+
+def dequantized(ctx, x, scale, zp, axis=None, block=0, out_dtype="float32", compute="float32"):
+    """The `dequantize` call of x (scale and zero point along `axis`, or scalars), emitted unfolded: a
+    constant int8 weight stays int8 for transform/quantize.py."""
+    shape = ctx.type_of(x).shape
+    z = Constant(np.zeros((), ctx.type_of(x).dtype)) if zp is None else _along(ctx, zp, shape, axis, block,
+                                                                                "the zero point")
+    s = _along(ctx, scale, shape, axis, block, "the scale")
     try:
         call = make_call("dequantize", [ctx.tensor(x), ctx.tensor(s), ctx.tensor(z)],
                          {"out_dtype": out_dtype, "compute": compute}, span=ctx.span)
     except RelaxEdgeError as err:
         raise ctx.error(str(err)) from None
-    # not folded on constant operands: a constant int8 weight stays int8 for transform/quantize.py
     return ctx.builder.emit(call)
+
+
+def quantized(ctx, x, scale, zp):
+    """QuantizeLinear of float32 x with a scalar scale and an int8 / uint8 zero point."""
+    dtype = _zero_point_dtype(ctx, zp, 0, ("int8", "uint8"), "a zero point")
+    lo, hi = QUANT_RANGES[dtype]
+    s, z = (_along(ctx, p, ctx.type_of(x).shape, None, 0, what) for p, what in ((scale, "the scale"),
+                                                                               (zp, "the zero point")))
+    return ctx.emit("quantize", [x, s, z], {"out_dtype": dtype, "qmin": lo, "qmax": hi, "compute": "float32"})
 
 
 @converter("DynamicQuantizeLinear")
@@ -325,6 +338,8 @@ def convert_qlinear_conv(ctx, inputs):
     if y_zp is None:
         raise ctx.error("input 7 (y_zero_point) is required")
     out_dtype = _zero_point_dtype(ctx, y_zp, 7, ("int8", "uint8"))
+    if _all_known(ctx, x_scale, x_zp, w, w_scale, w_zp, y_scale, bias) and ctx.type_of(x).ndim == 4:
+        return _qdq_conv(ctx, x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias)
     acc, nd, reduction = _integer_conv(ctx, x, w, x_zp, w_zp, 3)
     bias_bound = 0
     if bias is not None:
@@ -341,3 +356,23 @@ def convert_qlinear_conv(ctx, inputs):
     real = ctx.emit("multiply", [ctx.emit("cast", [acc], {"dtype": compute}),
                                  ctx.emit("cast", [mult], {"dtype": compute})])
     return requantize(ctx, real, _scalar_zero_point(ctx, y_zp), out_dtype, compute)
+
+
+def _all_known(ctx, *values):
+    return all(v is None or ctx.known(v) is not None for v in values)
+
+
+def _qdq_conv(ctx, x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias):
+    """QLinearConv of constant weights and parameters as dequantize -> Conv -> quantize, the chain that
+    transform/quantize.py turns into qconv2d."""
+    from .conv import convert_conv
+    per_channel = ctx.known(w_scale).size > 1
+    axis = 0 if per_channel else None
+    args = [dequantized(ctx, x, x_scale, x_zp), dequantized(ctx, w, w_scale, w_zp, axis)]
+    if bias is not None:
+        if ctx.type_of(bias).dtype != "int32":
+            raise ctx.error(f"input 8 (the bias) must be int32, got {ctx.type_of(bias).dtype}")
+        scale = (ctx.known(x_scale).astype(np.float64).reshape(()) * ctx.known(w_scale).astype(np.float64)
+                 ).astype(np.float32)
+        args.append(dequantized(ctx, bias, scale.reshape(-1) if per_channel else scale.reshape(()), None, axis))
+    return quantized(ctx, convert_conv(ctx, args), y_scale, y_zp)
