@@ -10,6 +10,7 @@ from . import (  # noqa: F401  (register the converters)
     loss,
     misc,
     nn,
+    qoperator,
     quant,
     random,
     reduce,
