@@ -25,7 +25,9 @@ def pack(packer: str, data, groups: int = 1):
     """Constant weights in the layout a library kernel reads ("dense": a
     (K, N) matrix for rxe_lib_dense_f32, "conv2d": OIHW weights for
     rxe_lib_conv2d_f32), packed at compile time."""
-    from . import kernels
+    from . import kernels, qint8
+    if packer in qint8.PACKERS:   # "qdense", "qconv2d", "qdepthwise": the int8 kernels' layouts
+        return qint8.PACKERS[packer](data, groups)
     if packer == "dense":
         return kernels.pack_dense_weights(data)
     if packer == "conv2d":

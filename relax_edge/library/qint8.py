@@ -15,8 +15,8 @@ transform/legalize.py asks `lower_call` for them.
 3. Depthwise convolutions (groups == c == o) take their own kernel (no
    packing beyond the uint8 fold, no scratch); others go through im2col
    into the int8 GEMM with scratch of at most RXE_QCONV_PIXELS rows
-   (`conv_scratch_bytes`, which the memory planner sees), none for the 1x1
-   stride-1 unpadded single-group case.
+   (`conv_scratch_bytes`, which the memory planner sees), 0 bytes for the
+   1x1 stride-1 unpadded single-group case (the kernel reads x in place).
 4. The ExternDecl's reference is the operator's numpy reference (the
    interpreter runs the legalized module); "params" carries the attributes.
 
@@ -42,7 +42,8 @@ X_UNSIGNED, OUT_UNSIGNED = 1, 2
 DENSE = "rxe_lib_qdense_s8"
 CONV2D = "rxe_lib_qconv2d_s8"
 DEPTHWISE = "rxe_lib_qdepthwise_conv2d_s8"
-_INT8 = ("int8", "uint8")
+_RANGES = {"int8": (-128, 127), "uint8": (0, 255)}
+_INT8 = tuple(_RANGES)
 
 
 class QInt8LowerError(RelaxEdgeError):
@@ -133,9 +134,12 @@ def _common(call: Call, k):
     if not isinstance(k, int) or k > MAX_K:
         raise QInt8LowerError(f"{_where(call)}: reduction depth {k} is not a constant up to {MAX_K}")
     a = call.attrs
-    w_zero = int(a["w_zero"]) - (128 if wt == "uint8" else 0)
+    w_zero = int(a.get("w_zero", 0)) - (128 if wt == "uint8" else 0)
     dtypes = (X_UNSIGNED if xt == "uint8" else 0) | (OUT_UNSIGNED if call.type.dtype == "uint8" else 0)
-    return [int(a["x_zero"]), w_zero, int(a["out_zero"]), int(a["act_min"]), int(a["act_max"]), dtypes]
+    lo, hi = _RANGES[call.type.dtype]
+    act_min = lo if a.get("act_min") is None else int(a["act_min"])
+    act_max = hi if a.get("act_max") is None else int(a["act_max"])
+    return [int(a["x_zero"]), w_zero, int(a["out_zero"]), act_min, act_max, dtypes]
 
 
 def _weight_shape(call: Call):
@@ -163,7 +167,8 @@ def _qconv2d(call: Call):
     nb, c, h, wd = call.args[0].type.shape
     _, _, oh, ow = call.type.shape
     a = call.attrs
-    (sh, sw), (pt, pl, pb, pr), (dh, dw), groups = a["strides"], a["padding"], a["dilation"], int(a["groups"])
+    (sh, sw), (pt, pl, pb, pr) = a.get("strides", (1, 1)), a.get("padding", (0, 0, 0, 0))
+    (dh, dw), groups = a.get("dilation", (1, 1)), int(a.get("groups", 1))
     tail = _common(call, cg * kh * kw)
     if groups == o and cg == 1 and c.is_const and c.value == o:
         if kh * kw > DEPTHWISE_MAX_TAPS:
@@ -172,7 +177,7 @@ def _qconv2d(call: Call):
         return (DEPTHWISE, [nb, c, h, wd, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw, *tail], ((1, "qdepthwise"),),
                 None)
     one_by_one = (kh, kw, sh, sw, groups) == (1, 1, 1, 1, 1) and not any((pt, pl, pb, pr))
-    scratch = None if one_by_one else conv_scratch_bytes(cg * kh * kw, oh, ow)
+    scratch = as_expr(0) if one_by_one else conv_scratch_bytes(cg * kh * kw, oh, ow)   # the pointer is passed
     return (CONV2D, [nb, c, h, wd, o, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw, groups, *tail], ((1, "qconv2d"),),
             scratch)
 
