@@ -22,9 +22,14 @@
 #define QINLINE static inline __attribute__((always_inline))
 #define QPRAGMA_(x) _Pragma(#x)
 #define QUNROLL(n) QPRAGMA_(GCC unroll n) /* so that the sums stay registers at -O2 */
+#define qprefetch(p) (RXE_NBITS_PREFETCH_BYTES > 0 ? __builtin_prefetch(p) : (void)0)
 #else
 #define QINLINE static inline
 #define QUNROLL(n)
+#define qprefetch(p) ((void)(p))
+#endif
+#ifndef RXE_NBITS_PREFETCH_BYTES
+#define RXE_NBITS_PREFETCH_BYTES 1024 /* ahead in W's byte stream (contiguous over a thread's columns); 0: none */
 #endif
 
 /* qv_t: VL floats; decode_units gives UNIT weights as GROUPS of them. */
@@ -184,6 +189,7 @@ QINLINE void column_dots(const nbits_t* g, int64_t col, float* out, const int r,
   const int bits = (int)g->bits;
   int64_t b, e;
   int i, c, v, l;
+  qprefetch(g->scales + (col + 8) * g->blocks);
   QUNROLL(4)
   for (i = 0; i < r; ++i) {
     tail[i] = 0.0f;
@@ -197,6 +203,7 @@ QINLINE void column_dots(const nbits_t* g, int64_t col, float* out, const int r,
     const block_t p = block_of(g, col, b);
     const uint8_t* bp = row + b * g->block_bytes;
     const int64_t e0 = b * g->block, kb = g->k - e0 < g->block ? g->k - e0 : g->block;
+    qprefetch(bp + RXE_NBITS_PREFETCH_BYTES);
     for (e = 0; e + 2 * UNIT <= kb; e += 2 * UNIT) {
       decode_units(bp + e * bits / 8, bits, p, float_mode, w, 2);
       QUNROLL(4)

@@ -17,6 +17,7 @@ from relax_edge.interp import interpret
 from relax_edge.ir import Builder, Constant, SizeVar, TensorType, Tuple, Var
 from relax_edge.op import make_call
 from relax_edge.op.quant_weight import gather_nbits_reference, matmul_nbits_reference
+from relax_edge.target import load_board
 from tests.library.kernel_lib import RUNTIME, WARNINGS, Error, compile_c
 
 ZERO_CODE = {"default": 0, "uint8": 1, "float": 2}
@@ -268,3 +269,11 @@ def test_weight_blob_holds_the_packed_size(tmp_path):
 def test_compiled_graph_under_qemu(tmp_path, board):
     check_graph(tmp_path, board, "c", [1, 3, 8], k=80, n=21, bits=8 if board == "qemu-riscv64" else 4,
                 zero="uint8")
+
+
+@pytest.mark.parametrize("board_name", ["host", "qemu-aarch64", "qemu-armv7", "qemu-riscv64", "qemu-cortex-m4"])
+def test_compiles_without_warnings_for_each_board(tmp_path, board_name):
+    target = load_board(board_name).target
+    freestanding = ["-ffreestanding"] if target.freestanding else []
+    compile_c([target.compiler, *target.cflags, *freestanding, *WARNINGS, f"-I{RUNTIME / 'include'}", "-c",
+               RUNTIME / "kernels" / "matmul_nbits.c", "-o", tmp_path / "matmul_nbits.o"])
