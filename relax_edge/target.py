@@ -31,6 +31,17 @@ TRANSPORTS = ("local", "qemu", "ssh", "adb")
 OPERATING_SYSTEMS = ("linux", "android", "none")
 FLOAT_ABIS = ("hard", "softfp", "soft")
 _TRIPLE = re.compile(r"^[a-z0-9_]+(-[a-z0-9_.]+){1,3}$")
+# target.features by architecture family (of llvm_triple): what LLVM gets as +feature (GCC spellings are
+# renamed in codegen/llvm/target.py). The C kernels choose their paths from the macros that target.cflags
+# (-mcpu / -march) define, so a board lists here what its cflags enable: dotprod -> __ARM_FEATURE_DOTPROD
+# (the int8 kernels' sdot path), dsp -> __ARM_FEATURE_DSP (their SMLAD path).
+KNOWN_FEATURES = {
+    "aarch64": ("neon", "dotprod", "fp16", "i8mm", "bf16", "crc", "crypto", "sve", "sve2", "lse", "rcpc"),
+    "arm": ("neon", "vfpv3", "vfpv4", "fpv4-sp-d16", "fp-armv8", "dsp", "fp16", "dotprod", "thumb2"),
+    "riscv64": ("m", "a", "f", "d", "c", "v", "zba", "zbb", "zbs", "zfh", "zvfh"),
+    "riscv32": ("m", "a", "f", "d", "c", "v", "zba", "zbb", "zbs"),
+    "x86_64": ("sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512vnni", "avxvnni"),
+}
 
 
 class BoardError(RelaxEdgeError):
@@ -118,6 +129,24 @@ def _check(where: str, data: dict, fields: dict) -> None:
             raise BoardError(f"{where}: field '{key}' must be a list of strings, got {value!r}")
 
 
+def _feature_family(llvm_triple: str) -> str | None:
+    arch = llvm_triple.split("-")[0]
+    if arch.startswith(("arm", "thumb")):
+        return "arm"
+    return arch if arch in KNOWN_FEATURES else None
+
+
+def _check_features(where: str, t: dict) -> None:
+    family = _feature_family(t["llvm_triple"])
+    if family is None:   # native, or an architecture without a list: LLVM judges
+        return
+    known = KNOWN_FEATURES[family]
+    for feature in t.get("features", []):
+        if feature.lstrip("+") not in known:
+            raise BoardError(f"{where}: target.features has unknown feature {feature!r} for {family} "
+                             f"(known: {', '.join(known)})")
+
+
 def _parse(path: Path, data) -> Board:
     where = str(path)
     _check(where, data, _BOARD_FIELDS)
@@ -130,6 +159,7 @@ def _parse(path: Path, data) -> Board:
     if t["llvm_triple"] != "native" and len(t["llvm_triple"].split("-")) != 4:
         raise BoardError(f"{where}: target.llvm_triple {t['llvm_triple']!r} must have four parts "
                          "(arch-vendor-os-abi, e.g. armv7-unknown-linux-gnueabihf): short triples give wrong code")
+    _check_features(where, t)
     transport = data["transport"]
     if transport != "local" and transport not in data:
         raise BoardError(f"{where}: transport is {transport} but the '{transport}' section is missing")
