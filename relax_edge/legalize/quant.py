@@ -9,7 +9,9 @@ Guaranteed:
    (K * 255 * 255 + bias < 2^31), else int64; requantization runs in int64
    with the reference's steps (saturating left shift, rounding doubling high
    multiply with C's truncating division, rounding right shift) written with
-   the tensor programs' shl / shr / bitand operations.
+   the tensor programs' shl / shr / bitand operations (and the single
+   rounding, half to even, of requantize_exact for qrequantize, qmul and the
+   pools).
 2. Padding of qconv2d adds nothing (the padding holds x_zero); out-of-input
    taps are guarded by a select and their indices clamped, as legalize/nn.py.
 3. quantize / dequantize (ONNX Q / DQ left in float by the quantize pass)
@@ -48,6 +50,18 @@ def requant_expr(acc, multiplier, shift):
     rem = binop("bitand", high, mask)
     threshold = binop("shr", mask, _k(1)) + select(high < _k(0), _k(1), _k(0))
     return binop("shr", high, right) + select(rem > threshold, _k(1), _k(0))
+
+
+def requant_exact_expr(acc, multiplier, shift):
+    """op/quant_int8.requantize_exact: acc * q * 2^(shift - 31) rounded once, half to even, in int64."""
+    total = _k(31) - cast(shift, _I64)
+    product = cast(acc, _I64) * cast(multiplier, _I64)
+    low = binop("shr", product, total)
+    rem = binop("bitand", product, binop("shl", _k(1), total) - _k(1))
+    half = binop("shl", _k(1), total - _k(1))
+    odd = binop("bitand", low, _k(1))
+    up = select(rem > half, _k(1), select(rem < half, _k(0), odd))
+    return low + up
 
 
 def _finish(ctx, value):
@@ -120,7 +134,8 @@ def _qrequantize(ctx):
     a = ctx.attrs
 
     def element(*i):
-        return _finish(ctx, requant_expr(_centered(x[i], a["in_zero"], _I64), _k(a["multiplier"]), _k(a["shift"])))
+        acc = _centered(x[i], a["in_zero"], _I64)
+        return _finish(ctx, requant_exact_expr(acc, _k(a["multiplier"]), _k(a["shift"])))
     return compute(ctx.out_shape, element, ctx.op_name, ctx.out_dtype)
 
 
@@ -146,7 +161,7 @@ def _qmul(ctx):
     def element(*i):
         acc = _centered(load_broadcast(x, shape, i), a["a_zero"], _I64) * \
             _centered(load_broadcast(y, shape, i), a["b_zero"], _I64)
-        return _finish(ctx, requant_expr(acc, _k(a["multiplier"]), _k(a["shift"])))
+        return _finish(ctx, requant_exact_expr(acc, _k(a["multiplier"]), _k(a["shift"])))
     return compute(shape, element, ctx.op_name, ctx.out_dtype)
 
 
@@ -164,7 +179,7 @@ def _qglobal_avg_pool(ctx):
 def _rescaled(ctx, acc):
     """The output from an accumulator tensor with the per-tensor multiplier of the attributes."""
     def element(*idx):
-        return _finish(ctx, requant_expr(acc[idx], _k(ctx.attrs["multiplier"]), _k(ctx.attrs["shift"])))
+        return _finish(ctx, requant_exact_expr(acc[idx], _k(ctx.attrs["multiplier"]), _k(ctx.attrs["shift"])))
     return compute(ctx.out_shape, element, ctx.op_name, ctx.out_dtype)
 
 

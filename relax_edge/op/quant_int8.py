@@ -10,7 +10,11 @@ with srdhm the saturating rounding doubling high multiply and rdbpot the
 rounding (half away from zero) divide by a power of two. The left shift
 saturates to int32 (TFLite leaves the overflow undefined; accumulators of
 8-bit operands with the multipliers the quantize pass builds never reach it).
-Outputs are `clamp(requant(...) + out_zero, act_min, act_max)` cast to
+qdense, qconv2d and qadd requantize so (TFLite's kernels, bit for bit);
+qrequantize, qmul and the pools round acc * q * 2^(shift - 31) once, half
+to even, in int64 (`requantize_exact`): with a power-of-two multiplier (a
+2x2 pool, equal scales) their exact halves then fall as in the float
+QuantizeLinear. Outputs are `clamp(requant(...) + out_zero, act_min, act_max)` cast to
 out_dtype; [act_min, act_max] is out_dtype's range narrowed by a fused Relu
 or Clip.
 
@@ -63,8 +67,8 @@ from .nn import _out_sizes, _pool_windows, _window_attrs
 from .registry import REQUIRED, Op, RuleError, register
 from .rules import broadcast_shapes, check_equal, tensor
 
-__all__ = ["quantize_multiplier", "srdhm", "rdbpot", "requantize", "qdense_reference", "qconv2d_reference",
-           "lut_table", "add_multipliers", "QUANT_RANGES", "ADD_LEFT_SHIFT"]
+__all__ = ["quantize_multiplier", "srdhm", "rdbpot", "requantize", "requantize_exact", "qdense_reference",
+           "qconv2d_reference", "lut_table", "add_multipliers", "QUANT_RANGES", "ADD_LEFT_SHIFT"]
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 QUANT_RANGES = {"int8": (-128, 127), "uint8": (0, 255)}
@@ -117,8 +121,21 @@ def requantize(acc, multiplier, shift):
     return rdbpot(srdhm(scaled, multiplier), np.maximum(-shift, 0))
 
 
+def requantize_exact(acc, multiplier, shift):
+    """acc * q * 2^(shift - 31) rounded once, half to even, in int64 (|acc| < 2^31): the rescale of the
+    element-wise and pooling operators. A multiplier that is a power of two (a pool's 1/4, equal scales)
+    then rounds its exact halves as the float QuantizeLinear does."""
+    acc, q = np.asarray(acc, np.int64), np.asarray(multiplier, np.int64)
+    total = np.int64(31) - np.asarray(shift, np.int64)
+    product = acc * q
+    low = product >> total
+    rem = product & ((np.int64(1) << total) - 1)
+    half = np.int64(1) << (total - 1)
+    return low + ((rem > half) | ((rem == half) & (low & 1 == 1)))
+
+
 def _finish(value, out_zero, out_dtype, act_min, act_max):
-    return np.clip(value + out_zero, act_min, act_max).astype(out_dtype)
+    return np.clip(value + out_zero, *_act_range(out_dtype, act_min, act_max)).astype(out_dtype)
 
 
 def add_multipliers(a_scale: float, b_scale: float, out_scale: float):
@@ -214,7 +231,7 @@ def qdense_accumulator(x, w, bias, x_zero, w_zero):
 def qdense_reference(x, w, bias, multiplier, shift, *, x_zero, w_zero, out_zero, out_dtype, act_min=None,
                      act_max=None):
     acc = qdense_accumulator(x, w, bias, x_zero, w_zero)
-    return _finish(requantize(acc, multiplier, shift), out_zero, out_dtype, *_act_range(out_dtype, act_min, act_max))
+    return _finish(requantize(acc, multiplier, shift), out_zero, out_dtype, act_min, act_max)
 
 
 # ------------------------------------------------------------------ qconv2d
@@ -265,7 +282,7 @@ def qconv2d_reference(x, w, bias, multiplier, shift, *, strides, padding, dilati
                               x_zero=x_zero, w_zero=w_zero)
     m = np.asarray(multiplier, np.int64)[:, None, None]
     s = np.asarray(shift, np.int64)[:, None, None]
-    return _finish(requantize(acc, m, s), out_zero, out_dtype, *_act_range(out_dtype, act_min, act_max))
+    return _finish(requantize(acc, m, s), out_zero, out_dtype, act_min, act_max)
 
 
 # ------------------------------------------------------------------ element-wise, pooling, tables
@@ -280,7 +297,7 @@ def _qrequantize_rule(types, attrs):
 
 def qrequantize_reference(x, *, in_zero, out_zero, multiplier, shift, out_dtype, act_min=None, act_max=None):
     acc = np.asarray(x).astype(np.int64) - in_zero
-    return _finish(requantize(acc, multiplier, shift), out_zero, out_dtype, *_act_range(out_dtype, act_min, act_max))
+    return _finish(requantize_exact(acc, multiplier, shift), out_zero, out_dtype, act_min, act_max)
 
 
 def _binary_rule(types, attrs, multipliers):
@@ -299,12 +316,12 @@ def qadd_reference(a, b, *, a_zero, b_zero, out_zero, a_multiplier, a_shift, b_m
     sa = requantize((np.asarray(a).astype(np.int64) - a_zero) << ADD_LEFT_SHIFT, a_multiplier, a_shift)
     sb = requantize((np.asarray(b).astype(np.int64) - b_zero) << ADD_LEFT_SHIFT, b_multiplier, b_shift)
     out = requantize(sa + sb, multiplier, shift)
-    return _finish(out, out_zero, out_dtype, *_act_range(out_dtype, act_min, act_max))
+    return _finish(out, out_zero, out_dtype, act_min, act_max)
 
 
 def qmul_reference(a, b, *, a_zero, b_zero, out_zero, multiplier, shift, out_dtype, act_min=None, act_max=None):
     acc = (np.asarray(a).astype(np.int64) - a_zero) * (np.asarray(b).astype(np.int64) - b_zero)
-    return _finish(requantize(acc, multiplier, shift), out_zero, out_dtype, *_act_range(out_dtype, act_min, act_max))
+    return _finish(requantize_exact(acc, multiplier, shift), out_zero, out_dtype, act_min, act_max)
 
 
 def _global_pool_rule(types, attrs):
@@ -319,7 +336,7 @@ def _global_pool_rule(types, attrs):
 
 def qglobal_avg_pool_reference(x, *, x_zero, out_zero, multiplier, shift, out_dtype, act_min=None, act_max=None):
     acc = (np.asarray(x).astype(np.int64) - x_zero).sum(axis=(2, 3), keepdims=True)
-    return _finish(requantize(acc, multiplier, shift), out_zero, out_dtype, *_act_range(out_dtype, act_min, act_max))
+    return _finish(requantize_exact(acc, multiplier, shift), out_zero, out_dtype, act_min, act_max)
 
 
 def _avg_pool_rule(types, attrs):
@@ -343,7 +360,7 @@ def qavg_pool2d_reference(x, *, kernel_size, strides, padding, x_zero, out_zero,
               "ceil_mode": False}
     wins, _, _ = _pool_windows(np.asarray(x).astype(np.int64) - x_zero, window, 0)
     acc = wins.sum(axis=0)
-    return _finish(requantize(acc, multiplier, shift), out_zero, out_dtype, *_act_range(out_dtype, act_min, act_max))
+    return _finish(requantize_exact(acc, multiplier, shift), out_zero, out_dtype, act_min, act_max)
 
 
 def _lut_rule(types, attrs):

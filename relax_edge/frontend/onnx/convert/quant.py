@@ -374,5 +374,6 @@ def _qdq_conv(ctx, x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias):
             raise ctx.error(f"input 8 (the bias) must be int32, got {ctx.type_of(bias).dtype}")
         scale = (ctx.known(x_scale).astype(np.float64).reshape(()) * ctx.known(w_scale).astype(np.float64)
                  ).astype(np.float32)
-        args.append(dequantized(ctx, bias, scale.reshape(-1) if per_channel else scale.reshape(()), None, axis))
+        args.append(dequantized(ctx, bias, Constant(scale.reshape(-1) if per_channel else scale.reshape(())), None,
+                                axis))
     return quantized(ctx, convert_conv(ctx, args), y_scale, y_zp)
