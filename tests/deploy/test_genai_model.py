@@ -27,9 +27,10 @@ import pytest
 
 import relax_edge as rxe
 from relax_edge.frontend.onnx.genai import read_config
+from relax_edge.ir.expr import Call
 from relax_edge.transform.kv_state import step_reason
 from tests.frontend.kv_step import state_reads
-from tests.llm_models import CONFIGS, LAYERS, VOCAB, build_model
+from tests.llm_models import CONFIGS, LAYERS, VOCAB
 from tests.model_cache import cache_dir, export_once, source_key
 
 og = pytest.importorskip("onnxruntime_genai")
@@ -46,40 +47,60 @@ _BUILD = ("import runpy, sys; sys.path.insert(0, sys.argv[1]); from tests.onnx_m
           "runpy.run_module('onnxruntime_genai.models.builder', run_name='__main__')")
 
 
-def _hf_folder(path: Path) -> None:
+# the builder's inputs: transformers config changes and --extra_options
+VARIANTS = {
+    "llama": ({}, []),
+    # tied embeddings quantized too (GatherBlockQuantized on the LM head's weight, a width of 80 padded to 96
+    # by the blocks of 32), one KV head (MQA)
+    "llama-tied": ({"hidden_size": 80, "num_attention_heads": 5, "num_key_value_heads": 1, "tie_word_embeddings": True},
+                   ["shared_embeddings=true", "int4_op_types_to_quantize=MatMul/Gather"]),
+}
+
+
+def _hf_folder(path: Path, variant: str) -> None:
     """The seeded tiny Llama and a word-level tokenizer of its ids (bos 1, eos 2) in a Hugging Face folder."""
+    import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
-    build_model("llama").save_pretrained(path)
+
+    from tests.llm_models import _COMMON, _transformers
+    config_class, model_class, config = CONFIGS["llama"]
+    tf = _transformers()
+    torch.manual_seed(0)
+    cfg = getattr(tf, config_class)(**{**_COMMON, **config, **VARIANTS[variant][0]})
+    getattr(tf, model_class)(cfg).eval().save_pretrained(path)
     words = Tokenizer(models.WordLevel({f"t{i}": i for i in range(VOCAB)}, unk_token="t0"))
     words.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=words, bos_token="t1", eos_token="t2", unk_token="t0")
     tokenizer.save_pretrained(path)
 
 
-def genai_llama() -> Path:
-    """The builder's int4 CPU folder of the tiny Llama, built once per source and package versions."""
+def genai_llama(variant: str = "llama") -> Path:
+    """The builder's int4 CPU folder of a tiny Llama (VARIANTS), built once per source and package versions."""
     key = source_key(__file__, ROOT / "tests" / "llm_models.py") + "-" + importlib.metadata.version(
         "onnxruntime-genai").replace(".", "")
-    folder = cache_dir() / f"genai-llama-{key}"
+    stem = f"genai-{variant}"
+    folder = cache_dir() / f"{stem}-{key}"
 
     def build(marker: Path) -> None:
-        for old in cache_dir().glob("genai-llama-*"):
+        for old in cache_dir().glob(f"{stem}-*"):
             if old.is_dir():
                 shutil.rmtree(old, ignore_errors=True)
         work = folder.with_name(f".{folder.name}.{os.getpid()}")
         shutil.rmtree(work, ignore_errors=True)
         try:
-            _hf_folder(work / "hf")
+            _hf_folder(work / "hf", variant)
+            extra = VARIANTS[variant][1]
             subprocess.run([sys.executable, "-c", _BUILD, str(ROOT), "-i", str(work / "hf"), "-o", str(work / "out"),
-                            "-p", "int4", "-e", "cpu", "-c", str(work / "cache")], check=True, capture_output=True,
-                           timeout=600)
+                            "-p", "int4", "-e", "cpu", "-c", str(work / "cache"),
+                            *(["--extra_options", *extra] if extra else [])],
+                           check=True, capture_output=True, timeout=600)
             os.replace(work / "out", folder)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         marker.write_text(json.dumps({"folder": folder.name}))
 
-    export_once("genai-llama", key, build)   # the lock, and a marker that the folder is complete
+    export_once(stem, key, build)   # the lock, and a marker that the folder is complete
     return folder
 
 
@@ -108,21 +129,29 @@ def _level_0(proto):
 
 
 def _feeds(model, tokens, past):
+    """One step's inputs of the builder's model (its order: input_ids, attention_mask, the pasts)."""
     feeds = {"input_ids": np.array([tokens], np.int64),
              "attention_mask": np.ones((1, past[0].shape[2] + len(tokens)), np.int64)}
     names = [i.name for i in model.graph.input if i.name.startswith("past_key_values")]
     return {**feeds, **dict(zip(names, past))}
 
 
-def _empty_past():
-    return [np.zeros((1, KV_HEADS, 0, HEAD), np.float32) for _ in range(2 * LAYERS)]
+def _cache_dims(model):
+    """(kv_heads, head size) of the builder's model."""
+    dims = next(i for i in model.graph.input if i.name.startswith("past_key_values")).type.tensor_type.shape.dim
+    return dims[1].dim_value, HEAD
+
+
+def _empty_past(model):
+    kv_heads, head = _cache_dims(model)
+    return [np.zeros((1, kv_heads, 0, head), np.float32) for _ in range(2 * LAYERS)]
 
 
 def ort_greedy(proto, new_tokens):
     """ONNX Runtime's greedy tokens and each step's top-2 margin."""
     sess = _session(proto)
     outputs = [o.name for o in sess.get_outputs()]
-    past, ids, tokens, margins = _empty_past(), list(PROMPT), [], []
+    past, ids, tokens, margins = _empty_past(proto), list(PROMPT), [], []
     for _ in range(new_tokens):
         out = dict(zip(outputs, sess.run(None, _feeds(proto, ids, past))))
         past = [out[i.name.replace("past_key_values", "present")] for i in proto.graph.input
@@ -140,8 +169,8 @@ def until_tie(tokens, margins):
     return tokens[:n + 1]   # the token chosen at a near-tie may differ; the ones before may not
 
 
-def step_greedy(mod, new_tokens, max_context):
-    states = [np.zeros((1, KV_HEADS, max_context, HEAD), np.float32) for _ in range(2 * LAYERS)]
+def step_greedy(mod, new_tokens, max_context, kv_heads=KV_HEADS):
+    states = [np.zeros((1, kv_heads, max_context, HEAD), np.float32) for _ in range(2 * LAYERS)]
     ids, total, tokens = list(PROMPT), 0, []
     for _ in range(new_tokens):
         total += len(ids)
@@ -210,3 +239,21 @@ def test_compiled_generate_equals_onnxruntime(folder, model, backend, int8, tmp_
         got = m.generate(PROMPT, max_new_tokens=len(want), stop=list(config.eos_token_ids)).tokens
     assert got == want[:len(got)] and (len(got) == len(want) or got[-1] in config.eos_token_ids)
     assert art.decoder["max_context"] == 48 and art.decoder["vocab"] == VOCAB
+
+
+def test_tied_int4_embeddings_share_the_lm_heads_constants():
+    """shared_embeddings: GatherBlockQuantized reads the LM head's weight, reshaped; one Constant each for both."""
+    folder = genai_llama("llama-tied")
+    model = onnx.load(str(folder / "model.onnx"))
+    assert "GatherBlockQuantized" in {n.op_type for n in model.graph.node}
+    mod = rxe.from_genai(folder)
+    calls = {c.op.name: c for blk in mod["main"].body.blocks for c in (b.value for b in blk.bindings)
+             if isinstance(c, Call) and c.op.name in ("gather_nbits", "matmul_nbits")}   # the last matmul: the head
+    gather, head = calls["gather_nbits"], calls["matmul_nbits"]
+    assert gather.args[0] is head.args[1] and gather.args[1] is head.args[2]
+    feeds = _feeds(model, PROMPT, _empty_past(model))
+    want = _session(_level_0(model)).run(None, feeds)
+    for g, w in zip(rxe.interpret(mod, *[feeds[i.name] for i in model.graph.input]), want):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-4, atol=1e-4 * np.abs(w).max())
+    expected = until_tie(*ort_greedy(_level_0(model), 12))
+    assert step_greedy(mod, len(expected), 64, kv_heads=_cache_dims(model)[0]) == expected

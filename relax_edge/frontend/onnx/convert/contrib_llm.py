@@ -20,7 +20,9 @@ op/quant_weight.py's matmul_nbits and gather_nbits without re-quantization.
    K * bits / 8) quantized along its last axis (quantize_axis 1 or -1),
    gathered on axis 0, bits 4 or 8; zero points packed like MatMulNBits'
    (default 2^(bits-1), ONNX Runtime's for uint8 data). int4/uint4 data, 3-D
-   data and other axes are refused.
+   data and other axes are refused. Equal packed arrays are one Constant per
+   import, so a tied embedding (the builder's shared_embeddings: the LM
+   head's weight reshaped into GatherBlockQuantized) shares the LM head's.
 3. SimplifiedLayerNormalization (ONNX Runtime registers it in ONNX's domain)
    and SkipSimplifiedLayerNormalization (com.microsoft): RMSNorm over the
    last axes in float32; the skip form also returns input + skip (+ bias).
@@ -43,8 +45,11 @@ op/quant_weight.py's matmul_nbits and gather_nbits without re-quantization.
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
+from ....ir.expr import Constant
 from ....ir.shape import as_expr
 from ..context import converter
 from .attention import _as, _dims, _optional, _static_dim
@@ -124,6 +129,17 @@ def _zero_args(ctx, zp, scales, bits, index):
     raise ctx.error(f"input {index} (zero_points) of dtype {zp.dtype} is not supported (uint8, or the scales' type)")
 
 
+def _packed(ctx, arr):
+    """One Constant per distinct packed array of an import: a tied embedding's gather and the LM head's
+    matmul (ONNX Runtime GenAI's shared_embeddings) then share their weight and scales."""
+    importer = getattr(ctx, "importer", None)
+    cache = importer.__dict__.setdefault("packed_constants", {}) if importer is not None else {}
+    key = (arr.dtype.str, arr.shape, hashlib.blake2b(arr.tobytes(), digest_size=16).digest())
+    if key not in cache:
+        cache[key] = Constant(np.ascontiguousarray(arr))
+    return cache[key]
+
+
 def _blocks(ctx, data, rows, n_blocks, blob, index, what):
     if data.dtype != np.uint8 or data.size != rows * n_blocks * blob:
         raise ctx.error(f"input {index} ({what}) must be uint8 with {rows} x {n_blocks} x {blob} bytes, "
@@ -160,7 +176,7 @@ def convert_matmul_nbits(ctx, inputs):
             raise ctx.error("input 4 (g_idx) reorders the weight's rows into blocks; only the trivial "
                             "g_idx[k] = k // block_size is supported")
     bias = _optional(inputs, 5)
-    args = [_as(ctx, a, "float32"), qweight, scales, *zero]
+    args = [_as(ctx, a, "float32"), *(_packed(ctx, c) for c in (qweight, scales, *zero))]
     if bias is not None:
         bdims = _dims(ctx, bias)
         if len(bdims) != 1 or (as_expr(bdims[0]).is_const and int(bdims[0]) != n):
@@ -205,7 +221,7 @@ def convert_gather_block_quantized(ctx, inputs):
         raise ctx.error("float zero points are not supported for uint8 data (ONNX Runtime takes uint8 ones)")
     if ctx.type_of(indices).dtype not in ("int32", "int64"):
         raise ctx.error(f"indices must be int32 or int64, got {ctx.type_of(indices).dtype}")
-    y = ctx.emit("gather_nbits", [qweight, scales, *zero, indices],
+    y = ctx.emit("gather_nbits", [*(_packed(ctx, c) for c in (qweight, scales, *zero)), indices],
                  {"K": k, "bits": bits, "block_size": block, "zero": mode})
     return _as(ctx, y, out_dtype)
 
