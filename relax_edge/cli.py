@@ -161,12 +161,20 @@ def _check_model(path: str) -> None:
                              "by relax-edge compile)")
 
 
-def _import(model: str, dims: dict, max_context=None):
+def _from_file(path, **kwargs):
+    """The model file imported: from_gguf for a .gguf, from_onnx otherwise."""
+    if str(path).endswith(".gguf"):
+        from .frontend.gguf import from_gguf
+        return from_gguf(path, **kwargs)
     from .frontend import from_onnx
+    return from_onnx(path, **kwargs)
+
+
+def _import(model: str, dims: dict, max_context=None):
     bounds = {k: (v if isinstance(v, tuple) else (v, v)) for k, v in dims.items()}
     start = time.perf_counter()
     _say(f"importing {model}")
-    mod = from_onnx(model, dim_bounds=bounds or None, max_context=max_context)
+    mod = _from_file(model, dim_bounds=bounds or None, max_context=max_context)
     _say(f"imported in {time.perf_counter() - start:.1f}s")
     return mod, {"onnx": str(Path(model).resolve()), "dim_bounds": {k: list(v) for k, v in bounds.items()},
                  "max_context": max_context}
@@ -379,13 +387,12 @@ def cmd_run(args) -> int:
 
 def _check(art, inputs, outputs) -> int:
     from . import interpret
-    from .frontend import from_onnx
     source = art.source or {}
     if "onnx" not in source:
         raise RelaxEdgeError(f"{art.out_dir}: --check needs the source model, which this artifact does not record")
     bounds = {k: tuple(v) for k, v in source.get("dim_bounds", {}).items()}
-    reference = interpret(from_onnx(source["onnx"], dim_bounds=bounds or None,
-                                    max_context=source.get("max_context")), *inputs)
+    reference = interpret(_from_file(source["onnx"], dim_bounds=bounds or None,
+                                     max_context=source.get("max_context")), *inputs)
     reference = list(reference) if isinstance(reference, tuple) else [reference]
     worst, ok = 0.0, True
     for ours, ref in zip(outputs, reference):
