@@ -21,8 +21,8 @@ kv_cache.py) whose context is bounded. main stays the model as exported.
    times sqrt(scale), a 2-D or 3-D bias, and where(fully masked rows, 0, p)
    before @ v (kept as a where around kv_attention's result). Any other
    use of a present reads a copy of its valid positions (correct, O(context)).
-4. Only the last position's logits are computed: the LM head (a matmul with a
-   constant weight producing the logits) gets the last row of its input;
+4. Only the last position's logits are computed: the LM head (a matmul or
+   matmul_nbits with a constant weight producing the logits) gets the last row of its input;
    otherwise the logits are sliced at the end.
 5. The step returns the logits only; a present is never an output.
 
@@ -382,13 +382,13 @@ class _StepBuilder:
         return b.emit(make_call(v.op.name, args, attrs, span=v.span))
 
     def find_lm_head(self):
-        """The matmul with a constant weight that produces the logits (through reshapes and a bias add)."""
+        """The matmul or matmul_nbits with a constant weight producing the logits (through reshapes and a bias add)."""
         e = self.strip(self.results[0])
         for _ in range(4):
             v = self.bindings.get(e) if isinstance(e, Var) else None
             if not isinstance(v, Call):
                 return None
-            if v.op.name == "matmul":
+            if v.op.name in ("matmul", "matmul_nbits"):   # x first, a constant weight second in both
                 x = v.args[0]
                 if isinstance(v.args[1], Constant) and isinstance(x.type, TensorType) and len(x.type.shape) == 3:
                     return e
