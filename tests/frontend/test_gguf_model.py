@@ -126,3 +126,29 @@ def test_errors_name_the_field(files, tmp_path):
     w.close()
     with pytest.raises(GGUFError, match="metadata 'llama.embedding_length' is missing"):
         rxe.from_gguf(other)
+
+
+@pytest.mark.parametrize("backend", ["c", "llvm"])
+def test_cli_compiles_a_gguf_for_the_host(files, tmp_path, backend):
+    """`relax-edge compile model.gguf` (the CLI imports a .gguf with from_gguf); the artifact's main gives
+    transformers' logits and m.generate its greedy tokens."""
+    import torch
+
+    from relax_edge.cli import main as cli
+    path, ref = files("llama", "Q4_1")
+    out = tmp_path / backend
+    assert cli(["compile", path, "--board", "host", "--backend", backend, "--max-context", CONTEXT, "-o", out,
+                "--name", "tiny_gguf"]) == 0
+    art = rxe.Artifact.load(out)
+    ids = np.array([PROMPT], np.int64)
+    with rxe.connect("host") as dev:
+        loaded = dev.load(art)
+        got = loaded.run(ids, np.ones_like(ids), np.arange(len(PROMPT))[None], *_empty(ref))[0]
+        res = loaded.generate(PROMPT, max_new_tokens=6)
+    want = _torch_logits(ref, PROMPT)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    with torch.no_grad():
+        t = torch.tensor([PROMPT])
+        greedy = ref.generate(t, attention_mask=torch.ones_like(t), max_new_tokens=6, min_new_tokens=6,
+                              do_sample=False, pad_token_id=0)[0, len(PROMPT):].tolist()
+    assert list(res.tokens) == greedy
