@@ -164,11 +164,11 @@ def kernel_prefix(backend: str, name: str) -> str:
 
 def emit(host: HostModule, backend: str, board: Board):
     """The emit stage: the backend's sources (CSources or LLVMSources) of a
-    host module; the LLVM backend adds the profiled host module on hosted
-    boards."""
+    host module; the LLVM backend adds the profiled host module (the
+    server's on hosted boards, the runner's on bare metal)."""
     if backend == "llvm":
         from .codegen.llvm import emit_llvm
-        return emit_llvm(host, board.target.freestanding, profiled=not board.target.freestanding)
+        return emit_llvm(host, board.target.freestanding, profiled=True)
     return emit_c(host)
 
 

@@ -446,17 +446,24 @@ def cmd_bench(args) -> int:
         stats = model.benchmark(*inputs, warmup=args.warmup, repeat=args.repeat)
         prof = model.profile(*inputs) if args.profile else None
     shape = ", ".join(f"{k}={v}" for k, v in sizes.items()) or "static shapes"
+    counts = stats.get("unit") == "instructions"   # an instruction-counting emulator: counts, not times
     print(f"{art.prefix} on {board} ({shape}), {stats['repeat']} repeats after {stats['warmup']} warm-up, "
-          "timed on the device")
-    print(f"  median {stats['median_ms']:.3f} ms   mean {stats['mean_ms']:.3f} ms   std {stats['std_ms']:.3f} ms   "
-          f"min {stats['min_ms']:.3f} ms   max {stats['max_ms']:.3f} ms")
+          + ("instructions counted by the emulator (not a time)" if counts else "timed on the device"))
+    if counts:
+        print(f"  median {stats['median_instructions']:,.0f} instructions   min {stats['min_instructions']:,} "
+              f"  max {stats['max_instructions']:,}")
+    else:
+        print(f"  median {stats['median_ms']:.3f} ms   mean {stats['mean_ms']:.3f} ms   std {stats['std_ms']:.3f} ms"
+              f"   min {stats['min_ms']:.3f} ms   max {stats['max_ms']:.3f} ms")
     result = {"model": art.prefix, "board": board, "sizes": sizes, "benchmark": stats}
     if prof is not None:
-        print(f"profile: one run {prof['run_ms']:.3f} ms, kernels {prof['kernels_ms']:.3f} ms; top kernels:")
-        print(f"  {'kernel':<28}{'node':<32}{'calls':>6}{'total ms':>10}{'share':>8}")
+        key = "instructions" if counts else "ms"
+        run, kernels = _amount(prof["run_" + key], counts), _amount(prof["kernels_" + key], counts)
+        print(f"profile: one run {run}, kernels {kernels}; top kernels:")
+        print(f"  {'kernel':<28}{'node':<32}{'calls':>6}{'instructions' if counts else 'total ms':>14}{'share':>8}")
         for row in prof["rows"][:args.top]:
-            print(f"  {row['kernel'][:27]:<28}{row['node'][:31]:<32}{row['calls']:>6}{row['total_ms']:>10.3f}"
-                  f"{row['share']:>8.1%}")
+            total = f"{row['total_instructions']:,}" if counts else f"{row['total_ms']:.3f}"
+            print(f"  {row['kernel'][:27]:<28}{row['node'][:31]:<32}{row['calls']:>6}{total:>14}{row['share']:>8.1%}")
         result["profile"] = prof
     if args.json:
         _write_atomic(Path(args.json), json.dumps(result, indent=1).encode())
@@ -465,6 +472,10 @@ def cmd_bench(args) -> int:
         plot_profile(prof, f"{art.prefix} on {board} ({shape})", Path(args.plot), args.top)
         print(f"  wrote {args.plot}")
     return 0
+
+
+def _amount(value, counts: bool) -> str:
+    return f"{value:,.0f} instructions" if counts else f"{value:.3f} ms"
 
 
 def plot_profile(prof: dict, title: str, path: Path, top: int) -> None:
@@ -477,9 +488,11 @@ def plot_profile(prof: dict, title: str, path: Path, top: int) -> None:
         raise RelaxEdgeError("--plot needs matplotlib: pip install 'relax-edge[plot]'") from None
     rows = prof["rows"][:top][::-1]
     fig, ax = plt.subplots(figsize=(9, 0.35 * len(rows) + 1.5))
-    ax.barh([f"{r['kernel']}  ({r['node'][:40]})" for r in rows], [r["total_ms"] for r in rows], color="#3b7dd8")
-    ax.set_xlabel("time per run (ms), measured on the device")
-    ax.set_title(f"{title}: {prof['run_ms']:.2f} ms per run", fontsize=10)
+    key = "instructions" if prof.get("unit") == "instructions" else "ms"
+    ax.barh([f"{r['kernel']}  ({r['node'][:40]})" for r in rows], [r[f"total_{key}"] for r in rows], color="#3b7dd8")
+    ax.set_xlabel("instructions per run, counted by the emulator" if key == "instructions"
+                  else "time per run (ms), measured on the device")
+    ax.set_title(f"{title}: {_amount(prof['run_' + key], key == 'instructions')} per run", fontsize=10)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)

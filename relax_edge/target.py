@@ -94,7 +94,7 @@ _BOARD_FIELDS = {
     "adb": (False, dict, None), "timeout_s": (False, (int, float), None),
 }
 _TRANSPORT_FIELDS = {
-    "qemu": {"command": (True, list, None), "system": (False, bool, None)},
+    "qemu": {"command": (True, list, None), "system": (False, bool, None), "icount_shift": (False, int, None)},
     "ssh": {"host": (True, str, None), "port": (False, int, None), "user": (True, str, None),
             "key": (False, str, None), "workdir": (True, str, None), "known_hosts": (False, str, None),
             "trust_on_first_use": (False, bool, None), "command_prefix": (False, list, None)},

@@ -262,13 +262,14 @@ class Packager:
         return obj
 
     def model_objects_c(self, sources, objdir: Path, weights: Path) -> tuple:
-        """PREFIX.c compiled, and again with -DRXE_PROFILE for the server."""
+        """PREFIX.c compiled, and again with -DRXE_PROFILE for the server (the
+        runner on bare metal)."""
         tc, prefix = self.tc, sources.prefix
         model_c = self.out_dir / f"{prefix}.c"
         model = [objdir / f"{prefix}_c.o", weights]
         jobs = [([tc.cc, *tc.cflags, "-c", model_c, "-o", model[0]], f"compiling {model_c.name}")]
         profiled = [objdir / "model_profiled.o", weights]
-        if self.products.server is not None:
+        if self.products.server is not None or self.board.target.freestanding:
             jobs.append(([tc.cc, *tc.cflags, "-DRXE_PROFILE", "-c", model_c, "-o", profiled[0]],
                          "compiling the profiled model"))
         with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:   # the two compiles at once
@@ -308,7 +309,9 @@ class Packager:
             staged.append((objdir / products.shared.name, products.shared))
         run_tool([archiver(tc.cc), "rcs", objdir / products.static.name, *objects], "archiving the static library")
         staged.append((objdir / products.static.name, products.static))
-        self.link_runner(prefix, objdir / products.runner.name, objects)
+        # on bare metal the runner is what benchmarks and profiles (runner.c -t, -p): the profiled model
+        runner_objects = profiled + list(runtime) if self.board.target.freestanding else objects
+        self.link_runner(prefix, objdir / products.runner.name, runner_objects)
         staged.append((objdir / products.runner.name, products.runner))
         if products.server is not None:
             link_server(tc, objdir / products.server.name, profiled, runtime, prefix)

@@ -8,10 +8,14 @@ qemu-system.
 
 Linux boards run under qemu-user (`qemu-aarch64 -L <sysroot> server`);
 microcontroller boards under qemu-system-arm with semihosting (the runner
-reads and writes the host's files; it cannot benchmark or profile). Every
-run has a timeout; a model error comes back as RuntimeCheckError with the
-runtime's status and message, a crash or a timeout as DeviceError with the
-tail of what the device printed.
+reads and writes the host's files). A board whose `qemu` names
+`icount_shift: N` is timed under `-icount shift=N`: the virtual clock then
+advances 2^N ns per instruction, so the runner's timed and profiled runs
+(`runner -t`, `-p`, read through the core's SysTick) count instructions,
+which is what they report (`timed_unit`). Every run has a timeout; a
+model error comes back as RuntimeCheckError with the runtime's status and
+message, a crash or a timeout as DeviceError with the tail of what the
+device printed.
 """
 
 from __future__ import annotations
@@ -67,15 +71,29 @@ class QemuDevice(DeviceSession):
     def remove(self, name: str) -> None:
         (self.workdir / name).unlink(missing_ok=True)
 
-    def command(self, program: Path, args: list) -> list:
+    @property
+    def timed_unit(self) -> str:
+        """What the runner's timed runs measure on this board: "instructions" under -icount, else "ns"."""
+        return "instructions" if self.board.qemu.get("icount_shift") is not None else "ns"
+
+    @property
+    def timed_per_ns(self) -> float:
+        """Units of `timed_unit` per nanosecond of the emulator's clock: 2^-shift instructions under -icount."""
+        shift = self.board.qemu.get("icount_shift")
+        return 1.0 if shift is None else 2.0 ** -shift
+
+    def command(self, program: Path, args: list, icount: bool = False) -> list:
         cmd = list(self.board.qemu["command"])
+        shift = self.board.qemu.get("icount_shift")
+        if icount and shift is not None:
+            cmd += ["-icount", f"shift={shift}"]
         if self.board.qemu.get("system"):
             semihosting = ",".join(["enable=on", "target=native", f"arg={program.name}", *[f"arg={a}" for a in args]])
             return cmd + ["-semihosting-config", semihosting, "-kernel", str(program)]
         return cmd + [str(program), *args]
 
-    def execute(self, program: Path, args: list) -> subprocess.CompletedProcess:
-        cmd = self.command(program, args)
+    def execute(self, program: Path, args: list, icount: bool = False) -> subprocess.CompletedProcess:
+        cmd = self.command(program, args, icount)
         try:
             return subprocess.run(cmd, cwd=self.workdir, capture_output=True, text=True,
                                   timeout=self.board.timeout_s)

@@ -6,17 +6,21 @@ The runner runs a model, sizes its workspace and generates with a
 decoder's step (runtime_c/tools/runner.c: `runner IN OUT`, `runner -w
 SIZE...`, `runner -g REQUEST RESULT`: the whole rxe_generate loop on the
 device, the microcontroller's path; its tokens come back at the end, so
-on_token is called after it, and the times are 0 without a clock); it has no
-timed or profiled mode, so a model loaded that way raises DeviceError for
-`benchmark` and `profile`. A model error comes back as RuntimeCheckError
-with the runtime's status and message, a crash as DeviceError with the tail
-of what the device printed.
+on_token is called after it, and the times are 0 without a clock), and
+times and profiles it (`runner -t WARMUP REPEAT`, `-p`: a bare-metal build's
+runner holds the profiled model). Under an instruction-counting emulator
+(QemuDevice.timed_unit "instructions": qemu-system-arm -icount) `benchmark`
+and `profile` report instruction counts, labelled so (`unit`,
+`*_instructions`), never as times. A model error comes back as
+RuntimeCheckError with the runtime's status and message, a crash as
+DeviceError with the tail of what the device printed.
 """
 
 from __future__ import annotations
 
 import re
 import signal
+import statistics
 import subprocess
 from pathlib import Path
 
@@ -37,6 +41,9 @@ from .session import (
 )
 
 _ERROR = re.compile(r"RXE_ERROR (RXE_\w+): (.*)")
+_TIME = re.compile(r"^RXE_TIME (\d+)$", re.M)
+_PROFILE_RUN = re.compile(r"^RXE_PROFILE_RUN (\d+)$", re.M)
+_PROFILE_ROW = re.compile(r"^RXE_PROFILE (\d+) (\d+) (\S+)\t(.*)$", re.M)
 
 
 class RunnerModule(LoadedModel):
@@ -94,11 +101,61 @@ class RunnerModule(LoadedModel):
                 on_token(int(t))
         return result(tokens.tolist(), token_ns.tolist(), *info.tolist())
 
+    @property
+    def unit(self) -> str:
+        """What timed runs measure here: "ns" (a clock) or "instructions" (an instruction-counting emulator)."""
+        return getattr(self.device, "timed_unit", "ns")
+
+    def _timed(self, inputs, args: list) -> str:
+        """The runner's printout of a timed or profiled run of `inputs`."""
+        self.device.write("in.rxt", tensorfile.encode(prepare_inputs(self.signature, inputs)))
+        self.device.remove("out.rxt")
+        full = [*(["-f", self.function] if self.function != "main" else []), *args, "in.rxt", "out.rxt"]
+        proc = self.device.execute(self.runner, full, icount=True) if self.unit == "instructions" \
+            else self.device.execute(self.runner, full)
+        self._check(proc)
+        return proc.stdout + proc.stderr   # semihosting prints on the emulator's stderr
+
     def benchmark(self, *inputs, warmup: int = 3, repeat: int = 20, min_repeat_ms: int = 0) -> dict:
-        raise self._unsupported("benchmark", "timed mode")
+        """Timed runs on the device (min_repeat_ms is not used: each run is counted). Under an
+        instruction-counting emulator the statistics are instruction counts (keys *_instructions)."""
+        from .rpc import check_timing
+        check_timing(warmup, repeat, min_repeat_ms)
+        per_ns = getattr(self.device, "timed_per_ns", 1.0)
+        samples = [round(int(v) * per_ns) for v in _TIME.findall(self._timed(inputs, ["-t", str(warmup), str(repeat)]))]
+        if len(samples) != repeat:
+            raise DeviceError(f"{self.device.board.name}: the runner printed {len(samples)} of {repeat} timed runs")
+        if self.unit == "instructions":
+            return {"unit": "instructions", "median_instructions": statistics.median(samples),
+                    "mean_instructions": statistics.fmean(samples), "std_instructions": statistics.pstdev(samples),
+                    "min_instructions": min(samples), "max_instructions": max(samples), "repeat": repeat,
+                    "warmup": warmup, "samples_instructions": samples}
+        ms = [v / 1e6 for v in samples]
+        return {"unit": "ms", "median_ms": statistics.median(ms), "mean_ms": statistics.fmean(ms),
+                "std_ms": statistics.pstdev(ms), "min_ms": min(ms), "max_ms": max(ms), "repeat": repeat,
+                "warmup": warmup, "samples_ms": ms}
 
     def profile(self, *inputs) -> dict:
-        raise self._unsupported("profile", "profiler")
+        """One profiled run: per-kernel rows sorted by cost, and the run's total (instruction counts under
+        an instruction-counting emulator: keys *_instructions, else *_ms)."""
+        text = self._timed(inputs, ["-p"])
+        run = _PROFILE_RUN.search(text)
+        if run is None:
+            raise DeviceError(f"{self.device.board.name}: no profile in the runner's answer:\n{tail(text)}")
+        counts = self.unit == "instructions"
+        per_ns = getattr(self.device, "timed_per_ns", 1.0)
+        key, scale = ("instructions", per_ns) if counts else ("ms", 1e-6)
+        rows = []
+        for calls, total, kernel, node in _PROFILE_ROW.findall(text):
+            value = round(int(total) * scale) if counts else int(total) * scale
+            rows.append({"kernel": kernel, "node": node, "calls": int(calls), f"total_{key}": value,
+                         f"mean_{key}": value / max(int(calls), 1)})
+        kernels = sum(r[f"total_{key}"] for r in rows)
+        for r in rows:
+            r["share"] = r[f"total_{key}"] / kernels if kernels else 0.0
+        rows.sort(key=lambda r: -r[f"total_{key}"])
+        run_value = round(int(run.group(1)) * scale) if counts else int(run.group(1)) * scale
+        return {"unit": key, f"run_{key}": run_value, f"kernels_{key}": kernels, "rows": rows}
 
     def workspace_bytes(self, **sizes) -> int:
         proc = self._call(["-w", *map(str, size_values(self.signature, sizes))])
@@ -110,10 +167,6 @@ class RunnerModule(LoadedModel):
 
     def close(self) -> None:
         """Nothing to release: the runner starts and ends with each call."""
-
-    def _unsupported(self, operation: str, feature: str) -> DeviceError:
-        return DeviceError(f"board {self.device.board.name}: {operation} needs the model's RPC server, which this "
-                           f"board's artifacts do not have (the runner on tensor files has no {feature})")
 
     def _check(self, proc: subprocess.CompletedProcess) -> None:
         text = proc.stdout + proc.stderr

@@ -3,7 +3,7 @@
  * outputs to a file. Hosted C99 (stdio, malloc). Build it with the model's
  * sources and -DRXE_MODULE=<prefix>_module.
  *
- *   runner [-f FUNCTION] [--threads N] INPUTS.rxt OUTPUTS.rxt
+ *   runner [-f FUNCTION] [--threads N] [-t WARMUP REPEAT] [-p] INPUTS.rxt OUTPUTS.rxt
  *   runner [-f FUNCTION] -w SIZE...      prints "RXE_WORKSPACE <bytes>" for those sizes
  *   runner [-f FUNCTION] -g REQUEST.rxt RESULT.rxt
  *                                        generates with a KV-cache decoder's step
@@ -31,7 +31,24 @@
  *
  * On a microcontroller under semihosting (RXE_SEMIHOST), the command line
  * comes from the host through SYS_GET_CMDLINE and files are the host's.
+ *
+ * -t WARMUP REPEAT runs the model WARMUP times, then REPEAT timed times,
+ * printing "RXE_TIME <ns>" for each timed run; -p then runs it once more
+ * with the per-kernel profiler (a model built with RXE_PROFILE) and prints
+ * "RXE_PROFILE_RUN <ns>" and one "RXE_PROFILE <calls> <total_ns>
+ * <kernel>\t<node>" line per row. The outputs are those of the last run.
+ * The clock (rxe_profile_now_ns, defined here): CLOCK_MONOTONIC where there
+ * is an OS; on a Cortex-M the SysTick counter of the core clock,
+ * RXE_SYSTICK_HZ (default 25 MHz, the MPS2 boards') with its wraps counted
+ * in its interrupt, so that under `qemu-system-arm -icount shift=0` (one
+ * instruction per virtual nanosecond) a time in ns is an instruction count,
+ * to the SysTick's resolution (1e9 / RXE_SYSTICK_HZ instructions); on a real
+ * board with RXE_CLOCK_DWT, the DWT cycle counter at RXE_CORE_HZ. Without
+ * any of these the clock reads 0.
  */
+#if !defined(RXE_SEMIHOST) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200112L /* clock_gettime under -std=c99 */
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +80,80 @@ static int semihost_args(char*** out_argv) {
 
 #ifndef RXE_MODULE
 #error "compile with -DRXE_MODULE=<prefix>_module"
+#endif
+
+#if !defined(RXE_SEMIHOST) && (defined(__unix__) || defined(__APPLE__))
+#include <time.h>
+
+static void clock_start(void) {}
+
+uint64_t rxe_profile_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+#elif defined(RXE_SEMIHOST) && defined(RXE_CLOCK_DWT)
+#ifndef RXE_CORE_HZ
+#error "RXE_CLOCK_DWT needs the core clock: -DRXE_CORE_HZ=<Hz>"
+#endif
+#define DEMCR (*(volatile uint32_t*)0xE000EDFCu)
+#define DWT_CTRL (*(volatile uint32_t*)0xE0001000u)
+#define DWT_CYCCNT (*(volatile uint32_t*)0xE0001004u)
+static uint64_t s_cycles;
+static uint32_t s_last;
+
+static void clock_start(void) {
+  DEMCR |= 1u << 24; /* TRCENA */
+  DWT_CYCCNT = 0;
+  DWT_CTRL |= 1u; /* CYCCNTENA */
+}
+
+/* 32-bit cycles widened: read at least once per wrap (each kernel's start and end are) */
+uint64_t rxe_profile_now_ns(void) {
+  const uint32_t now = DWT_CYCCNT;
+  s_cycles += (uint32_t)(now - s_last);
+  s_last = now;
+  return s_cycles * 1000000000u / RXE_CORE_HZ;
+}
+#elif defined(RXE_SEMIHOST) && defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M'
+#ifndef RXE_SYSTICK_HZ
+#define RXE_SYSTICK_HZ 25000000u
+#endif
+#define SYST_CSR (*(volatile uint32_t*)0xE000E010u)
+#define SYST_RVR (*(volatile uint32_t*)0xE000E014u)
+#define SYST_CVR (*(volatile uint32_t*)0xE000E018u)
+#define SYST_MAX 0x00FFFFFFu
+static volatile uint32_t s_wraps;
+
+void arm_systick_isr(void); /* the C library's vector table names it (weak there) */
+void arm_systick_isr(void) { ++s_wraps; }
+
+static void clock_start(void) {
+  SYST_RVR = SYST_MAX;
+  SYST_CVR = 0;
+  SYST_CSR = 7u; /* the core clock, the wrap interrupt, enabled */
+}
+
+#define ICSR (*(volatile uint32_t*)0xE000ED04u)
+#define ICSR_PENDSTSET (1u << 26)
+
+uint64_t rxe_profile_now_ns(void) {
+  uint32_t seen, wraps, value;
+  do { /* a wrap counted between the reads: read again */
+    seen = s_wraps;
+    wraps = seen;
+    value = SYST_CVR;
+    if (ICSR & ICSR_PENDSTSET) { /* wrapped, its interrupt not taken yet: count it, read after it */
+      wraps += 1;
+      value = SYST_CVR;
+    }
+  } while (seen != s_wraps);
+  return (((uint64_t)wraps << 24) + (SYST_MAX - value)) * (1000000000u / RXE_SYSTICK_HZ);
+}
+#else
+static void clock_start(void) {}
+
+uint64_t rxe_profile_now_ns(void) { return 0; }
 #endif
 extern const rxe_module_t RXE_MODULE;
 
@@ -178,6 +269,18 @@ static void free_tensors(tensor_list_t* list) {
   free(list->tensors);
   free(list->dims);
   free(list->blocks);
+}
+
+/* A count of runs (0..1000000) into *out; 0 if bad. */
+static int count_arg(const char* text, const char* what, long* out) {
+  char* end;
+  long n = strtol(text, &end, 10);
+  if (end == text || *end != '\0' || n < 0 || n > 1000000) {
+    fprintf(stderr, "%s must be an integer in [0, 1000000], got '%s'\n", what, text);
+    return 0;
+  }
+  *out = n;
+  return 1;
 }
 
 /* The thread count from --threads or RXE_NUM_THREADS (`what`); 0 if bad. */
@@ -323,12 +426,14 @@ int main(int argc, char** argv) {
   const rxe_function_t* fn;
   tensor_list_t in, out;
   uint64_t ws_bytes = 0, total_dims = 0;
+  int64_t* planned = NULL;
   void* ws_block = NULL;
   void* workspace;
   rxe_error_t err;
   rxe_status_t st;
   int32_t k;
-  int argi = 1, rc = 0;
+  int argi = 1, rc = 0, profile = 0;
+  long warmup = 0, repeat = 0, r;
 #ifdef RXE_SEMIHOST
   argc = semihost_args(&argv);
 #endif
@@ -342,6 +447,19 @@ int main(int argc, char** argv) {
       break;
     }
   }
+  for (;;) { /* -t WARMUP REPEAT, -p */
+    if (argc > argi + 2 && strcmp(argv[argi], "-t") == 0) {
+      if (!count_arg(argv[argi + 1], "-t WARMUP", &warmup) || !count_arg(argv[argi + 2], "-t REPEAT", &repeat))
+        return 2;
+      argi += 3;
+    } else if (argc > argi && strcmp(argv[argi], "-p") == 0) {
+      profile = 1;
+      argi += 1;
+    } else {
+      break;
+    }
+  }
+  clock_start();
   if (threads != NULL && *threads != '\0' && !set_threads(threads, threads_from)) return 2;
   if ((st = rxe_module_check(&RXE_MODULE, &err)) != RXE_OK) return model_error(st, &err);
   fn = rxe_module_find(&RXE_MODULE, fname);
@@ -378,7 +496,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc - argi != 2) {
-    fprintf(stderr, "usage: %s [-f FUNCTION] [--threads N] INPUTS.rxt OUTPUTS.rxt | -w SIZE...\n", argv[0]);
+    fprintf(stderr, "usage: %s [-f FUNCTION] [--threads N] [-t WARMUP REPEAT] [-p] INPUTS.rxt OUTPUTS.rxt | "
+            "-w SIZE...\n", argv[0]);
     return 2;
   }
   memset(&in, 0, sizeof(in));
@@ -433,12 +552,40 @@ int main(int argc, char** argv) {
     goto done;
   }
   workspace = (void*)(((uintptr_t)ws_block + RXE_WORKSPACE_ALIGNMENT - 1) & ~(uintptr_t)(RXE_WORKSPACE_ALIGNMENT - 1));
+  if (profile && (fn->profile == NULL || fn->num_profile_entries <= 0)) {
+    fprintf(stderr, "RXE_ERROR RXE_ERR_NOT_FOUND: function %s was built without the profiler (RXE_PROFILE)\n",
+            fname);
+    rc = 3;
+    goto done;
+  }
+  if ((planned = (int64_t*)calloc(total_dims + 1, sizeof(int64_t))) == NULL) {
+    rc = 2;
+    goto done;
+  }
+  memcpy(planned, out.dims, (size_t)total_dims * sizeof(int64_t));
   /* outputs at the planned shapes (a data-dependent dim at its capacity); the run writes the actual dims
    * back into them (ABI 3), so the tensor files hold the actual shapes and only their bytes */
-  st = fn->run(in.tensors, out.tensors, workspace, ws_bytes, &err);
-  if (st != RXE_OK) {
-    rc = model_error(st, &err);
-    goto done;
+  for (r = 0; r < warmup + repeat + profile + (warmup + repeat + profile == 0); ++r) {
+    const int profiled = profile && r == warmup + repeat;
+    uint64_t t0;
+    if (profiled) {
+      for (k = 0; k < fn->num_profile_entries; ++k) fn->profile[k].calls = fn->profile[k].total_ns = 0;
+    }
+    memcpy(out.dims, planned, (size_t)total_dims * sizeof(int64_t));
+    t0 = rxe_profile_now_ns();
+    st = fn->run(in.tensors, out.tensors, workspace, ws_bytes, &err);
+    t0 = rxe_profile_now_ns() - t0;
+    if (st != RXE_OK) {
+      rc = model_error(st, &err);
+      goto done;
+    }
+    if (r >= warmup && r < warmup + repeat) printf("RXE_TIME %llu\n", (unsigned long long)t0);
+    if (profiled) {
+      printf("RXE_PROFILE_RUN %llu\n", (unsigned long long)t0);
+      for (k = 0; k < fn->num_profile_entries; ++k)
+        printf("RXE_PROFILE %llu %llu %s\t%s\n", (unsigned long long)fn->profile[k].calls,
+               (unsigned long long)fn->profile[k].total_ns, fn->profile[k].kernel, fn->profile[k].span);
+    }
   }
   if (!write_tensors(argv[argi + 1], out.tensors, out.count)) {
     fprintf(stderr, "cannot write %s\n", argv[argi + 1]);
@@ -447,6 +594,7 @@ int main(int argc, char** argv) {
   }
   printf("RXE_OK\n");
 done:
+  free(planned);
   free(ws_block);
   free_tensors(&in);
   free_tensors(&out);
