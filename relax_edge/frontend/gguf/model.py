@@ -87,7 +87,10 @@ def read_hparams(r: GGUFReader) -> HParams:
     layers, hidden = _positive(r, f"{arch}.block_count"), _positive(r, f"{arch}.embedding_length")
     heads = _positive(r, f"{arch}.attention.head_count")
     kv_heads = _positive(r, f"{arch}.attention.head_count_kv", heads)
-    head_dim = _positive(r, f"{arch}.attention.key_length", hidden // heads if hidden % heads == 0 else None)
+    if f"{arch}.attention.key_length" not in r.metadata and hidden % heads:
+        raise GGUFError(f"{arch}: embedding_length {hidden} is not a multiple of head_count {heads} and "
+                        f"'{arch}.attention.key_length' is missing")
+    head_dim = _positive(r, f"{arch}.attention.key_length", hidden // heads)
     if heads % kv_heads or head_dim % 2:
         raise GGUFError(f"{arch}: {heads} heads over {kv_heads} KV heads of dim {head_dim}: the heads must be a "
                         "multiple of the KV heads and head_dim even")
