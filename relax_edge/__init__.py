@@ -16,7 +16,7 @@ from .version import __version__  # noqa: E402
 
 __all__ = [
     "__version__", "ir", "op", "interpret", "optimize", "build", "connect", "Artifact", "RuntimeCheckError",
-    "GenerateResult",
+    "GenerateResult", "from_gguf", "GGUFError",
     "DeviceError", "from_onnx", "OnnxImportError", "Builder", "IRModule", "SizeVar", "TensorType",
     "TupleType", "Var", "print_module", "verify", "RelaxEdgeError", "ShapeError",
     "TypeInferenceError", "VerifyError", "InterpretError",
