@@ -70,7 +70,8 @@ def _field(tree: dict, path: str, kind, default=dataclasses.MISSING):
             raise OnnxImportError(f"{CONFIG_FILE}: field {path} is missing")
         node = node[key]
     if not isinstance(node, kind) or isinstance(node, bool):
-        raise OnnxImportError(f"{CONFIG_FILE}: field {path} is {node!r}; it must be {kind.__name__}")
+        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise OnnxImportError(f"{CONFIG_FILE}: field {path} is {node!r}; it must be {names}")
     return node
 
 
