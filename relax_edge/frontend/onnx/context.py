@@ -81,7 +81,21 @@ ONNX_DTYPE_NAMES = {1: "float", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 
                     24: "float8e8m0", 25: "uint2", 26: "int2"}
 
 
+# 4- and 2-bit integers are held in int8 / uint8 (QuantizeLinear enforces their range, convert/quant.py)
+HELD_NARROW = {21: ("uint8", 0, 15), 22: ("int8", -8, 7), 25: ("uint8", 0, 3), 26: ("int8", -2, 1)}
+
+
+def held_array(array: np.ndarray) -> np.ndarray:
+    """An int4 / uint4 / int2 / uint2 array (ml_dtypes, from numpy_helper) as its int8 / uint8 holder."""
+    name = array.dtype.name
+    if name not in ("int4", "uint4", "int2", "uint2"):
+        return array
+    return array.astype(np.uint8 if name.startswith("uint") else np.int8)
+
+
 def onnx_dtype(elem_type: int, what: str) -> str:
+    if elem_type in HELD_NARROW:
+        return HELD_NARROW[elem_type][0]
     if elem_type not in ONNX_DTYPES:
         name = ONNX_DTYPE_NAMES.get(elem_type, f"type {elem_type}")
         raise OnnxImportError(f"{what}: element type {name} is not supported "
