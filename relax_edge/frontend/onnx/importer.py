@@ -52,7 +52,7 @@ from ...ir.types import TensorType
 from ...ir.verify import verify
 from ...transform.kv_state import add_step
 from . import context, kv_cache, validate
-from .context import CONVERTERS, MAX_RANK, ConvertContext, OnnxImportError, converter_key, onnx_dtype
+from .context import CONVERTERS, MAX_RANK, ConvertContext, OnnxImportError, converter_key, held_array, onnx_dtype
 
 MIN_OPSET = 7
 MAX_OPSET = 28
@@ -305,7 +305,7 @@ class OnnxImporter:
         for init in self.graph.initializer:
             self.where = f"initializer {init.name}"
             try:
-                self.values[init.name] = numpy_helper.to_array(init)
+                self.values[init.name] = held_array(numpy_helper.to_array(init))
             except Exception as err:
                 raise OnnxImportError(f"initializer {init.name}: cannot be read ({err})") from None
         params = []
@@ -353,7 +353,7 @@ class OnnxImporter:
         try:
             for init in graph.initializer:
                 try:
-                    self.values[init.name] = numpy_helper.to_array(init)
+                    self.values[init.name] = held_array(numpy_helper.to_array(init))
                 except Exception as err:
                     raise holder.error(f"initializer {init.name} of {prefix}: cannot be read ({err})") from None
             for inp, value in zip(graph.input, inputs):
