@@ -26,7 +26,7 @@ from onnx import numpy_helper
 
 from ...errors import RelaxEdgeError
 from . import convert  # noqa: F401  (registers the converters)
-from .context import CONVERTERS, ONNX_DTYPES
+from .context import CONVERTERS, HELD_NARROW, ONNX_DTYPES, held_array
 from .static_inputs import static_graph_inputs
 
 # how the importer says that a feature is missing (not a wrong answer)
@@ -54,6 +54,11 @@ RANDOM_OPS = frozenset({"RandomUniform", "RandomNormal", "RandomUniformLike", "R
 _RANDOM = "random values are not comparable (another generator made the expectation); shapes and dtypes compared"
 _ML_DOMAIN = "ai.onnx.ml operator (classical ML), not the default domain"
 _TRAINING_MODE = re.compile(r"training")
+
+
+# int4 / uint4 / int2 / uint2 tensors are fed and compared as their int8 / uint8 holders (context.held_array),
+# in the cases of the operators that know these types
+_NARROW_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 
 
 @dataclasses.dataclass
@@ -107,7 +112,8 @@ def scope_problem(model) -> str:
     for vi in list(model.graph.input) + list(model.graph.output):
         if not vi.type.HasField("tensor_type"):
             return f"{vi.name} is not a tensor"
-        if vi.type.tensor_type.elem_type not in ONNX_DTYPES:
+        elem = vi.type.tensor_type.elem_type
+        if elem not in ONNX_DTYPES and not (elem in HELD_NARROW and ops <= _NARROW_OPS):
             return f"dtype of {vi.name}"
     return ""
 
@@ -146,9 +152,9 @@ def _run_case(case) -> CaseResult:
     input_names = [i.name for i in model.graph.input]
     frozen = static_graph_inputs(model)
     for inputs, outputs in case.data_sets:
-        inputs = [numpy_helper.to_array(x) if isinstance(x, onnx.TensorProto) else np.asarray(x)
+        inputs = [held_array(numpy_helper.to_array(x)) if isinstance(x, onnx.TensorProto) else np.asarray(x)
                   for x in inputs]
-        outputs = [numpy_helper.to_array(x) if isinstance(x, onnx.TensorProto) else x for x in outputs]
+        outputs = [held_array(numpy_helper.to_array(x)) if isinstance(x, onnx.TensorProto) else x for x in outputs]
         by_name = dict(zip(input_names, inputs))
         # dynamic dims are >= 1 by default: pin the shapes of inputs with an empty dim
         pinned = {n: x.shape for n, x in by_name.items() if 0 in x.shape and n not in frozen}

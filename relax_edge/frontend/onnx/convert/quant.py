@@ -1,21 +1,29 @@
-"""ONNX import: the quantization operators, over existing graph operators.
+"""ONNX import: the quantization operators.
 
-1. QuantizeLinear (opsets 10, 13, 19, 21, 23, 24, 25): y = clip(round_half_even(x / scale) + zero_point, qmin,
-   qmax), cast to the zero point's dtype (else output_dtype, else uint8). The division runs in numpy's
-   promotion of x and the scale (or in `precision`, opset 23); per-axis scales are reshaped along `axis`,
-   blocked ones (block_size) repeated along it. Quantized dtypes: int8, uint8, int16, uint16; float8,
-   int4, uint4, int2, uint2 and float4 are refused (`saturate` only matters for float8).
-2. DequantizeLinear (same opsets): y = (x - zero_point) * scale in float32 (float64 for a float64 scale),
-   cast to the scale's dtype or output_dtype; x int8, uint8, int16, uint16 or int32.
+1. QuantizeLinear (opsets 10, 13, 19, 21, 23, 24, 25): the `quantize` operator (op/quant_int8.py):
+   y = clip(round_half_even(x / scale) + zero_point, qmin, qmax), cast to the zero point's dtype (else
+   output_dtype, else uint8). The division runs in numpy's promotion of x and the scale (or in `precision`,
+   opset 23); per-axis scales are reshaped along `axis`, blocked ones (block_size) repeated along it.
+   Quantized dtypes: int8, uint8, int16, uint16, and int4, uint4, int2, uint2 held in int8 / uint8 with
+   [qmin, qmax] their own range (the holder is what the IR and the runtime see: an int4 graph input or
+   output is an int8 tensor whose values lie in [-8, 7]; int4 initializers are widened at import). float8
+   and float4 are refused, by design: no float8 / float4 arithmetic in the IR or the C runtime.
+2. DequantizeLinear (same opsets): the `dequantize` operator: y = (x - zero_point) * scale in float32
+   (float64 for a float64 scale), cast to the scale's dtype or output_dtype; x int8, uint8, int16, uint16,
+   int32, or int4 / uint4 / int2 / uint2 in their holders. Not folded on a constant x, so that
+   transform/quantize.py sees a constant int8 weight; what it leaves folds later (fold_constants).
 3. DynamicQuantizeLinear (opset 11): uint8, the scale and zero point from min(0, min x) and max(0, max x),
    as the ONNX reference.
 4. MatMulInteger, ConvInteger (opset 10): operands widened to int32, zero points subtracted (per row of A /
    per column of B, per output channel of W), matmul / conv on int32 (an int32 accumulator, as ONNX Runtime).
+   quantize_dynamic's chains (DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul) stay this exact form.
 5. QLinearMatMul (opsets 10, 21), QLinearConv (opset 10): the int32 accumulator (plus QLinearConv's int32
    bias) times a_scale * b_scale / y_scale (per row of a / per column of b, per output channel of w),
    requantized as QuantizeLinear. The multiplication runs in float32 when every accumulator is provably
    below 2^24 (exact in float32: K * 2^16 < 2^24 for 8-bit operands, K the reduction length, plus a known
-   bias), else in float64.
+   bias), else in float64. A 2-D QLinearConv whose weights, scales, zero points and bias are all constants
+   (ONNX Runtime's QOperator models) imports as dequantize -> Conv -> quantize instead, which the quantize
+   pass makes one qconv2d.
 6. TfIdfVectorizer (opset 9) is in tfidf.py and registers from here.
 """
 
@@ -27,7 +35,7 @@ from ....errors import RelaxEdgeError
 from ....ir.expr import Constant
 from ....ir.shape import as_expr
 from ....op.registry import make_call
-from ..context import ONNX_DTYPE_NAMES, ONNX_DTYPES, converter
+from ..context import HELD_NARROW, ONNX_DTYPE_NAMES, ONNX_DTYPES, converter
 from . import tfidf  # noqa: F401  (registers its converter)
 from .conv import _emit_spatial, _spatial_rank, _static_kernel, _window
 
@@ -113,7 +121,7 @@ def _zero_point_dtype(ctx, zp, index, allowed, what="the zero point"):
     dtype = ctx.type_of(zp).dtype
     if dtype not in allowed:
         raise ctx.error(f"input {index} ({what}) of type {dtype} is not supported "
-                        f"(supported: {', '.join(allowed)}; float8, int4, uint4, int2, uint2 and float4 are not)")
+                        f"(supported: {', '.join(allowed)}; float8 and float4 are not)")
     return dtype
 
 
@@ -136,7 +144,12 @@ def convert_quantize_linear(ctx, inputs):
     if xt.dtype not in (*_FLOATS, "int32"):
         raise ctx.error(f"input 0 of type {xt.dtype} is not supported (float32, float16, float64, int32 are)")
     scale_dtype = _scale_dtype(ctx, scale, 1)
-    out_dtype = _dtype_attr(ctx, "output_dtype") if ctx.opset >= 21 else None
+    code = ctx.attr("output_dtype", 0, int) if ctx.opset >= 21 else 0
+    narrow = HELD_NARROW.get(code) or (_narrow_type(ctx, 2) if zp is not None else None)
+    if zp is not None and code and code != _onnx_type(ctx, 2) and _onnx_type(ctx, 2) is not None:
+        raise ctx.error(f"output_dtype {ONNX_DTYPE_NAMES.get(code, code)} differs from the zero point's type "
+                        f"{ONNX_DTYPE_NAMES.get(_onnx_type(ctx, 2))}")
+    out_dtype = narrow[0] if narrow else (_dtype_attr(ctx, "output_dtype") if ctx.opset >= 21 else None)
     if zp is not None:
         zp_dtype = _zero_point_dtype(ctx, zp, 2, tuple(QUANT_RANGES))
         if out_dtype is not None and out_dtype != zp_dtype:
@@ -146,6 +159,7 @@ def convert_quantize_linear(ctx, inputs):
     if out_dtype not in QUANT_RANGES:
         raise ctx.error(f"output_dtype {out_dtype} is not a supported quantized type "
                         f"({', '.join(QUANT_RANGES)})")
+    lo, hi = narrow[1:] if narrow else QUANT_RANGES[out_dtype]
     precision = _dtype_attr(ctx, "precision") if ctx.opset >= 23 else None
     if precision is not None and precision not in _FLOATS:
         raise ctx.error(f"attribute precision {precision} is not supported (float32, float16, float64 are)")
@@ -155,8 +169,29 @@ def convert_quantize_linear(ctx, inputs):
     z = None if zp is None else _along(ctx, zp, xt.shape, axis, block, "the zero point")
     if z is None:
         z = Constant(np.zeros((), out_dtype))
-    lo, hi = QUANT_RANGES[out_dtype]
     return ctx.emit("quantize", [x, s, z], {"out_dtype": out_dtype, "qmin": lo, "qmax": hi, "compute": compute})
+
+
+def _onnx_type(ctx, index):
+    """The ONNX element type of node input `index` as the model declares it (a graph input, an
+    initializer or a value_info), else None."""
+    name = ctx.node.input[index] if len(ctx.node.input) > index else ""
+    importer = getattr(ctx, "importer", None)
+    if not name or importer is None:
+        return None
+    graph = importer.graph
+    for init in graph.initializer:
+        if init.name == name:
+            return init.data_type
+    for vi in (*graph.input, *graph.value_info):
+        if vi.name == name and vi.type.HasField("tensor_type"):
+            return vi.type.tensor_type.elem_type
+    return None
+
+
+def _narrow_type(ctx, index):
+    """(holder dtype, lo, hi) when node input `index` is declared int4 / uint4 / int2 / uint2, else None."""
+    return HELD_NARROW.get(_onnx_type(ctx, index))
 
 
 @converter("DequantizeLinear")
@@ -165,7 +200,7 @@ def convert_dequantize_linear(ctx, inputs):
     xt = ctx.type_of(x)
     if xt.dtype not in _DEQUANT_INPUTS:
         raise ctx.error(f"input 0 of type {xt.dtype} is not supported (supported: {', '.join(_DEQUANT_INPUTS)}; "
-                        "float8, int4, uint4, int2, uint2 and float4 are not)")
+                        "float8 and float4 are not)")
     scale_dtype = _scale_dtype(ctx, scale, 1)
     out_dtype = (_dtype_attr(ctx, "output_dtype") if ctx.opset >= 23 else None) or scale_dtype
     if out_dtype not in _FLOATS:
