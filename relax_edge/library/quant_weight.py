@@ -13,8 +13,8 @@ gather_nbits (relax_edge/op/quant_weight.py).
    err`. The kernel's argument list is fixed: an absent zeros or bias argument
    is stood in for by the scales (not read; the sizes say so).
 3. matmul_nbits with act="int8" calls the q8 kernel, which quantizes x into
-   its scratch (m * k floats) first; x's leading axes are m (symbolic ones
-   too: the kernel takes m at run time).
+   its scratch first (q8_scratch_bytes, RXE_LIB_MATMUL_NBITS_Q8_SCRATCH_BYTES);
+   x's leading axes are m (symbolic ones too: the kernel takes m at run time).
 4. The ExternDecl's reference is the operator's numpy reference over the
    call's own arguments (the stand-ins dropped by the attributes in
    "params"), so the interpreter runs the legalized module.
@@ -31,6 +31,12 @@ MATMUL_Q8 = "rxe_lib_matmul_nbits_q8_f32"
 GATHER = "rxe_lib_gather_nbits_f32"
 ZERO_CODES = {"default": 0, "uint8": 1, "float": 2}   # RXE_NBITS_ZERO_*
 INDEX_BITS = {"int32": 32, "int64": 64}
+
+
+def q8_scratch_bytes(m, k: int, block: int):
+    """Bytes of the act="int8" kernel's scratch for m rows (RXE_LIB_MATMUL_NBITS_Q8_SCRATCH_BYTES): the larger
+    of the quantized rows (int8 values, then two floats per block) and m * k floats (the prefill path)."""
+    return m * max(4 * k, -(-k // block) * (block + 8))
 
 
 def _product(dims):
@@ -56,7 +62,7 @@ def _matmul(call: Call):
     m = _product(x.type.shape[:-1])
     sizes = (m, a["N"], a["K"], a["bits"], a["block_size"], ZERO_CODES[a["zero"]], int(bool(a["has_bias"])))
     if a["act"] == "int8":
-        return MATMUL_Q8, [x, *weights, bias], sizes, {"scratch_bytes": m * (4 * a["K"])}
+        return MATMUL_Q8, [x, *weights, bias], sizes, {"scratch_bytes": q8_scratch_bytes(m, a["K"], a["block_size"])}
     return MATMUL, [x, *weights, bias], sizes, {}
 
 

@@ -71,6 +71,7 @@ typedef struct {
   const float* offs;  /* zero_mode float */
   const float* bias;
   float* y;
+  const uint8_t* xq; /* act int8: the quantized rows of x (quantize_rows) */
   int64_t m, n, k, bits, block, blocks, block_bytes;
   int mode;
 } nbits_t;
@@ -450,20 +451,251 @@ rxe_status_t rxe_lib_matmul_nbits_f32(const float* x, const uint8_t* qweight, co
   return RXE_OK;
 }
 
+/* ---- act int8: x quantized per block, integer dot products (decode path) ---- */
+
+/* Row i of the quantized x (in scratch, q8_row_bytes apart): blocks * block int8 values (zeros past k), then
+ * blocks float scales sx, then blocks floats u = sx * (the block's sum of values). With 4 bits and block >= 32
+ * ("paired"), each 32 values of a block are stored as the 16 even elements, then the 16 odd ones: the order of
+ * the low and the high nibbles of the chunk's 16 bytes, so the nibbles multiply x without being interleaved. */
+static int64_t q8_row_bytes(int64_t blocks, int64_t block) { return blocks * (block + 8); }
+
 /* Round to nearest, ties to even, for |v| < 2^22 (the int8 range here). */
 static float round_even(float v) {
   const float magic = 12582912.0f; /* 1.5 * 2^23 */
   return v >= 0.0f ? (v + magic) - magic : -((-v + magic) - magic);
 }
 
+static void quantize_rows(const float* x, int64_t m, const nbits_t* g, int paired, uint8_t* dst) {
+  int64_t i, b, t;
+  for (i = 0; i < m; ++i) {
+    int8_t* q = (int8_t*)(void*)(dst + i * q8_row_bytes(g->blocks, g->block));
+    float* sx = (float*)(void*)(q + g->blocks * g->block);
+    for (b = 0; b < g->blocks; ++b) {
+      const float* xb = x + i * g->k + b * g->block;
+      const int64_t len = g->k - b * g->block < g->block ? g->k - b * g->block : g->block;
+      float amax = 0.0f, scale, safe;
+      int32_t sum = 0;
+      for (t = 0; t < len; ++t) {
+        float a = xb[t] < 0.0f ? -xb[t] : xb[t];
+        if (a > amax) amax = a;
+      }
+      scale = amax / 127.0f;
+      safe = scale == 0.0f ? 1.0f : scale;
+      for (t = 0; t < g->block; ++t) {
+        float v = t < len ? round_even(xb[t] / safe) : 0.0f;
+        int64_t pos = paired ? (t & ~(int64_t)31) + ((t & 31) >> 1) + ((t & 1) << 4) : t;
+        v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+        q[b * g->block + pos] = (int8_t)v;
+        sum += (int32_t)v;
+      }
+      sx[b] = scale;
+      sx[g->blocks + b] = scale * (float)sum;
+    }
+  }
+}
+
+/* accf[i] += (sum over the block of q * xq_i) * ws[i] for the r rows (xs[i]: row i's values of this block);
+ * the integer sums are exact (4-bit q <= 15 times |xq| <= 127: pairs of products fit int16). */
+QINLINE void q8_block(const uint8_t* bp, int bits, int paired, int64_t block, const int8_t* const* xs,
+                      const float* ws, qv_t* accf, const int r) {
+  int64_t e;
+  int i;
+#if defined(__AVX2__) && defined(__FMA__)
+  __m256i isum[GEMV_ROWS];
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  QUNROLL(4)
+  for (i = 0; i < r; ++i) isum[i] = _mm256_setzero_si256();
+  if (paired) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (e = 0; e < block; e += 32) {
+      __m128i raw = _mm_loadu_si128((const __m128i*)(const void*)(bp + e / 2));
+      __m128i lo = _mm_and_si128(raw, mask), hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
+      __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+      QUNROLL(4)
+      for (i = 0; i < r; ++i) {
+        __m256i xv = _mm256_loadu_si256((const __m256i*)(const void*)(xs[i] + e));
+        isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv), ones));
+      }
+    }
+  } else {
+    for (e = 0; e < block; e += 16) {
+      __m128i v;
+      __m256i q;
+      if (bits == 4) {
+        __m128i raw = _mm_loadl_epi64((const __m128i*)(const void*)(bp + e / 2));
+        v = _mm_unpacklo_epi8(_mm_and_si128(raw, mask), _mm_and_si128(_mm_srli_epi16(raw, 4), mask));
+      } else {
+        v = _mm_loadu_si128((const __m128i*)(const void*)(bp + e));
+      }
+      q = _mm256_cvtepu8_epi16(v);
+      QUNROLL(4)
+      for (i = 0; i < r; ++i) {
+        __m256i xv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(const void*)(xs[i] + e)));
+        isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(q, xv));
+      }
+    }
+  }
+  QUNROLL(4)
+  for (i = 0; i < r; ++i) accf[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_set1_ps(ws[i]), accf[i]);
+#elif defined(__aarch64__)
+  int32x4_t isum[GEMV_ROWS];
+  QUNROLL(4)
+  for (i = 0; i < r; ++i) isum[i] = vdupq_n_s32(0);
+  if (bits == 8) {
+    for (e = 0; e < block; e += 16) {
+      uint8x16_t v = vld1q_u8(bp + e);
+      int16x8_t qlo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(v)));
+      int16x8_t qhi = vreinterpretq_s16_u16(vmovl_u8(vget_high_u8(v)));
+      QUNROLL(4)
+      for (i = 0; i < r; ++i) {
+        int8x16_t xv = vld1q_s8(xs[i] + e);
+        int16x8_t xlo = vmovl_s8(vget_low_s8(xv)), xhi = vmovl_s8(vget_high_s8(xv));
+        isum[i] = vmlal_s16(isum[i], vget_low_s16(qlo), vget_low_s16(xlo));
+        isum[i] = vmlal_s16(isum[i], vget_high_s16(qlo), vget_high_s16(xlo));
+        isum[i] = vmlal_s16(isum[i], vget_low_s16(qhi), vget_low_s16(xhi));
+        isum[i] = vmlal_s16(isum[i], vget_high_s16(qhi), vget_high_s16(xhi));
+      }
+    }
+  } else {
+    const int step = paired ? 32 : 16;
+    for (e = 0; e < block; e += step) {
+      int8x16_t q0, q1 = vdupq_n_s8(0);
+      if (paired) {
+        uint8x16_t raw = vld1q_u8(bp + e / 2);
+        q0 = vreinterpretq_s8_u8(vandq_u8(raw, vdupq_n_u8(15)));
+        q1 = vreinterpretq_s8_u8(vshrq_n_u8(raw, 4));
+      } else {
+        uint8x8_t raw = vld1_u8(bp + e / 2);
+        uint8x8x2_t t = vzip_u8(vand_u8(raw, vdup_n_u8(15)), vshr_n_u8(raw, 4));
+        q0 = vreinterpretq_s8_u8(vcombine_u8(t.val[0], t.val[1]));
+      }
+      QUNROLL(4)
+      for (i = 0; i < r; ++i) {
+        int8x16_t x0 = vld1q_s8(xs[i] + e);
+#if defined(__ARM_FEATURE_DOTPROD)
+        isum[i] = vdotq_s32(isum[i], q0, x0);
+        if (paired) isum[i] = vdotq_s32(isum[i], q1, vld1q_s8(xs[i] + e + 16));
+#else
+        int16x8_t p = vmlal_s8(vmull_s8(vget_low_s8(q0), vget_low_s8(x0)), vget_high_s8(q0), vget_high_s8(x0));
+        isum[i] = vpadalq_s16(isum[i], p);
+        if (paired) {
+          int8x16_t x1 = vld1q_s8(xs[i] + e + 16);
+          p = vmlal_s8(vmull_s8(vget_low_s8(q1), vget_low_s8(x1)), vget_high_s8(q1), vget_high_s8(x1));
+          isum[i] = vpadalq_s16(isum[i], p);
+        }
+#endif
+      }
+    }
+  }
+  QUNROLL(4)
+  for (i = 0; i < r; ++i) accf[i] = vfmaq_n_f32(accf[i], vcvtq_f32_s32(isum[i]), ws[i]);
+#else
+  int32_t isum[GEMV_ROWS];
+  for (i = 0; i < r; ++i) isum[i] = 0;
+  for (e = 0; e < block; ++e) {
+    int32_t q;
+    int64_t pos = e;
+    if (bits == 8) {
+      q = bp[e];
+    } else if (paired) { /* value e of the stored order: a low nibble for the first 16 of each 32 */
+      int64_t c = e & ~(int64_t)31, l = e & 31;
+      q = l < 16 ? bp[(c + 2 * l) >> 1] & 15 : bp[(c + 2 * (l - 16) + 1) >> 1] >> 4;
+    } else {
+      q = e & 1 ? bp[e >> 1] >> 4 : bp[e >> 1] & 15;
+    }
+    for (i = 0; i < r; ++i) isum[i] += q * (int32_t)xs[i][pos];
+  }
+  for (i = 0; i < r; ++i) accf[i] += (float)isum[i] * ws[i];
+#endif
+}
+
+/* out[i] (i < r) = row i of the quantized x . row `col` of W: per block, the
+ * integer sum times sx * s, less (zero * s - offset) * u. */
+QINLINE void q8_column(const nbits_t* g, int64_t col, float* out, const int r) {
+  qv_t accf[GEMV_ROWS];
+  float corr[GEMV_ROWS], ws[GEMV_ROWS], lanes[VL];
+  const int8_t* xs[GEMV_ROWS];
+  const int64_t row_bytes = q8_row_bytes(g->blocks, g->block);
+  const int paired = g->bits == 4 && g->block >= 32;
+  int64_t b;
+  int i, l;
+  QUNROLL(4)
+  for (i = 0; i < r; ++i) {
+    accf[i] = qv_zero();
+    corr[i] = 0.0f;
+  }
+  for (b = 0; b < g->blocks; ++b) {
+    const block_t p = block_of(g, col, b);
+    const float zs = (float)p.zero * p.scale - p.offset;
+    QUNROLL(4)
+    for (i = 0; i < r; ++i) {
+      const uint8_t* row = g->xq + i * row_bytes;
+      const float* sx = (const float*)(const void*)(row + g->blocks * g->block);
+      xs[i] = (const int8_t*)(const void*)row + b * g->block;
+      ws[i] = sx[b] * p.scale;
+      corr[i] += zs * sx[g->blocks + b];
+    }
+    q8_block(g->q + (col * g->blocks + b) * g->block_bytes, (int)g->bits, paired, g->block, xs, ws, accf, r);
+  }
+  for (i = 0; i < r; ++i) {
+    float sum = 0.0f;
+    qv_store(lanes, accf[i]);
+    for (l = 0; l < VL; ++l) sum += lanes[l];
+    out[i] = sum - corr[i];
+  }
+}
+
+static void q8_task(void* ctx, int64_t c0, int64_t c1, int thread) {
+  const nbits_t* g = (const nbits_t*)ctx;
+  float out[GEMV_ROWS];
+  int64_t col, i;
+  (void)thread;
+  for (col = c0; col < c1; ++col) {
+    switch (g->m) {
+      case 4:
+        q8_column(g, col, out, 4);
+        break;
+      case 3:
+        q8_column(g, col, out, 3);
+        break;
+      case 2:
+        q8_column(g, col, out, 2);
+        break;
+      default:
+        q8_column(g, col, out, 1);
+        break;
+    }
+    for (i = 0; i < g->m; ++i) g->y[i * g->n + col] = g->bias ? out[i] + g->bias[col] : out[i];
+  }
+}
+
 rxe_status_t rxe_lib_matmul_nbits_q8_f32(const float* x, const uint8_t* qweight, const float* scales,
                                          const void* zeros, const float* bias, float* y, float* scratch, int64_t m,
                                          int64_t n, int64_t k, int64_t bits, int64_t block_size, int64_t zero_mode,
                                          int64_t has_bias, rxe_error_t* err) {
+  nbits_t g;
   int64_t i, b, e;
   rxe_status_t st = check_layout("matmul_nbits", k, bits, block_size, zero_mode, err);
   if (st != RXE_OK) return st;
-  for (i = 0; i < m; ++i) {
+  if (m < 0 || n < 0) return rxe_error_set(err, RXE_ERR_SHAPE, "matmul_nbits: m=%d, n=%d must not be negative", m, n);
+  if (m == 0 || n == 0) return RXE_OK;
+  layout_into(&g, qweight, scales, zeros, k, bits, block_size, zero_mode);
+  if (m <= GEMV_ROWS && k > 0) { /* integer dot products */
+    g.x = x;
+    g.bias = has_bias ? bias : (const float*)0;
+    g.y = y;
+    g.m = m;
+    g.n = n;
+    g.xq = (const uint8_t*)(void*)scratch;
+    quantize_rows(x, m, &g, bits == 4 && block_size >= 32, (uint8_t*)(void*)scratch);
+    if (m * n * k >= PARALLEL_MIN_MACS && rxe_threads_get_count() > 1) {
+      rxe_threads_parallel_for(n, q8_task, &g);
+    } else {
+      q8_task(&g, 0, n, 0);
+    }
+    return RXE_OK;
+  }
+  for (i = 0; i < m; ++i) { /* a prefill: x quantized and dequantized again, then the f32 path */
     for (b = 0; b < k; b += block_size) {
       const float* xb = x + i * k + b;
       float* qb = scratch + i * k + b;

@@ -8,6 +8,8 @@ without bias, 1 and 2 threads; then one-op graphs with a symbolic first dim
 compiled for the host (C and LLVM) and under QEMU (NEON, the portable C)."""
 
 import ctypes
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ import pytest
 import relax_edge as rxe
 from relax_edge.interp import interpret
 from relax_edge.ir import Builder, Constant, SizeVar, TensorType, Tuple, Var
+from relax_edge.library.quant_weight import q8_scratch_bytes
 from relax_edge.op import make_call
 from relax_edge.op.quant_weight import gather_nbits_reference, matmul_nbits_reference
 from relax_edge.target import load_board
@@ -88,7 +91,7 @@ def run_matmul(kernels, x, qweight, scales, zeros, bias, *, bits, block, zero, a
     symbol = "rxe_lib_matmul_nbits_f32"
     if act == "int8":
         symbol = "rxe_lib_matmul_nbits_q8_f32"
-        arrays.append(np.full(max(m * k, 1), np.nan, np.float32))
+        arrays.append(np.full(max(q8_scratch_bytes(m, k, block) // 4, 1), np.nan, np.float32))
     status, message = kernels.call(symbol, arrays, [m, n, k, bits, block, ZERO_CODE[zero], int(bias is not None)])
     assert status == 0, message
     return y
@@ -127,22 +130,24 @@ def test_prefill_of_128_rows(nbits, bits):
     check_matmul(nbits, np.random.default_rng(bits), 128, 70, 330, bits, 32, "default", with_bias=True)
 
 
-@pytest.mark.parametrize("m", [1, 3, 9])
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 9])   # integer dot products up to 4 rows, then the f32 path
 def test_act_int8_matches_the_reference(nbits, m):
     rng = np.random.default_rng(40 + m)
-    for n, k, bits, block, zero in [(19, 96, 4, 32, "default"), (8, 70, 8, 16, "uint8"), (30, 200, 4, 64, "float")]:
+    for n, k, bits, block, zero in [(19, 96, 4, 32, "default"), (8, 70, 8, 16, "uint8"), (30, 200, 4, 64, "float"),
+                                    (17, 75, 4, 16, "uint8"), (5, 300, 8, 128, "default"), (9, 256, 4, 256, "float"),
+                                    (33, 40, 8, 32, "float")]:
         check_matmul(nbits, rng, m, n, k, bits, block, zero, with_bias=m == 3, act="int8")
 
 
-@pytest.mark.parametrize("m", [1, 4, 20])
-def test_two_threads_give_the_same_bits_as_one(nbits, m):
+@pytest.mark.parametrize("m, act", [(1, "f32"), (4, "f32"), (20, "f32"), (2, "int8")])
+def test_two_threads_give_the_same_bits_as_one(nbits, m, act):
     rng = np.random.default_rng(m)
     qweight, scales, zeros = packed(rng, 300, 600, 4, 32, "uint8")
     x = rng.standard_normal((m, 600)).astype(np.float32)
-    one = run_matmul(nbits, x, qweight, scales, zeros, None, bits=4, block=32, zero="uint8")
+    one = run_matmul(nbits, x, qweight, scales, zeros, None, bits=4, block=32, zero="uint8", act=act)
     previous = nbits.threads(2)
     try:
-        two = run_matmul(nbits, x, qweight, scales, zeros, None, bits=4, block=32, zero="uint8")
+        two = run_matmul(nbits, x, qweight, scales, zeros, None, bits=4, block=32, zero="uint8", act=act)
     finally:
         nbits.threads(previous)
     assert one.tobytes() == two.tobytes()
@@ -190,6 +195,49 @@ def test_gather_refuses_an_index_out_of_range(nbits):
     status, message = nbits.call("rxe_lib_gather_nbits_f32", [qweight, scales, scales, np.array([3, 10], np.int64),
                                                               out], [10, 2, 32, 4, 32, 0, 64])
     assert status != 0 and "index 10 (position 1) is outside [-10, 10)" in message
+
+
+# ---- the kernels on emulated targets: NEON (with and without dotprod) and the portable C ----------------------
+
+EMULATED = {"neon": ("aarch64-linux-gnu-gcc", ["-O2", "-mcpu=cortex-a72"], ["qemu-aarch64", "-cpu", "max"]),
+            "neon dotprod": ("aarch64-linux-gnu-gcc", ["-O2", "-march=armv8.2-a+dotprod"],
+                             ["qemu-aarch64", "-cpu", "max"]),
+            "portable riscv64": ("riscv64-linux-gnu-gcc", ["-O2"], ["qemu-riscv64"])}
+
+
+@pytest.mark.slow
+@pytest.mark.emu
+@pytest.mark.parametrize("which", list(EMULATED))
+def test_emulated_kernels_match_the_reference(tmp_path, which):
+    compiler, flags, qemu = EMULATED[which]
+    driver = tmp_path / "driver"
+    compile_c([compiler, *flags, *WARNINGS, "-static", "-DRXE_NO_THREADS", f"-I{RUNTIME / 'include'}",
+               Path(__file__).with_name("matmul_nbits_driver.c"), *SOURCES, "-o", driver])
+    rng = np.random.default_rng(11)
+    cases, payload = [], bytearray()
+    for m, n, k, bits, block, zero, act in [(1, 21, 100, 4, 32, "default", "f32"), (3, 17, 64, 8, 16, "uint8", "f32"),
+                                            (7, 20, 90, 4, 64, "float", "f32"), (1, 19, 96, 4, 32, "uint8", "int8"),
+                                            (2, 9, 75, 4, 16, "default", "int8"), (4, 8, 70, 8, 32, "float", "int8")]:
+        qweight, scales, zeros = packed(rng, n, k, bits, block, zero)
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        bias = rng.standard_normal(n).astype(np.float32) if m % 2 else None
+        payload += np.array([m, n, k, bits, block, ZERO_CODE[zero], int(bias is not None), int(act == "int8")],
+                            np.int64).tobytes()
+        payload += b"".join(a.tobytes() for a in (x, qweight, scales, zeros, bias) if a is not None)
+        rest = [a for a in (zeros, bias) if a is not None]
+        cases.append((f"{which}: m {m} n {n} k {k} bits {bits} block {block} {zero} {act}", (m, n),
+                      matmul_nbits_reference(x, qweight, scales, *rest, K=k, N=n, bits=bits, block_size=block,
+                                             zero=zero, has_bias=bias is not None, act=act)))
+    proc = subprocess.run([*qemu, str(driver)], input=bytes(payload), capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()
+    pos = 0
+    for what, (m, n), expected in cases:
+        status = int(np.frombuffer(proc.stdout, np.int64, 1, pos)[0])
+        y = np.frombuffer(proc.stdout, np.float32, m * n, pos + 8).reshape(m, n)
+        pos += 8 + 4 * m * n
+        assert status == 0, what
+        np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4 * (np.abs(expected).max() + 1), err_msg=what)
+    assert pos == len(proc.stdout)
 
 
 # ---- through a compiled graph: y = matmul_nbits(x (seq, K)) + bias, the embedding tied ----------------------

@@ -58,11 +58,18 @@ rxe_status_t rxe_lib_matmul_nbits_f32(const float* x, const uint8_t* qweight, co
                                       int64_t block_size, int64_t zero_mode, int64_t has_bias, rxe_error_t* err);
 
 /* The same with act="int8": each row of x is first quantized per block of
- * block_size to int8 with scale max|x| / 127 (round half to even) and
- * dequantized again into scratch (m * k floats,
- * RXE_LIB_MATMUL_NBITS_Q8_SCRATCH_BYTES), then multiplied as above: the
- * reference's numbers, not an integer dot product (not faster than f32). */
-#define RXE_LIB_MATMUL_NBITS_Q8_SCRATCH_BYTES(m, k) ((uint64_t)4 * (uint64_t)(m) * (uint64_t)(k))
+ * block_size to int8 with scale max|x| / 127 (round half to even), as the
+ * reference does. Up to RXE_GEMV_MAX_M rows, the quantized rows (in scratch)
+ * are multiplied by the packed weights in integer arithmetic, exact per
+ * block (AVX2: vpmaddubsw on 4-bit weights, <= 15 x 127 so no pair of
+ * products saturates, vpmaddwd on 8-bit ones widened to 16 bits; NEON: sdot
+ * with the dotprod feature, else smull/smlal + sadalp; 8-bit weights widened),
+ * then scaled: sum_b sx_b * s_b * (sum q * xq - zero * sum xq) (+ m_b * sx_b *
+ * sum xq). More rows: x dequantized again into scratch and the f32 path.
+ * scratch: RXE_LIB_MATMUL_NBITS_Q8_SCRATCH_BYTES(m, k, block_size) bytes. */
+#define RXE_LIB_MATMUL_NBITS_Q8_SCRATCH_BYTES(m, k, block) \
+  ((uint64_t)(m) * (4 * (uint64_t)(k) > ((uint64_t)(k) + (block) - 1) / (block) * ((block) + 8) \
+                        ? 4 * (uint64_t)(k) : ((uint64_t)(k) + (block) - 1) / (block) * ((block) + 8)))
 /* stack: at most 10240 bytes (as rxe_lib_matmul_nbits_f32, plus 160). */
 rxe_status_t rxe_lib_matmul_nbits_q8_f32(const float* x, const uint8_t* qweight, const float* scales,
                                          const void* zeros, const float* bias, float* y, float* scratch, int64_t m,
