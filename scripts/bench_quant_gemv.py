@@ -72,24 +72,23 @@ double rxe_bench_nbits_q8(const float* x, const uint8_t* q, const float* s, floa
 
 
 def build(out: Path) -> ctypes.CDLL:
-    timer = out / "timer.c"
-    timer.write_text(TIMER_C)
-    lib = out / "libnbits.so"
-    subprocess.run(["cc", "-O3", "-march=native", "-std=c99", "-shared", "-fPIC", "-pthread",
-                    f"-I{RUNTIME / 'include'}", str(timer), *[str(RUNTIME / s) for s in SOURCES], "-o", str(lib)],
-                   check=True)
-    dll = ctypes.CDLL(str(lib))
-    dll.rxe_bench_nbits.restype = ctypes.c_double
-    dll.rxe_bench_nbits_q8.restype = ctypes.c_double
+    """The kernel and its timing loops, built with the host board's flags into out/libnbits.so (one thread)."""
+    (out / "timer.c").write_text(TIMER_C)
+    sources = [out / "timer.c", *(RUNTIME / s for s in SOURCES)]
+    flags = ["-O3", "-march=native", "-std=c99", "-shared", "-fPIC", "-pthread", f"-I{RUNTIME / 'include'}"]
+    subprocess.run(["cc", *flags, *map(str, sources), "-o", str(out / "libnbits.so")], check=True)
+    dll = ctypes.CDLL(str(out / "libnbits.so"))
+    for timer in (dll.rxe_bench_nbits, dll.rxe_bench_nbits_q8):
+        timer.restype = ctypes.c_double
     dll.rxe_threads_set_count(1)
     return dll
 
 
-def reps_for(fn, sample_ms: float) -> int:
-    t0 = time.perf_counter()
-    fn(1)
-    one = max(time.perf_counter() - t0, 1e-7)
-    return max(1, int(sample_ms / 1000 / one))
+def calls_per_sample(seconds_per_call, sample_ms: float) -> int:
+    """How many calls make a sample of about sample_ms, from one timed call."""
+    start = time.perf_counter()
+    seconds_per_call(1)
+    return max(1, int(sample_ms / 1000 / max(time.perf_counter() - start, 1e-7)))
 
 
 def ort_session(qweight, scales, k, n, bits, block, level):
@@ -147,47 +146,55 @@ def contenders(dll, x, qweight, scales, k, n, bits, block):
     return out
 
 
+def interleaved(timers: dict, rounds: int, sample_ms: float) -> dict:
+    """label -> the seconds per call of each round; the contenders take turns, who goes first rotating."""
+    calls = {label: calls_per_sample(timer, sample_ms) for label, timer in timers.items()}
+    labels = list(timers)
+    samples = {label: [] for label in labels}
+    for r in range(rounds):
+        for label in labels[r % len(labels):] + labels[:r % len(labels)]:
+            samples[label].append(timers[label](calls[label]))
+    return samples
+
+
+def cell(label: str, seconds, nbytes: int) -> str:
+    s = np.array(seconds)
+    med = float(np.median(s))
+    return f"{label} {med * 1e6:8.1f} us {nbytes / med / 1e9:6.2f} GB/s ±{100 * (s.max() - s.min()) / med:3.0f}%"
+
+
+def bench_shape(dll, rng, m: int, k: int, n: int, args) -> str:
+    blocks = -(-k // args.block)
+    qweight = rng.integers(0, 256, (n, blocks, args.block * args.bits // 8), dtype=np.uint8)
+    scales = (rng.random((n, blocks)) * 0.02).astype(np.float32)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    runs = contenders(dll, x, qweight, scales, k, n, args.bits, args.block)
+    expected = matmul_nbits_reference(x, qweight, scales, K=k, N=n, bits=args.bits, block_size=args.block)
+    for label, (timer, _, result) in runs.items():
+        timer(1)
+        tol = 5e-2 if "4" in label or "int8" in label else 1e-3   # int8 activations: the quantization's error
+        np.testing.assert_allclose(result(), expected, rtol=tol, atol=tol * np.abs(expected).max(), err_msg=label)
+    samples = interleaved({label: run[0] for label, run in runs.items()}, args.rounds, args.sample_ms)
+    return " | ".join(cell(label, samples[label], runs[label][1]) for label in runs)
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--bits", type=int, default=4, choices=(4, 8))
-    ap.add_argument("--block", type=int, default=32)
-    ap.add_argument("--m", type=int, nargs="+", default=[1, 128])
-    ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--sample-ms", type=float, default=30.0)
-    ap.add_argument("--shapes", type=int, nargs="*", help="indices into the shape list (default all)")
-    args = ap.parse_args()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bits", type=int, default=4, choices=(4, 8))
+    parser.add_argument("--block", type=int, default=32)
+    parser.add_argument("--m", type=int, nargs="+", default=[1, 128], help="rows of x")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--sample-ms", type=float, default=30.0)
+    parser.add_argument("--shapes", type=int, nargs="*", help="indices into SHAPES (default all)")
+    args = parser.parse_args()
+    chosen = SHAPES if args.shapes is None else [SHAPES[i] for i in args.shapes]
     rng = np.random.default_rng(0)
+    print(f"bits {args.bits}, block {args.block}, 1 thread; median over {args.rounds} rounds (spread min..max)")
     with tempfile.TemporaryDirectory() as tmp:
         dll = build(Path(tmp))
-        shapes = SHAPES if args.shapes is None else [SHAPES[i] for i in args.shapes]
-        print(f"bits {args.bits}, block {args.block}, 1 thread; median over {args.rounds} rounds (spread min..max)")
         for m in args.m:
-            for name, k, n in shapes:
-                n_blocks = -(-k // args.block)
-                qweight = rng.integers(0, 256, (n, n_blocks, args.block * args.bits // 8), dtype=np.uint8)
-                scales = (rng.random((n, n_blocks)) * 0.02).astype(np.float32)
-                x = rng.standard_normal((m, k)).astype(np.float32)
-                runs = contenders(dll, x, qweight, scales, k, n, args.bits, args.block)
-                expected = matmul_nbits_reference(x, qweight, scales, K=k, N=n, bits=args.bits,
-                                                  block_size=args.block)
-                for label, (fn, _, result) in runs.items():
-                    fn(1)
-                    tol = 5e-2 if "4" in label or "int8" in label else 1e-3
-                    np.testing.assert_allclose(result(), expected, rtol=tol, atol=tol * np.abs(expected).max(),
-                                               err_msg=label)
-                reps = {label: reps_for(fn, args.sample_ms) for label, (fn, _, _) in runs.items()}
-                samples = {label: [] for label in runs}
-                labels = list(runs)
-                for r in range(args.rounds):
-                    for label in labels[r % len(labels):] + labels[:r % len(labels)]:
-                        samples[label].append(runs[label][0](reps[label]))
-                cells = []
-                for label in labels:
-                    s = np.array(samples[label])
-                    med = float(np.median(s))
-                    spread = 100 * (s.max() - s.min()) / med
-                    cells.append(f"{label} {med * 1e6:8.1f} us {runs[label][1] / med / 1e9:6.2f} GB/s ±{spread:3.0f}%")
-                print(f"M={m:<4d} {name:20s} " + " | ".join(cells), flush=True)
+            for name, k, n in chosen:
+                print(f"M={m:<4d} {name:20s} " + bench_shape(dll, rng, m, k, n, args), flush=True)
 
 
 if __name__ == "__main__":
