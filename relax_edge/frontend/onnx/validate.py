@@ -91,6 +91,8 @@ def _itemsize(data_type: int):
     """Bytes per element (a fraction for 4-bit types)."""
     if data_type in (TensorProto.INT4, TensorProto.UINT4) or data_type == getattr(TensorProto, "FLOAT4E2M1", -1):
         return 0.5
+    if data_type in (TensorProto.INT2, TensorProto.UINT2):
+        return 0.25
     return onnx.helper.tensor_dtype_to_np_dtype(data_type).itemsize
 
 
@@ -135,6 +137,8 @@ def check_tensor(tensor, what: str) -> None:
     want = count * per
     if dt in (TensorProto.INT4, TensorProto.UINT4):
         want = (count + 1) // 2
+    if dt in (TensorProto.INT2, TensorProto.UINT2):   # four to an int32_data value
+        want = (count + 3) // 4
     if have != want:
         raise OnnxImportError(f"{what}: {field} holds {have} values, dims {list(tensor.dims)} of {name} "
                               f"need {want}")
