@@ -125,6 +125,30 @@ def test_matmul_matches_the_reference(nbits, m, zero):
         check_matmul(nbits, rng, m, n, k, bits, block, zero, with_bias=i % 2 == 0)
 
 
+@pytest.mark.parametrize("m", [1, 6])
+@pytest.mark.parametrize("bits, block", [(4, 32), (8, 16), (4, 128)])
+def test_matmul_matches_onnxruntime_matmulnbits(nbits, m, bits, block):
+    """Against ONNX Runtime's com.microsoft MatMulNBits on the same packed weights (no zero points: 2^(bits-1))."""
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(bits + block)
+    n, k = 37, 200
+    qweight, scales, _ = packed(rng, n, k, bits, block, "default")
+    node = helper.make_node("MatMulNBits", ["A", "B", "scales"], ["Y"], domain="com.microsoft", K=k, N=n, bits=bits,
+                            block_size=block)
+    graph = helper.make_graph([node], "nbits", [helper.make_tensor_value_info("A", TensorProto.FLOAT, [m, k])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [m, n])],
+                              initializer=[numpy_helper.from_array(qweight, "B"),
+                                           numpy_helper.from_array(scales.reshape(-1), "scales")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    (expected,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"A": x})
+    actual = run_matmul(nbits, x, qweight, scales, None, None, bits=bits, block=block, zero="default")
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4 * (np.abs(expected).max() + 1))
+
+
 @pytest.mark.parametrize("bits", [4, 8])
 def test_prefill_of_128_rows(nbits, bits):
     check_matmul(nbits, np.random.default_rng(bits), 128, 70, 330, bits, 32, "default", with_bias=True)
@@ -242,7 +266,7 @@ def test_emulated_kernels_match_the_reference(tmp_path, which):
 
 # ---- through a compiled graph: y = matmul_nbits(x (seq, K)) + bias, the embedding tied ----------------------
 
-def tied_graph(k, n, bits, block, zero, seed):
+def tied_graph(k, n, bits, block, zero, seed, act="f32"):
     """main(x (seq, K), ids (seq,)) -> (matmul_nbits(x) with bias, gather_nbits(ids)), the same constants."""
     rng = np.random.default_rng(seed)
     qweight, scales, zeros = packed(rng, n, k, bits, block, zero)
@@ -255,7 +279,8 @@ def tied_graph(k, n, bits, block, zero, seed):
     bb = Builder()
     with bb.function("main", [x, ids]):
         with bb.dataflow():
-            y = bb.emit(make_call("matmul_nbits", [x, *consts, Constant(bias)], dict(N=n, has_bias=True, **attrs)))
+            y = bb.emit(make_call("matmul_nbits", [x, *consts, Constant(bias)],
+                                  dict(N=n, has_bias=True, act=act, **attrs)))
             e = bb.emit(make_call("gather_nbits", [*consts, ids], attrs))
             out = bb.emit_output(Tuple([y, e]))
         bb.ret(out)
@@ -263,13 +288,13 @@ def tied_graph(k, n, bits, block, zero, seed):
 
     def expected(xv, idv):
         return (matmul_nbits_reference(xv, qweight, scales, *rest, bias, K=k, N=n, bits=bits, block_size=block,
-                                       zero=zero, has_bias=True),
+                                       zero=zero, has_bias=True, act=act),
                 gather_nbits_reference(qweight, scales, *rest, idv, K=k, bits=bits, block_size=block, zero=zero))
     return bb.get(), expected, qweight.nbytes + scales.nbytes + (0 if zeros is None else zeros.nbytes) + bias.nbytes
 
 
-def check_graph(tmp_path, board, backend, seqs, k=96, n=40, bits=4, block=32, zero="default"):
-    mod, expected, packed_bytes = tied_graph(k, n, bits, block, zero, seed=k + n)
+def check_graph(tmp_path, board, backend, seqs, k=96, n=40, bits=4, block=32, zero="default", act="f32"):
+    mod, expected, packed_bytes = tied_graph(k, n, bits, block, zero, seed=k + n, act=act)
     art = rxe.build(mod, board=board, backend=backend, out_dir=tmp_path / "art", name="nbits", quiet=True)
     assert art.weights_bytes <= packed_bytes + 256   # the packed constants once (shared by both calls)
     rng = np.random.default_rng(0)
@@ -297,9 +322,9 @@ def test_interpreted_legalized_module_runs_the_reference():
     np.testing.assert_array_equal(e, want_e)
 
 
-@pytest.mark.parametrize("backend", ["c", "llvm"])
-def test_compiled_graph_matches_the_reference_at_each_seq(tmp_path, backend):
-    check_graph(tmp_path, "host", backend, [1, 2, 4, 5, 37], zero="float" if backend == "llvm" else "default")
+@pytest.mark.parametrize("backend, act", [("c", "f32"), ("llvm", "f32"), ("c", "int8"), ("llvm", "int8")])
+def test_compiled_graph_matches_the_reference_at_each_seq(tmp_path, backend, act):
+    check_graph(tmp_path, "host", backend, [1, 2, 4, 5, 37], zero="float" if backend == "llvm" else "default", act=act)
 
 
 def test_weight_blob_holds_the_packed_size(tmp_path):
