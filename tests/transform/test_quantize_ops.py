@@ -192,10 +192,29 @@ COMPILED = [c for c in CASES if c[0] in ("qdense_relu_3d", "qconv2d_depthwise_st
 
 @pytest.mark.parametrize("backend", ["c", "llvm"])
 @pytest.mark.parametrize("case", COMPILED, ids=[c[0] for c in COMPILED])
-def test_compiled_equals_reference(case, backend, tmp_path):
+def test_compiled_equals_reference(case, backend, tmp_path, monkeypatch):
+    """The portable tensor programs, compiled: the library kernels for qdense / qconv2d are set aside
+    (tests/library/test_qgemm*.py test those)."""
+    from relax_edge.transform import legalize as legalize_pass
+    libraries = legalize_pass.extern_lowerings()
+    monkeypatch.setattr(legalize_pass, "extern_lowerings",
+                        lambda: {k: v for k, v in libraries.items() if k not in ("qdense", "qconv2d")})
     name, templates, dtypes, build = case
     check_compiled(templates, dtypes, build, SIZES[:2], tmp_path, _arrays_for(name), rtol=0, atol=0,
                    backend=backend)
+
+
+def test_requantize_exact_rounds_once_half_to_even():
+    from fractions import Fraction
+    rng = np.random.default_rng(6)
+    for real in list(np.exp(rng.uniform(-12, 2, 200))) + [0.25, 0.5, 1.0, 2.0]:
+        m, s = q.quantize_multiplier(real)
+        accs = rng.integers(-(1 << 18), 1 << 18, 16)
+        got = q.requantize_exact(accs, m, s)
+        want = [round(Fraction(int(a) * m, 1 << (31 - s))) for a in accs]   # Python rounds halves to even
+        assert [int(g) for g in got] == want
+    m, s = q.quantize_multiplier(0.25)
+    assert list(q.requantize_exact(np.array([2, 6, -2, -6, 3]), m, s)) == [0, 2, 0, -2, 1]
 
 
 def test_qadd_and_qmul_within_one_step_of_float():
