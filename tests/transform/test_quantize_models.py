@@ -125,3 +125,27 @@ def _spec_session_of(model):
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+@pytest.mark.slow
+def test_dynamically_quantized_bert_matches_onnxruntime(tmp_path):
+    """quantize_dynamic's chains (DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul) stay exact int32
+    matmuls: interpreted and compiled within float32 rounding of ONNX Runtime's spec result."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from tests import onnx_models
+    path, spec = onnx_models.get_model("bert")
+    quantized = tmp_path / "bert_dynamic.onnx"
+    quantize_dynamic(str(path), str(quantized), weight_type=QuantType.QInt8)
+    model = onnx.load(str(quantized))
+    assert sum(n.op_type == "MatMulInteger" for n in model.graph.node) >= 12
+    feeds = spec["make_inputs"](0)
+    want = _spec_session(quantized).run(None, feeds)
+    args = [feeds[i.name] for i in model.graph.input]
+    mod = rxe.from_onnx(str(quantized))
+    art = rxe.build(mod, board="host", out_dir=tmp_path / "b", name="bert_dynamic")
+    with rxe.connect("host") as dev:
+        compiled = dev.load(art).run(*args)
+    for got in (rxe.interpret(mod, *args), compiled):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
