@@ -344,6 +344,20 @@ def test_compiled_graph_under_qemu(tmp_path, board):
                 zero="uint8")
 
 
+@pytest.mark.parametrize("flags", [[], ["-mavx2", "-mfma"]])
+def test_stack_use_within_the_stated_bounds(tmp_path, flags):
+    """kernels_quant.h's bounds against gcc -fstack-usage: an entry's frame plus its deepest callee's."""
+    compile_c(["gcc", "-O2", "-std=c99", *flags, f"-I{RUNTIME / 'include'}", "-fstack-usage", "-c",
+               RUNTIME / "kernels" / "matmul_nbits.c", "-o", tmp_path / "m.o"])
+    frames = {line.split("\t")[0].rsplit(":", 1)[-1]: int(line.split("\t")[1])
+              for line in (tmp_path / "m.su").read_text().splitlines()}
+    assert all("dynamic" not in line or "bounded" in line for line in (tmp_path / "m.su").read_text().splitlines())
+    assert frames["gemm_task"] <= 9400
+    f32 = frames["rxe_lib_matmul_nbits_f32"] + max(frames["gemm_task"], frames["gemv_task"])
+    q8 = frames["rxe_lib_matmul_nbits_q8_f32"] + max(f32, frames["q8_task"])
+    assert f32 <= 10240 and q8 <= 10240 and frames["rxe_lib_gather_nbits_f32"] <= 512
+
+
 @pytest.mark.parametrize("board_name", ["host", "qemu-aarch64", "qemu-armv7", "qemu-riscv64", "qemu-cortex-m4"])
 def test_compiles_without_warnings_for_each_board(tmp_path, board_name):
     target = load_board(board_name).target
