@@ -324,13 +324,19 @@ def qmul_reference(a, b, *, a_zero, b_zero, out_zero, multiplier, shift, out_dty
     return _finish(requantize_exact(acc, multiplier, shift), out_zero, out_dtype, act_min, act_max)
 
 
-def _global_pool_rule(types, attrs):
+def _pooled_input(types, attrs):
+    """The checked NCHW int8 / uint8 input of a pooling operator."""
     x = tensor(types[0], 0)
     _q8(x, 0, "x")
     if len(x.shape) != 4:
         raise RuleError(f"x must be NCHW, got rank {len(x.shape)}")
     _check_zero(attrs, "x_zero", x.dtype)
     _check_multiplier(attrs, "multiplier")
+    return x
+
+
+def _global_pool_rule(types, attrs):
+    x = _pooled_input(types, attrs)
     return TensorType((x.shape[0], x.shape[1], as_expr(1), as_expr(1)), _check_output(attrs))
 
 
@@ -340,16 +346,11 @@ def qglobal_avg_pool_reference(x, *, x_zero, out_zero, multiplier, shift, out_dt
 
 
 def _avg_pool_rule(types, attrs):
-    x = tensor(types[0], 0)
-    _q8(x, 0, "x")
-    if len(x.shape) != 4:
-        raise RuleError(f"x must be NCHW, got rank {len(x.shape)}")
+    x = _pooled_input(types, attrs)
     kernel, strides, padding, dilation = _window_attrs({**attrs, "dilation": (1, 1), "ceil_mode": False},
                                                        "kernel_size", 2)
     if any(padding):
         raise RuleError(f"qavg_pool2d takes no padding (every window must have the same count), got {padding}")
-    _check_zero(attrs, "x_zero", x.dtype)
-    _check_multiplier(attrs, "multiplier")
     out = _out_sizes(x.shape[2:], kernel, strides, padding, dilation)
     return TensorType((x.shape[0], x.shape[1], *out), _check_output(attrs))
 
