@@ -5,12 +5,16 @@
 #include "qgemm_internal.h"
 #include "relax_edge/runtime.h"
 
-#define MR 4
 #define NR RXE_QINT8_NR
 
 #if (defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))) && defined(__AVX2__)
 #define QGEMM_VNNI 1
 #include <immintrin.h>
+#if defined(__AVXVNNI__)
+#define QGEMM_DPBUSD _mm256_dpbusd_avx_epi32
+#else
+#define QGEMM_DPBUSD _mm256_dpbusd_epi32
+#endif
 #elif defined(__AVX2__)
 #define QGEMM_AVX2 1
 #include <immintrin.h>
@@ -24,6 +28,21 @@
 #define QGEMM_DSP 1
 #include <arm_acle.h>
 static inline uint32_t ror8(uint32_t v) { return v >> 8 | v << 24; }
+#endif
+
+#if defined(__GNUC__)
+#define QGEMM_INLINE static inline __attribute__((always_inline))
+#else
+#define QGEMM_INLINE static inline
+#endif
+
+/* rows per tile: as many accumulator registers as the path keeps busy */
+#if defined(QGEMM_VNNI) || defined(QGEMM_SDOT)
+#define MR 8
+#elif defined(QGEMM_AVX2)
+#define MR 6
+#else
+#define MR 4
 #endif
 
 int32_t rxe_qint8_requantize(int32_t acc, int32_t q, int32_t shift) {
@@ -58,44 +77,59 @@ static inline uint32_t load_word(const uint8_t* p, int64_t left) {
 }
 
 /* acc[r][c] = sum_k x_r[k] w_c[k] over one panel (k in groups of 4). */
-static void tile(const uint8_t* const rows[MR], const uint8_t* panel, const int32_t* sums, int64_t k,
-                 uint32_t flip, int32_t acc[MR][NR]) {
+/* acc[r][c] = sum_k x_r[k] w_c[k] over one panel (k in groups of 4), r < nrows (MR or 1: the
+ * function is inlined into both callers, the loops over rows unrolled). */
+QGEMM_INLINE void tile_rows(const uint8_t* const* rows, const uint8_t* panel, const int32_t* sums, int64_t k,
+                            uint32_t flip, int32_t (*acc)[NR], int nrows) {
   int64_t groups = (k + 3) / 4, g;
   int r, c;
   (void)sums; /* the column sums: for the VNNI path's unsigned operand */
 #if defined(QGEMM_VNNI)
-  __m256i s[MR];
-  for (r = 0; r < MR; ++r) s[r] = _mm256_setzero_si256();
-  for (g = 0; g < groups; ++g) {
-    __m256i w = _mm256_loadu_si256((const __m256i*)(const void*)(panel + 32 * g));
-    for (r = 0; r < MR; ++r) {
-      __m256i xv = _mm256_set1_epi32((int)(load_word(rows[r] + 4 * g, k - 4 * g) ^ flip ^ 0x80808080u));
-#if defined(__AVXVNNI__)
-      s[r] = _mm256_dpbusd_avx_epi32(s[r], xv, w);
-#else
-      s[r] = _mm256_dpbusd_epi32(s[r], xv, w);
-#endif
+  /* vpdpbusd takes u8 x s8: the unsigned operand is x_s ^ 0x80 (the raw bytes of a uint8 x) */
+  __m256i s[MR], w, xv, xor_v = _mm256_set1_epi32((int)(flip ^ 0x80808080u));
+  int64_t full = k / 4;
+  for (r = 0; r < nrows; ++r) s[r] = _mm256_setzero_si256();
+  if (flip == 0x80808080u) {
+    for (g = 0; g < full; ++g) {
+      w = _mm256_loadu_si256((const __m256i*)(const void*)(panel + 32 * g));
+      for (r = 0; r < nrows; ++r)
+        s[r] = QGEMM_DPBUSD(s[r], _mm256_broadcastd_epi32(_mm_loadu_si32(rows[r] + 4 * g)), w);
+    }
+  } else {
+    for (g = 0; g < full; ++g) {
+      w = _mm256_loadu_si256((const __m256i*)(const void*)(panel + 32 * g));
+      for (r = 0; r < nrows; ++r) {
+        xv = _mm256_xor_si256(_mm256_broadcastd_epi32(_mm_loadu_si32(rows[r] + 4 * g)), xor_v);
+        s[r] = QGEMM_DPBUSD(s[r], xv, w);
+      }
     }
   }
-  for (r = 0; r < MR; ++r) _mm256_storeu_si256((__m256i*)(void*)acc[r], s[r]);
+  for (g = full; g < groups; ++g) { /* the last k % 4 */
+    w = _mm256_loadu_si256((const __m256i*)(const void*)(panel + 32 * g));
+    for (r = 0; r < nrows; ++r) {
+      xv = _mm256_set1_epi32((int)(load_word(rows[r] + 4 * g, k - 4 * g) ^ flip ^ 0x80808080u));
+      s[r] = QGEMM_DPBUSD(s[r], xv, w);
+    }
+  }
+  for (r = 0; r < nrows; ++r) _mm256_storeu_si256((__m256i*)(void*)acc[r], s[r]);
   /* the unsigned operand was x + 128: take 128 * sum_k w back off */
-  for (r = 0; r < MR; ++r)
+  for (r = 0; r < nrows; ++r)
     for (c = 0; c < NR; ++c) acc[r][c] -= 128 * sums[c];
 #elif defined(QGEMM_AVX2)
   __m256i s[MR][2];
   int32_t lanes[8];
-  for (r = 0; r < MR; ++r) s[r][0] = s[r][1] = _mm256_setzero_si256();
+  for (r = 0; r < nrows; ++r) s[r][0] = s[r][1] = _mm256_setzero_si256();
   for (g = 0; g < groups; ++g) {
     /* 4 columns x 4 k as 16 int16: products in pairs by vpmaddwd, no saturation */
     __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(const void*)(panel + 32 * g)));
     __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(const void*)(panel + 32 * g + 16)));
-    for (r = 0; r < MR; ++r) {
+    for (r = 0; r < nrows; ++r) {
       __m256i xv = _mm256_cvtepi8_epi16(_mm_set1_epi32((int)(load_word(rows[r] + 4 * g, k - 4 * g) ^ flip)));
       s[r][0] = _mm256_add_epi32(s[r][0], _mm256_madd_epi16(w0, xv));
       s[r][1] = _mm256_add_epi32(s[r][1], _mm256_madd_epi16(w1, xv));
     }
   }
-  for (r = 0; r < MR; ++r) {
+  for (r = 0; r < nrows; ++r) {
     for (c = 0; c < 2; ++c) {
       _mm256_storeu_si256((__m256i*)(void*)lanes, s[r][c]);
       acc[r][4 * c] = lanes[0] + lanes[1];
@@ -106,16 +140,16 @@ static void tile(const uint8_t* const rows[MR], const uint8_t* panel, const int3
   }
 #elif defined(QGEMM_SDOT)
   int32x4_t s[MR][2];
-  for (r = 0; r < MR; ++r) s[r][0] = s[r][1] = vdupq_n_s32(0);
+  for (r = 0; r < nrows; ++r) s[r][0] = s[r][1] = vdupq_n_s32(0);
   for (g = 0; g < groups; ++g) {
     int8x16_t w0 = vld1q_s8((const int8_t*)(panel + 32 * g)), w1 = vld1q_s8((const int8_t*)(panel + 32 * g + 16));
-    for (r = 0; r < MR; ++r) {
+    for (r = 0; r < nrows; ++r) {
       int8x16_t xv = vreinterpretq_s8_u32(vdupq_n_u32(load_word(rows[r] + 4 * g, k - 4 * g) ^ flip));
       s[r][0] = vdotq_s32(s[r][0], w0, xv);
       s[r][1] = vdotq_s32(s[r][1], w1, xv);
     }
   }
-  for (r = 0; r < MR; ++r) {
+  for (r = 0; r < nrows; ++r) {
     vst1q_s32(acc[r], s[r][0]);
     vst1q_s32(acc[r] + 4, s[r][1]);
   }
@@ -124,10 +158,10 @@ static void tile(const uint8_t* const rows[MR], const uint8_t* panel, const int3
   /* vmull_s8 (exact in int16) then pairwise into int32 (vpadal): no saturation */
   int32x4_t s[MR][4];
   int32_t lanes[4];
-  for (r = 0; r < MR; ++r) s[r][0] = s[r][1] = s[r][2] = s[r][3] = vdupq_n_s32(0);
+  for (r = 0; r < nrows; ++r) s[r][0] = s[r][1] = s[r][2] = s[r][3] = vdupq_n_s32(0);
   for (g = 0; g < groups; ++g) {
     int8x16_t w0 = vld1q_s8((const int8_t*)(panel + 32 * g)), w1 = vld1q_s8((const int8_t*)(panel + 32 * g + 16));
-    for (r = 0; r < MR; ++r) {
+    for (r = 0; r < nrows; ++r) {
       int8x8_t xv = vreinterpret_s8_u32(vdup_n_u32(load_word(rows[r] + 4 * g, k - 4 * g) ^ flip));
       s[r][0] = vpadalq_s16(s[r][0], vmull_s8(vget_low_s8(w0), xv));
       s[r][1] = vpadalq_s16(s[r][1], vmull_s8(vget_high_s8(w0), xv));
@@ -135,7 +169,7 @@ static void tile(const uint8_t* const rows[MR], const uint8_t* panel, const int3
       s[r][3] = vpadalq_s16(s[r][3], vmull_s8(vget_high_s8(w1), xv));
     }
   }
-  for (r = 0; r < MR; ++r) {
+  for (r = 0; r < nrows; ++r) {
     for (c = 0; c < 4; ++c) {
       vst1q_s32(lanes, s[r][c]);
       acc[r][2 * c] = lanes[0] + lanes[1];
@@ -145,7 +179,7 @@ static void tile(const uint8_t* const rows[MR], const uint8_t* panel, const int3
 #elif defined(QGEMM_DSP)
   /* CMSIS-NN's 1 x 4 inner loop: SXTB16 splits 4 bytes into the even and the
    * odd pairs of int16, SMLAD multiplies and adds a pair */
-  for (r = 0; r < MR; ++r) {
+  for (r = 0; r < nrows; ++r) {
     int half;
     for (half = 0; half < 2; ++half) {
       int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
@@ -176,11 +210,11 @@ static void tile(const uint8_t* const rows[MR], const uint8_t* panel, const int3
   (void)c;
 #else
   int j;
-  for (r = 0; r < MR; ++r)
+  for (r = 0; r < nrows; ++r)
     for (c = 0; c < NR; ++c) acc[r][c] = 0;
   for (g = 0; g < groups; ++g) {
     const int8_t* w = (const int8_t*)(panel + 32 * g);
-    for (r = 0; r < MR; ++r) {
+    for (r = 0; r < nrows; ++r) {
       uint32_t xw = load_word(rows[r] + 4 * g, k - 4 * g) ^ flip;
       int32_t xv[4];
       for (j = 0; j < 4; ++j) xv[j] = (int8_t)(uint8_t)(xw >> (8 * j));
@@ -191,10 +225,81 @@ static void tile(const uint8_t* const rows[MR], const uint8_t* panel, const int3
 #endif
 }
 
+static void tile(const uint8_t* const* rows, const uint8_t* panel, const int32_t* sums, int64_t k, uint32_t flip,
+                 int32_t (*acc)[NR]) {
+  tile_rows(rows, panel, sums, k, flip, acc, MR);
+}
+
+static void tile_one_row(const uint8_t* const* rows, const uint8_t* panel, const int32_t* sums, int64_t k,
+                         uint32_t flip, int32_t (*acc)[NR]) {
+  tile_rows(rows, panel, sums, k, flip, acc, 1);
+}
+
 static inline uint8_t requantize_out(int64_t acc, int32_t q, int32_t shift, const rxe_qgemm_t* g) {
   int32_t v = rxe_qint8_requantize(rxe_qint8_saturate(acc), q, shift) + g->out_zero;
   v = v < g->act_min ? g->act_min : v > g->act_max ? g->act_max : v;
   return (uint8_t)v;
+}
+
+#if defined(QGEMM_VNNI) || defined(QGEMM_AVX2)
+#define QGEMM_VECTOR_REQUANT 1
+/* out[c] = clamp(requant(acc[c] + col[c] + row, q[c], -e[c]) + out_zero) for 8 columns, no left shift
+ * (e >= 0) and exact int32 sums: srdhm(a, q) = (a*q + 2^30) >> 31 (floor) for q != INT32_MIN. */
+static inline void requantize_row(const int32_t* acc, const int32_t* col, int32_t row, const int32_t* q,
+                                  const int32_t* e, const rxe_qgemm_t* g, int32_t* out) {
+  __m256i a = _mm256_add_epi32(_mm256_add_epi32(_mm256_loadu_si256((const __m256i*)(const void*)acc),
+                                                _mm256_loadu_si256((const __m256i*)(const void*)col)),
+                               _mm256_set1_epi32(row));
+  __m256i qv = _mm256_loadu_si256((const __m256i*)(const void*)q);
+  __m256i ev = _mm256_loadu_si256((const __m256i*)(const void*)e);
+  __m256i half = _mm256_set1_epi64x((int64_t)1 << 30), one = _mm256_set1_epi32(1);
+  __m256i even = _mm256_srli_epi64(_mm256_add_epi64(_mm256_mul_epi32(a, qv), half), 31);
+  __m256i odd = _mm256_slli_epi64(
+      _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(a, 32), _mm256_srli_epi64(qv, 32)), half), 1);
+  __m256i x = _mm256_blend_epi32(even, odd, 0xaa);
+  __m256i mask = _mm256_sub_epi32(_mm256_sllv_epi32(one, ev), one);
+  __m256i threshold = _mm256_sub_epi32(_mm256_srli_epi32(mask, 1), _mm256_cmpgt_epi32(_mm256_setzero_si256(), x));
+  x = _mm256_sub_epi32(_mm256_srav_epi32(x, ev), _mm256_cmpgt_epi32(_mm256_and_si256(x, mask), threshold));
+  x = _mm256_add_epi32(x, _mm256_set1_epi32(g->out_zero));
+  x = _mm256_min_epi32(_mm256_max_epi32(x, _mm256_set1_epi32(g->act_min)), _mm256_set1_epi32(g->act_max));
+  _mm256_storeu_si256((__m256i*)(void*)out, x);
+}
+#elif defined(QGEMM_SDOT) || defined(QGEMM_NEON)
+#define QGEMM_VECTOR_REQUANT 1
+/* The same with vqrdmulh, which is srdhm exactly (INT32_MIN * INT32_MIN saturating too). */
+static inline void requantize_row(const int32_t* acc, const int32_t* col, int32_t row, const int32_t* q,
+                                  const int32_t* e, const rxe_qgemm_t* g, int32_t* out) {
+  int half;
+  for (half = 0; half < 2; ++half) {
+    int32x4_t a = vaddq_s32(vaddq_s32(vld1q_s32(acc + 4 * half), vld1q_s32(col + 4 * half)), vdupq_n_s32(row));
+    int32x4_t ev = vld1q_s32(e + 4 * half), one = vdupq_n_s32(1);
+    int32x4_t mask = vsubq_s32(vshlq_s32(one, ev), one), threshold, rem;
+    a = vqrdmulhq_s32(a, vld1q_s32(q + 4 * half));
+    rem = vandq_s32(a, mask);
+    threshold = vaddq_s32(vshrq_n_s32(mask, 1), vreinterpretq_s32_u32(vshrq_n_u32(vreinterpretq_u32_s32(a), 31)));
+    a = vaddq_s32(vshlq_s32(a, vnegq_s32(ev)), vreinterpretq_s32_u32(vshrq_n_u32(vcgtq_s32(rem, threshold), 31)));
+    a = vaddq_s32(a, vdupq_n_s32(g->out_zero));
+    a = vminq_s32(vmaxq_s32(a, vdupq_n_s32(g->act_min)), vdupq_n_s32(g->act_max));
+    vst1q_s32(out + 4 * half, a);
+  }
+}
+#endif
+
+/* Can the vector epilogue run: every shift <= 0, no multiplier INT32_MIN, and
+ * |bias| + 4 * 128 * 128 * k below 2^31 (each partial sum exact in int32)? */
+static int vector_epilogue_ok(const rxe_qgemm_t* g) {
+#if defined(QGEMM_VECTOR_REQUANT)
+  int64_t n, bound = 0;
+  for (n = 0; n < g->n; ++n) {
+    int64_t b = g->bias[n] < 0 ? -(int64_t)g->bias[n] : g->bias[n];
+    if (g->shift[n] > 0 || g->multiplier[n] == INT32_MIN) return 0;
+    bound = b > bound ? b : bound;
+  }
+  return bound + 65536 * g->k < INT32_MAX;
+#else
+  (void)g;
+  return 0;
+#endif
 }
 
 void rxe_qgemm_run(const rxe_qgemm_t* g) {
@@ -202,6 +307,7 @@ void rxe_qgemm_run(const rxe_qgemm_t* g) {
   int64_t panels = (g->n + NR - 1) / NR, panel_bytes = (g->k + 3) / 4 * 32, m0, p, i;
   const uint8_t* first_panel = g->w_packed + 4 * panels * NR;
   uint8_t flip8 = (uint8_t)(g->flip & 0xffu);
+  int vector = vector_epilogue_ok(g);
   for (m0 = 0; m0 < g->m; m0 += MR) {
     const uint8_t* rows[MR];
     int64_t xsum[MR];
@@ -215,9 +321,31 @@ void rxe_qgemm_run(const rxe_qgemm_t* g) {
     }
     for (p = 0; p < panels; ++p) {
       int32_t acc[MR][NR];
-      int64_t n0 = p * NR, c;
-      tile(rows, first_panel + p * panel_bytes, wsum + n0, g->k, g->flip, acc);
-      for (c = 0; c < NR && n0 + c < g->n; ++c) {
+      int64_t n0 = p * NR, c, columns = g->n - n0 < NR ? g->n - n0 : NR;
+      if (g->m - m0 >= MR) {
+        tile(rows, first_panel + p * panel_bytes, wsum + n0, g->k, g->flip, acc);
+      } else { /* the last rows one by one */
+        for (r = 0; m0 + r < g->m; ++r)
+          tile_one_row(rows + r, first_panel + p * panel_bytes, wsum + n0, g->k, g->flip, acc + r);
+      }
+#if defined(QGEMM_VECTOR_REQUANT)
+      if (vector) {
+        int32_t col[NR], q[NR], e[NR], out[NR];
+        for (c = 0; c < NR; ++c) {
+          int64_t n = n0 + (c < columns ? c : 0);
+          col[c] = (int32_t)((int64_t)g->bias[n] - (int64_t)g->xz * wsum[n] + g->k * (int64_t)g->xz * g->wz);
+          q[c] = g->multiplier[n];
+          e[c] = -g->shift[n];
+        }
+        for (r = 0; r < MR && m0 + r < g->m; ++r) {
+          uint8_t* dst = g->out + (m0 + r) * g->ldm + n0 * g->ldn;
+          requantize_row(acc[r], col, (int32_t)(-(int64_t)g->wz * xsum[r]), q, e, g, out);
+          for (c = 0; c < columns; ++c) dst[c * g->ldn] = (uint8_t)out[c];
+        }
+        continue;
+      }
+#endif
+      for (c = 0; c < columns; ++c) {
         int64_t n = n0 + c;
         int64_t column = (int64_t)g->bias[n] - (int64_t)g->xz * wsum[n] + g->k * (int64_t)g->xz * g->wz;
         uint8_t* out = g->out + m0 * g->ldm + n * g->ldn;
@@ -227,6 +355,7 @@ void rxe_qgemm_run(const rxe_qgemm_t* g) {
       }
     }
   }
+  (void)vector;
 }
 
 rxe_status_t rxe_qint8_check(const char* what, int64_t k, int64_t n, const int32_t* shift, int64_t x_zero,

@@ -64,6 +64,25 @@ def test_requantize_matches_the_contract_bit_for_bit(kernels):
     check(case, kernels.run(case))
 
 
+def epilogue_case(positive_shifts):
+    """qdense with k = 1 and zero operands, so that acc = bias: edge accumulators, multipliers and shifts
+    through the vector epilogue (every shift <= 0, |bias| + 65536 below 2^31) or, with a positive shift
+    among them, the scalar one."""
+    acc, q, shift = edge_requantizations()
+    keep = (np.abs(acc) < INT32_MAX - 65536) & (shift > 0 if positive_shifts else shift <= 0)
+    acc, q, shift = acc[keep].astype(np.int32), q[keep].astype(np.int32), shift[keep].astype(np.int32)
+    n = acc.size
+    x, w, out = np.zeros((1, 1), np.int8), np.zeros((n, 1), np.int8), np.zeros((1, n), np.int8)
+    expected = np.clip(requant(acc, q, shift), -128, 127).astype(np.int8).reshape(1, n)
+    return Q.DENSE, [x, Q.pack_qdense_weights(w), acc, q, shift, out], [1, n, 1, 0, 0, 0, -128, 127, 0], expected
+
+
+@pytest.mark.parametrize("positive_shifts", [False, True])
+def test_the_epilogues_match_over_edge_values(kernels, positive_shifts):
+    case = epilogue_case(positive_shifts)
+    check(case, kernels.run(case))
+
+
 DTYPES = [("int8", "int8", "int8"), ("uint8", "int8", "uint8"), ("uint8", "uint8", "int8"), ("int8", "uint8", "uint8")]
 SHAPES = [(1, 1, 1), (1, 8, 4), (3, 5, 7), (4, 8, 16), (5, 9, 33), (7, 17, 64), (13, 40, 130), (2, 3, 1)]
 
@@ -163,7 +182,7 @@ EMULATED = ["qemu-aarch64", "qemu-aarch64-dotprod", "qemu-armv7", "qemu-riscv64"
 def test_emulated_dense_matches_the_mirror(tmp_path, board_name):
     board = load_board(board_name)
     driver = build_driver(board, tmp_path / "qint8_driver")
-    cases = [requantize_case(*edge_requantizations())] + dense_cases(4)
+    cases = [requantize_case(*edge_requantizations()), epilogue_case(False), epilogue_case(True)] + dense_cases(4)
     for case, (status, out) in zip(cases, run_driver(board, driver, cases, tmp_path)):
         assert status == 0, f"{case[0]} {case[2]}: status {status}"
         check(case, out)

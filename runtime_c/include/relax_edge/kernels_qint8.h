@@ -63,8 +63,9 @@ int32_t rxe_qint8_requantize(int32_t acc, int32_t q, int32_t shift);
 
 /* out (m,n) = requantized x (m,k) @ W^T, x and out row-major; w_packed as
  * above; bias, multiplier, shift: n int32 each. */
-/* stack: at most 1152 bytes: the 4 x 8 int32 tile and its vector sums in
- * tile (qgemm.c). Measured 640 (Cortex-M4) to 1000 (x86-64 AVX2). */
+/* stack: at most 1536 bytes: the tile of up to 8 x 8 int32 sums, their
+ * vector registers and the epilogue's column terms in rxe_qgemm_run
+ * (qgemm.c). Measured 656 (Cortex-M4) to 1352 (x86-64 AVX2). */
 rxe_status_t rxe_lib_qdense_s8(const void* x, const void* w_packed, const int32_t* bias, const int32_t* multiplier,
                                const int32_t* shift, void* out, int64_t m, int64_t n, int64_t k, int64_t x_zero,
                                int64_t w_zero, int64_t out_zero, int64_t act_min, int64_t act_max, int64_t dtypes,
@@ -75,8 +76,8 @@ rxe_status_t rxe_lib_qdense_s8(const void* x, const void* w_packed, const int32_
  * group, the (o/groups) x (c/groups*kh*kw) matrix packed as for qdense, one
  * after the other (each RXE_QINT8_PACKED_BYTES(o/groups, c/groups*kh*kw)).
  * scratch: RXE_LIB_QCONV2D_SCRATCH_BYTES bytes (may be NULL on the 1x1 path). */
-/* stack: at most 1536 bytes: the GEMM's (above) under the convolution's
- * frame. Measured 1024 (Cortex-M4) to 1400 (x86-64 AVX2). */
+/* stack: at most 2048 bytes: the GEMM's (above) under the convolution's
+ * frame. Measured 1040 (Cortex-M4) to 1752 (x86-64 AVX2). */
 rxe_status_t rxe_lib_qconv2d_s8(const void* x, const void* w_packed, const int32_t* bias, const int32_t* multiplier,
                                 const int32_t* shift, void* y, void* scratch, int64_t n, int64_t c, int64_t h,
                                 int64_t w, int64_t o, int64_t kh, int64_t kw, int64_t oh, int64_t ow,
