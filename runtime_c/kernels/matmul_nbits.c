@@ -42,7 +42,9 @@ typedef __m256 qv_t;
 #define qv_load(p) _mm256_loadu_ps(p)
 #define qv_store(p, v) _mm256_storeu_ps(p, v)
 #define qv_fma(acc, a, b) _mm256_fmadd_ps(a, b, acc)
-#elif defined(__aarch64__)
+#elif defined(__aarch64__) || (defined(__ARM_NEON) && defined(__GNUC__))
+/* NEON: aarch64, and 32-bit ARMv7 with NEON (the multiply-adds unfused there when it has no VFPv4) */
+#define QNEON 1
 #include <arm_neon.h>
 #define VL 4
 typedef float32x4_t qv_t;
@@ -50,7 +52,11 @@ typedef float32x4_t qv_t;
 #define qv_set(s) vdupq_n_f32(s)
 #define qv_load(p) vld1q_f32(p)
 #define qv_store(p, v) vst1q_f32(p, v)
+#if defined(__aarch64__) || defined(__ARM_FEATURE_FMA)
 #define qv_fma(acc, a, b) vfmaq_f32(acc, a, b)
+#else
+#define qv_fma(acc, a, b) vmlaq_f32(acc, a, b)
+#endif
 #else
 #define VL 1
 typedef float qv_t;
@@ -131,7 +137,7 @@ QINLINE void decode_units(const uint8_t* p, int bits, block_t b, int float_mode,
   widen(v0, z, s, m, float_mode, w);
   if (units == 2) widen(v1, z, s, m, float_mode, w + GROUPS);
 }
-#elif defined(__aarch64__)
+#elif defined(QNEON)
 QINLINE void widen(uint8x16_t v, uint8x8_t z, float s, float32x4_t m, int float_mode, qv_t* w) {
   int16x8_t lo = vreinterpretq_s16_u16(vsubl_u8(vget_low_u8(v), z)); /* q - zero in [-255, 255] */
   int16x8_t hi = vreinterpretq_s16_u16(vsubl_u8(vget_high_u8(v), z));
@@ -537,7 +543,7 @@ QINLINE void q8_block(const uint8_t* bp, int bits, int paired, int64_t block, co
   }
   QUNROLL(4)
   for (i = 0; i < r; ++i) accf[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_set1_ps(ws[i]), accf[i]);
-#elif defined(__aarch64__)
+#elif defined(QNEON)
   int32x4_t isum[GEMV_ROWS];
   QUNROLL(4)
   for (i = 0; i < r; ++i) isum[i] = vdupq_n_s32(0);
@@ -588,7 +594,7 @@ QINLINE void q8_block(const uint8_t* bp, int bits, int paired, int64_t block, co
     }
   }
   QUNROLL(4)
-  for (i = 0; i < r; ++i) accf[i] = vfmaq_n_f32(accf[i], vcvtq_f32_s32(isum[i]), ws[i]);
+  for (i = 0; i < r; ++i) accf[i] = qv_fma(accf[i], vcvtq_f32_s32(isum[i]), vdupq_n_f32(ws[i]));
 #else
   int32_t isum[GEMV_ROWS];
   for (i = 0; i < r; ++i) isum[i] = 0;

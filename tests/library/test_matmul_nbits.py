@@ -4,8 +4,11 @@
 dequantization written from the layout: M from 1 (the decode path) to
 prefill sizes, N not a multiple of the 16-column panel, K with a partial last
 block, bits 4 and 8, block sizes 16..256, the three zero modes, with and
-without bias, 1 and 2 threads; then one-op graphs with a symbolic first dim
-compiled for the host (C and LLVM) and under QEMU (NEON, the portable C)."""
+without bias, act f32 and int8, 1 and 2 threads; against ONNX Runtime's
+MatMulNBits; the kernels under QEMU (aarch64 NEON with and without dotprod,
+armv7 NEON, riscv64 portable C); then graphs with a symbolic first dim (the
+embedding tied to the matmul) compiled for the host (C and LLVM) and under
+QEMU."""
 
 import ctypes
 import subprocess
@@ -221,11 +224,13 @@ def test_gather_refuses_an_index_out_of_range(nbits):
     assert status != 0 and "index 10 (position 1) is outside [-10, 10)" in message
 
 
-# ---- the kernels on emulated targets: NEON (with and without dotprod) and the portable C ----------------------
+# ---- the kernels on emulated targets: NEON (aarch64 with and without dotprod, armv7), the portable C -------
 
 EMULATED = {"neon": ("aarch64-linux-gnu-gcc", ["-O2", "-mcpu=cortex-a72"], ["qemu-aarch64", "-cpu", "max"]),
             "neon dotprod": ("aarch64-linux-gnu-gcc", ["-O2", "-march=armv8.2-a+dotprod"],
                              ["qemu-aarch64", "-cpu", "max"]),
+            "armv7 neon": ("arm-linux-gnueabihf-gcc", ["-O2", "-march=armv7-a", "-mfpu=neon", "-mfloat-abi=hard"],
+                           ["qemu-arm"]),
             "portable riscv64": ("riscv64-linux-gnu-gcc", ["-O2"], ["qemu-riscv64"])}
 
 

@@ -22,7 +22,9 @@
  * stored as a dequantized copy of W: a decode step reads each packed byte
  * once. block_size is a power of two of at least 16; bits 4 or 8.
  *
- * Paths: x86-64 AVX2+FMA, aarch64 NEON, else generic C (as kernels.h).
+ * Paths: x86-64 AVX2+FMA, aarch64 NEON, else generic C (as kernels.h), and
+ * also NEON on 32-bit ARMv7 (__ARM_NEON; multiply-adds unfused without VFPv4,
+ * and ARMv7 NEON flushes subnormals to zero).
  * Threads split the output columns; every output element is computed by one
  * thread in a fixed order, so results do not depend on the thread count.
  */
