@@ -66,6 +66,8 @@ def _load(model) -> tuple[onnx.ModelProto, str | None]:
         return model, None
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
+        if os.path.isfile(os.path.join(path, "genai_config.json")):
+            raise OnnxImportError(f"{path}: an ONNX Runtime GenAI model folder; import it with rxe.from_genai")
         if not os.path.isfile(path):
             raise OnnxImportError(f"{path}: no such file")
         try:
