@@ -93,3 +93,8 @@ def test_bad_config_is_refused_by_field(tmp_path, change, message):
 def test_a_folder_without_config_is_refused(tmp_path):
     with pytest.raises(OnnxImportError, match=r"no genai_config\.json \(not an ONNX Runtime GenAI model folder\)"):
         rxe.from_genai(tmp_path)
+
+
+def test_from_onnx_of_a_folder_names_from_genai(tmp_path):
+    with pytest.raises(OnnxImportError, match=r"an ONNX Runtime GenAI model folder; import it with rxe\.from_genai"):
+        rxe.from_onnx(folder_with(tmp_path, CONFIG))
