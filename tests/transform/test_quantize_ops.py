@@ -190,8 +190,10 @@ COMPILED = [c for c in CASES if c[0] in ("qdense_relu_3d", "qconv2d_depthwise_st
                                          "qlut_sigmoid", "qglobal_avg_pool", "quantize")]
 
 
-@pytest.mark.parametrize("backend", ["c", "llvm"])
-@pytest.mark.parametrize("case", COMPILED, ids=[c[0] for c in COMPILED])
+COMPILED_ROWS = [(c, "c") for c in COMPILED] + [(c, "llvm") for c in COMPILED if c[0].startswith(("qdense", "qconv"))]
+
+
+@pytest.mark.parametrize("case,backend", COMPILED_ROWS, ids=[f"{c[0]}-{b}" for c, b in COMPILED_ROWS])
 def test_compiled_equals_reference(case, backend, tmp_path, monkeypatch):
     """The portable tensor programs, compiled: the library kernels for qdense / qconv2d are set aside
     (tests/library/test_qgemm*.py test those)."""
