@@ -282,6 +282,16 @@ def test_group_query_attention_equals_onnxruntime(case):
         assert_close(interpreted(m, feeds, dim_bounds=PAST_FROM_0), ort_run(m, feeds), tol=1e-5)
 
 
+def test_group_query_attention_rotary_with_position_ids_equals_onnxruntime():
+    """position_ids (input 9) place the rotary, not seqlens_k (shifted by 2 here)."""
+    m = gqa_model(4, 2, 16, rotary=True)
+    m.graph.node[0].input.append("pos")
+    m.graph.input.append(helper.make_tensor_value_info("pos", I64, ["b", "s"]))
+    for past, seq in ((0, 5), (6, 1), (9, 3)):
+        feeds = {**gqa_feeds(m, 1, past, seq), "pos": np.arange(past + 2, past + seq + 2, dtype=np.int64)[None]}
+        assert_close(interpreted(m, feeds, dim_bounds=PAST_FROM_0), ort_run(m, feeds), tol=1e-5)
+
+
 def test_group_query_attention_compiled(tmp_path):
     m = gqa_model(*GQA_CASES["packed-rotary"])
     art = rxe.build(import_model(m, dim_bounds=PAST_FROM_0), board="host", backend="c", out_dir=tmp_path,
