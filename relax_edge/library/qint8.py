@@ -15,8 +15,8 @@ transform/legalize.py asks `lower_call` for them.
 3. Depthwise convolutions (groups == c == o) take their own kernel (no
    packing beyond the uint8 fold, no scratch); others go through im2col
    into the int8 GEMM with scratch of at most RXE_QCONV_PIXELS rows
-   (`conv_scratch_bytes`, which the memory planner sees), 0 bytes for the
-   1x1 stride-1 unpadded single-group case (the kernel reads x in place).
+   (`conv_scratch_bytes`, which the memory planner sees; a 1x1 stride-1
+   unpadded kernel fills it by a transpose).
 4. The ExternDecl's reference is the operator's numpy reference (the
    interpreter runs the legalized module); "params" carries the attributes.
 
@@ -167,7 +167,7 @@ def _qconv2d(call: Call):
     nb, c, h, wd = call.args[0].type.shape
     _, _, oh, ow = call.type.shape
     a = call.attrs
-    (sh, sw), (pt, pl, pb, pr) = a.get("strides", (1, 1)), a.get("padding", (0, 0, 0, 0))
+    (sh, sw), (pt, pl, _, _) = a.get("strides", (1, 1)), a.get("padding", (0, 0, 0, 0))
     (dh, dw), groups = a.get("dilation", (1, 1)), int(a.get("groups", 1))
     tail = _common(call, cg * kh * kw)
     if groups == o and cg == 1 and c.is_const and c.value == o:
@@ -176,8 +176,7 @@ def _qconv2d(call: Call):
                                   f"{DEPTHWISE_MAX_TAPS}")
         return (DEPTHWISE, [nb, c, h, wd, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw, *tail], ((1, "qdepthwise"),),
                 None)
-    one_by_one = (kh, kw, sh, sw, groups) == (1, 1, 1, 1, 1) and not any((pt, pl, pb, pr))
-    scratch = as_expr(0) if one_by_one else conv_scratch_bytes(cg * kh * kw, oh, ow)   # the pointer is passed
+    scratch = conv_scratch_bytes(cg * kh * kw, oh, ow)
     return (CONV2D, [nb, c, h, wd, o, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw, groups, *tail], ((1, "qconv2d"),),
             scratch)
 

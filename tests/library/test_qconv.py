@@ -1,5 +1,5 @@
-"""rxe_lib_qconv2d_s8 (im2col into the int8 GEMM, and the 1x1 path without
-it) and rxe_lib_qdepthwise_conv2d_s8 (3x3 interior path and the generic
+"""rxe_lib_qconv2d_s8 (im2col into the int8 GEMM, a transpose for 1x1) and
+rxe_lib_qdepthwise_conv2d_s8 (3x3 interior path and the generic
 loop) against a numpy mirror of the contract: strides, padding (x_zero is
 the padded value), dilation, groups, int8 / uint8 in and out, zero points,
 per-tensor and per-channel, fused clamps, more pixels than one im2col block.
@@ -24,11 +24,12 @@ CONVS = [
     (1, 3, 9, 9, 8, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1), 1),      # a first layer
     (2, 5, 7, 6, 9, 3, 3, (1, 1), (1, 0, 2, 1), (1, 1), 1),      # asymmetric padding, batch 2
     (1, 6, 10, 11, 4, 3, 2, (1, 2), (0, 1, 0, 1), (2, 1), 2),    # dilation, groups
-    (1, 16, 12, 12, 24, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 1),  # 1x1: no im2col (144 pixels)
+    (1, 16, 12, 12, 24, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 1),  # 1x1: a transpose (144 pixels)
     (1, 7, 5, 5, 3, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 1),      # 1x1, c not a multiple of 4
     (1, 8, 9, 9, 8, 1, 1, (2, 2), (0, 0, 0, 0), (1, 1), 1),      # 1x1 of stride 2: im2col
     (1, 4, 13, 13, 5, 5, 5, (1, 1), (2, 2, 2, 2), (1, 1), 1),    # 169 pixels: three im2col blocks
     (1, 2, 1, 1, 3, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 1),      # K = 2, one pixel
+    (1, 6, 5, 4, 4, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 2),      # 1x1 in groups
 ]
 DEPTHWISE = [
     (1, 8, 9, 9, 8, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 8),
@@ -64,15 +65,11 @@ def test_depthwise_matches_the_mirror(kernels):
         check(case, kernels.run(case))
 
 
-def test_the_1x1_path_needs_no_scratch(kernels):
-    case = conv_case(np.random.default_rng(3), 1, 16, 6, 6, 8, 1, 1, x_dtype="uint8", x_zero=128, w_zero=2)
-    symbol, arrays, sizes, _ = case
-    status, message = kernels.call(symbol, [*arrays[:6], None], sizes)
-    assert status == 0, message
-    check(case, arrays[5])
-    padded = conv_case(np.random.default_rng(3), 1, 16, 6, 6, 8, 3, 3, padding=(1, 1, 1, 1))
-    status, message = kernels.call(padded[0], [*padded[1][:6], None], padded[2])
-    assert status == 7 and "scratch is NULL" in message
+def test_a_missing_scratch_is_an_error(kernels):
+    for kernel in (1, 3):
+        symbol, arrays, sizes, _ = conv_case(np.random.default_rng(3), 1, 16, 6, 6, 8, kernel, kernel)
+        status, message = kernels.call(symbol, [*arrays[:6], None], sizes)
+        assert status == 7 and "scratch is NULL" in message
 
 
 def test_bad_sizes_are_errors(kernels):

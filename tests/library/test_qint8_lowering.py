@@ -64,7 +64,7 @@ def test_legalize_calls_the_int8_kernels():
     assert [c.name for c in calls] == [Q.CONV2D, Q.DEPTHWISE, Q.CONV2D, Q.DENSE]
     assert [c.attrs.get("scratch_bytes") is not None for c in calls] == [True, False, True, False]
     assert int(calls[0].attrs["scratch_bytes"]) == 20 * 27   # 5x4 output pixels, one block
-    assert int(calls[2].attrs["scratch_bytes"]) == 0         # 1x1: x read in place
+    assert int(calls[2].attrs["scratch_bytes"]) == 20 * 8     # 1x1: the 20 pixels of 8 channels transposed
     assert dict(calls[0].attrs["pack"]) == {1: "qconv2d"} and dict(calls[3].attrs["pack"]) == {1: "qdense"}
 
 

@@ -52,8 +52,7 @@ extern "C" {
   ((((n) + 7) / 8) * 8 * 4 + (((n) + 7) / 8) * (((k) + 3) / 4) * 32)
 /* Output pixels per im2col block of rxe_lib_qconv2d_s8. */
 #define RXE_QCONV_PIXELS 64
-/* Bytes of scratch for rxe_lib_qconv2d_s8: one block of im2col rows (0 for
- * the 1x1 path: 1x1 kernel, stride 1, no padding, one group). */
+/* Bytes of scratch for rxe_lib_qconv2d_s8: one block of im2col rows. */
 #define RXE_LIB_QCONV2D_SCRATCH_BYTES(c, kh, kw, oh, ow, groups) \
   ((uint64_t)((oh) * (ow) < RXE_QCONV_PIXELS ? (oh) * (ow) : RXE_QCONV_PIXELS) * \
    (uint64_t)((c) / (groups) * (kh) * (kw)))
@@ -75,9 +74,10 @@ rxe_status_t rxe_lib_qdense_s8(const void* x, const void* w_packed, const int32_
  * Reads outside the input are x_zero (the real value 0). w_packed: per
  * group, the (o/groups) x (c/groups*kh*kw) matrix packed as for qdense, one
  * after the other (each RXE_QINT8_PACKED_BYTES(o/groups, c/groups*kh*kw)).
- * scratch: RXE_LIB_QCONV2D_SCRATCH_BYTES bytes (may be NULL on the 1x1 path). */
+ * scratch: RXE_LIB_QCONV2D_SCRATCH_BYTES bytes (a 1x1 kernel of stride 1
+ * without padding fills it by a transpose of the block's pixels). */
 /* stack: at most 2048 bytes: the GEMM's (above) under the convolution's
- * frame. Measured 1040 (Cortex-M4) to 1752 (x86-64 AVX2). */
+ * frame. Measured 936 (Cortex-M4) to 1672 (x86-64 AVX2). */
 rxe_status_t rxe_lib_qconv2d_s8(const void* x, const void* w_packed, const int32_t* bias, const int32_t* multiplier,
                                 const int32_t* shift, void* y, void* scratch, int64_t n, int64_t c, int64_t h,
                                 int64_t w, int64_t o, int64_t kh, int64_t kw, int64_t oh, int64_t ow,
