@@ -173,3 +173,40 @@ def test_narrow_int_quantize_dequantize_against_onnx_reference(elem, held, lo, h
                 assert q.dtype == held and q.min() >= lo and q.max() <= hi
                 np.testing.assert_array_equal(q, want_q)
                 np.testing.assert_allclose(m, want_m, rtol=1e-5, atol=1e-5)
+
+
+def test_qlinear_matmul_of_constant_weights_becomes_qdense(tmp_path):
+    """quantize_static (QOperator) of x @ W: QLinearMatMul with a constant per-column int8 W -> one qdense."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    rng = np.random.default_rng(8)
+    w = numpy_helper.from_array(rng.standard_normal((8, 5)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "mm",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 5])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    float_path, quant_path = tmp_path / "mm.onnx", tmp_path / "mm_q.onnx"
+    float_path.write_bytes(model.SerializeToString())
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{"x": rng.standard_normal((4, 8)).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    quantize_static(str(float_path), str(quant_path), Reader(), quant_format=QuantFormat.QOperator,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True)
+    import onnx
+    qmodel = onnx.load(str(quant_path))
+    assert "QLinearMatMul" in {n.op_type for n in qmodel.graph.node}
+    mod = dce(quantize_int8(rxe.from_onnx(qmodel)))
+    ops = [b.value.op.name for b in mod.functions["main"].body.blocks[0].bindings if isinstance(b.value, Call)]
+    assert "qdense" in ops and "matmul" not in ops, ops
+    inits = {i.name: numpy_helper.to_array(i) for i in qmodel.graph.initializer}
+    step = float(inits[[n for n in qmodel.graph.node if n.output[0] == "y"][0].input[1]])
+    sess = _spec(qmodel)
+    for n in (1, 5):
+        x = rng.standard_normal((n, 8)).astype(np.float32)
+        (want,) = sess.run(None, {"x": x})
+        assert np.abs(rxe.interpret(mod, x) - want).max() <= step * 1.01

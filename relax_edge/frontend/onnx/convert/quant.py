@@ -23,7 +23,8 @@
    below 2^24 (exact in float32: K * 2^16 < 2^24 for 8-bit operands, K the reduction length, plus a known
    bias), else in float64. A 2-D QLinearConv whose weights, scales, zero points and bias are all constants
    (ONNX Runtime's QOperator models) imports as dequantize -> Conv -> quantize instead, which the quantize
-   pass makes one qconv2d.
+   pass makes one qconv2d; a QLinearMatMul of a constant 2-D b and constant parameters (a per tensor) as
+   dequantize -> MatMul -> quantize, which it makes one qdense.
 6. TfIdfVectorizer (opset 9) is in tfidf.py and registers from here.
 """
 
@@ -318,6 +319,12 @@ def convert_qlinear_matmul(ctx, inputs):
         raise ctx.error("input 7 (y_zero_point) is required")
     out_dtype = _zero_point_dtype(ctx, y_zp, 7, ("int8", "uint8"))
     a_type = ctx.type_of(a)
+    if _all_known(ctx, a_scale, a_zp, b, b_scale, b_zp, y_scale) and ctx.type_of(b).ndim == 2 and \
+            ctx.known(a_scale).size == 1 and (a_zp is None or ctx.known(a_zp).size == 1):
+        per_column = ctx.known(b_scale).size > 1
+        bf = dequantized(ctx, b, b_scale, b_zp, 1 if per_column else None)
+        y = ctx.emit("matmul", [dequantized(ctx, a, a_scale, a_zp), bf])
+        return quantized(ctx, y, y_scale, y_zp)
     za = None if a_zp is None else _per_row(ctx, a_zp)
     acc = ctx.emit("matmul", [_widened(ctx, a, za, 2, _int8_operand(ctx, a, 0, "a")),
                               _widened(ctx, b, b_zp, 5, _int8_operand(ctx, b, 3, "b"))])
