@@ -4,7 +4,8 @@ The model is tests/llm_models' tiny Llama (CONFIGS["llama"]: RoPE, RMSNorm, 4 qu
 heads) saved as a Hugging Face folder with a word-level tokenizer of its 256 ids, then built by
 `python -m onnxruntime_genai.models.builder -p int4 -e cpu` (MatMulNBits with accuracy_level 4,
 GroupQueryAttention with rotary inside and packed QKV, SimplifiedLayerNormalization,
-SkipSimplifiedLayerNormalization); the folder is cached like tests/llm_models' exports.
+SkipSimplifiedLayerNormalization); the folder is cached like tests/llm_models' exports. Two more builds
+(VARIANTS): 8-bit weights (-p int8), and tied embeddings quantized into GatherBlockQuantized.
 
 References we did not write: ONNX Runtime on the same model.onnx (a Python greedy loop feeding the
 presents back; at accuracy_level 4 it quantizes activations to int8, so from_genai's default float32
@@ -47,9 +48,10 @@ _BUILD = ("import runpy, sys; sys.path.insert(0, sys.argv[1]); from tests.onnx_m
           "runpy.run_module('onnxruntime_genai.models.builder', run_name='__main__')")
 
 
-# the builder's inputs: transformers config changes and --extra_options
+# the builder's inputs: transformers config changes, --extra_options and the precision (-p)
 VARIANTS = {
     "llama": ({}, []),
+    "llama-int8": ({}, [], "int8"),   # 8-bit MatMulNBits
     # tied embeddings quantized too (GatherBlockQuantized on the LM head's weight, a width of 80 padded to 96
     # by the blocks of 32), one KV head (MQA)
     "llama-tied": ({"hidden_size": 80, "num_attention_heads": 5, "num_key_value_heads": 1, "tie_word_embeddings": True},
@@ -90,9 +92,9 @@ def genai_llama(variant: str = "llama") -> Path:
         shutil.rmtree(work, ignore_errors=True)
         try:
             _hf_folder(work / "hf", variant)
-            extra = VARIANTS[variant][1]
+            extra, precision = VARIANTS[variant][1], (VARIANTS[variant][2:] or ("int4",))[0]
             subprocess.run([sys.executable, "-c", _BUILD, str(ROOT), "-i", str(work / "hf"), "-o", str(work / "out"),
-                            "-p", "int4", "-e", "cpu", "-c", str(work / "cache"),
+                            "-p", precision, "-e", "cpu", "-c", str(work / "cache"),
                             *(["--extra_options", *extra] if extra else [])],
                            check=True, capture_output=True, timeout=600)
             os.replace(work / "out", folder)
@@ -239,6 +241,18 @@ def test_compiled_generate_equals_onnxruntime(folder, model, backend, int8, tmp_
         got = m.generate(PROMPT, max_new_tokens=len(want), stop=list(config.eos_token_ids)).tokens
     assert got == want[:len(got)] and (len(got) == len(want) or got[-1] in config.eos_token_ids)
     assert art.decoder["max_context"] == 48 and art.decoder["vocab"] == VOCAB
+
+
+def test_int8_weights_equal_onnxruntime():
+    folder = genai_llama("llama-int8")
+    model = onnx.load(str(folder / "model.onnx"))
+    assert {a.i for n in model.graph.node for a in n.attribute if a.name == "bits"} == {8}
+    feeds = _feeds(model, PROMPT, _empty_past(model))
+    args = [feeds[i.name] for i in model.graph.input]
+    for mod, proto in ((rxe.from_genai(folder), _level_0(model)), (rxe.from_genai(folder, int8_activations=True),
+                                                                   model)):
+        for g, w in zip(rxe.interpret(mod, *args), _session(proto).run(None, feeds)):
+            np.testing.assert_allclose(np.asarray(g), w, rtol=1e-4, atol=1e-4 * np.abs(w).max())
 
 
 def test_tied_int4_embeddings_share_the_lm_heads_constants():
