@@ -285,31 +285,81 @@ static void gemv_task(void* ctx, int64_t c0, int64_t c1, int thread) {
 
 /* ---- prefill: many rows ---- */
 
-/* panel (kc x PANEL, row stride PANEL) = W[j0 : j0+nr, p0 : p0+kc]^T dequantized, zeros past nr. */
+#if defined(__AVX2__) && defined(__FMA__)
+/* dst[p * PANEL + j] = r[j][p] for j, p < 8: an 8 x 8 transpose in registers. */
+static inline void store_transposed8(const __m256 r[8], float* dst) {
+  __m256 t[8], u[8];
+  int i;
+  for (i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (i = 0; i < 2; ++i) {
+    u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  for (i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(dst + i * PANEL, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+    _mm256_storeu_ps(dst + (i + 4) * PANEL, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+  }
+}
+#endif
+
+/* panel (kc x PANEL, row stride PANEL) = W[j0 : j0+nr, p0 : p0+kc]^T dequantized, zeros past nr. p0 and the
+ * blocks start at multiples of UNIT: units never straddle blocks. */
 static void dequant_panel(const nbits_t* g, int64_t j0, int64_t nr, int64_t p0, int64_t kc, float* panel) {
-  float run[UNIT];
+  const int float_mode = g->mode == RXE_NBITS_ZERO_FLOAT;
   qv_t w[2 * GROUPS];
-  int64_t j, e, t;
+  int64_t j, e, full = kc - kc % UNIT;
+#if defined(__AVX2__) && defined(__FMA__)
+  __m256 rows[2][8];
+  int64_t h;
+  int jj;
+  for (e = 0; e < full; e += UNIT) { /* 8 rows of W at a time, one unit each, transposed into the panel */
+    const int64_t b = (p0 + e) / g->block, in = p0 + e - b * g->block;
+    for (h = 0; h < PANEL; h += 8) {
+      for (jj = 0; jj < 8; ++jj) {
+        j = h + jj;
+        if (j < nr) {
+          const uint8_t* bp = g->q + ((j0 + j) * g->blocks + b) * g->block_bytes;
+          decode_units(bp + in * g->bits / 8, (int)g->bits, block_of(g, j0 + j, b), float_mode, w, 1);
+          rows[0][jj] = w[0];
+          rows[1][jj] = w[1];
+        } else {
+          rows[0][jj] = rows[1][jj] = _mm256_setzero_ps();
+        }
+      }
+      store_transposed8(rows[0], panel + e * PANEL + h);
+      store_transposed8(rows[1], panel + (e + 8) * PANEL + h);
+    }
+  }
+#else
+  float run[UNIT];
+  int64_t t;
   int v;
   for (j = 0; j < PANEL; ++j) {
-    if (j >= nr) {
-      for (e = 0; e < kc; ++e) panel[e * PANEL + j] = 0.0f;
-      continue;
-    }
-    for (e = 0; e < kc;) { /* p0 and the blocks start at multiples of UNIT: units never straddle blocks */
-      int64_t pos = p0 + e, b = pos / g->block, in = pos - b * g->block;
-      const block_t p = block_of(g, j0 + j, b);
-      const uint8_t* bp = g->q + ((j0 + j) * g->blocks + b) * g->block_bytes;
-      const int float_mode = g->mode == RXE_NBITS_ZERO_FLOAT;
-      if (e + UNIT <= kc) {
-        decode_units(bp + in * g->bits / 8, (int)g->bits, p, float_mode, w, 1);
+    for (e = 0; e < full; e += UNIT) {
+      const int64_t b = (p0 + e) / g->block, in = p0 + e - b * g->block;
+      if (j < nr) {
+        const uint8_t* bp = g->q + ((j0 + j) * g->blocks + b) * g->block_bytes;
+        decode_units(bp + in * g->bits / 8, (int)g->bits, block_of(g, j0 + j, b), float_mode, w, 1);
         for (v = 0; v < GROUPS; ++v) qv_store(run + v * VL, w[v]);
         for (t = 0; t < UNIT; ++t) panel[(e + t) * PANEL + j] = run[t];
-        e += UNIT;
       } else {
-        panel[e * PANEL + j] = weight(bp, in, (int)g->bits, p, float_mode);
-        ++e;
+        for (t = 0; t < UNIT; ++t) panel[(e + t) * PANEL + j] = 0.0f;
       }
+    }
+  }
+#endif
+  for (j = 0; j < PANEL; ++j) { /* the last weights of k, fewer than a unit */
+    for (e = full; e < kc; ++e) {
+      const int64_t b = (p0 + e) / g->block;
+      const uint8_t* bp = g->q + ((j0 + j) * g->blocks + b) * g->block_bytes;
+      panel[e * PANEL + j] = j < nr ? weight(bp, p0 + e - b * g->block, (int)g->bits, block_of(g, j0 + j, b),
+                                             float_mode)
+                                    : 0.0f;
     }
   }
 }
