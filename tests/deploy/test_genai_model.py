@@ -81,7 +81,7 @@ def genai_llama(variant: str = "llama") -> Path:
     """The builder's int4 CPU folder of a tiny Llama (VARIANTS), built once per source and package versions."""
     key = source_key(__file__, ROOT / "tests" / "llm_models.py") + "-" + importlib.metadata.version(
         "onnxruntime-genai").replace(".", "")
-    stem = f"genai-{variant}"
+    stem = "genai_" + variant.replace("-", "_")   # no stem a prefix of another's "stem-" (the cleanups glob it)
     folder = cache_dir() / f"{stem}-{key}"
 
     def build(marker: Path) -> None:
