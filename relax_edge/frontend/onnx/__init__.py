@@ -1,6 +1,7 @@
 """ONNX frontend: `from_onnx(model, dim_bounds=None, input_shapes=None, constant_inputs=None,
 max_constant_bytes=None, kv_cache=None, max_context=None)`; every problem with a model raises
-OnnxImportError. `kv_pairs(mod)`: the past/present pairs of a KV-cache decoder found at import (kv_cache.py)."""
+OnnxImportError. `kv_pairs(mod)`: the past/present pairs of a KV-cache decoder found at import (kv_cache.py).
+`from_genai(folder, max_context=None, int8_activations=False)`: an ONNX Runtime GenAI model folder (genai.py)."""
 
 from .context import OnnxImportError
 from .genai import from_genai
