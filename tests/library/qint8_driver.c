@@ -1,9 +1,10 @@
 /* Runs the int8 kernels on a target (under QEMU, or semihosting on a
- * microcontroller) for the tests. argv[1]: records of int64 kind (0 qdense,
+ * microcontroller) for the tests, in the working directory (the host's,
+ * through semihosting). qint8_cases.bin: records of int64 kind (0 qdense,
  * 1 qconv2d, 2 qdepthwise, 3 requantize), int64 count and that many int64
  * sizes, int64 count and that many arrays (int64 byte count, -1 for NULL,
- * then the bytes). argv[2] gets per record the int64 status and the output
- * array (int64 byte count, bytes). */
+ * then the bytes). qint8_results.bin gets per record the int64 status and
+ * the output array (int64 byte count, bytes). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -13,40 +14,16 @@
 
 static FILE* in;
 
-#ifdef RXE_SEMIHOST
-#include <semihost.h>
-
-/* argv from the semihosting command line ("driver cases results") */
-static int semihost_argv(char*** out_argv) {
-  static char line[1024];
-  static char* argv[4];
-  int argc = 0;
-  char* p = line;
-  if (sys_semihost_get_cmdline(line, (int)sizeof(line)) != 0) return 0;
-  while (*p && argc < 4) {
-    while (*p == ' ') *p++ = '\0';
-    if (!*p) break;
-    argv[argc++] = p;
-    while (*p && *p != ' ') ++p;
-  }
-  *out_argv = argv;
-  return argc;
-}
-#endif
-
 static int64_t read_i64(void) {
   int64_t v;
   if (fread(&v, sizeof v, 1, in) != 1) exit(2);
   return v;
 }
 
-int main(int argc, char** argv) {
+int main(void) {
   int64_t kind;
   FILE* out;
-#ifdef RXE_SEMIHOST
-  argc = semihost_argv(&argv);
-#endif
-  if (argc < 3 || (in = fopen(argv[1], "rb")) == NULL || (out = fopen(argv[2], "wb")) == NULL) return 4;
+  if ((in = fopen("qint8_cases.bin", "rb")) == NULL || (out = fopen("qint8_results.bin", "wb")) == NULL) return 4;
   while (fread(&kind, sizeof kind, 1, in) == 1) {
     int64_t s[MAX_ITEMS], len[MAX_ITEMS], ns = read_i64(), na, i, o = kind == 3 ? 3 : 5;
     void* p[MAX_ITEMS];

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from relax_edge.library import qint8 as Q
+from relax_edge.target import load_board
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "runtime_c"
@@ -206,11 +207,20 @@ class HostKernels:
 def build_driver(board, out: Path) -> Path:
     t = board.target
     if t.freestanding:
-        flags = [*t.cflags, *t.ldflags, "-DRXE_NO_LIBM", "-DRXE_NO_THREADS", "-DRXE_SEMIHOST"]
+        flags = [*t.cflags, *t.ldflags, "-DRXE_NO_LIBM", "-DRXE_NO_THREADS"]
     else:
         flags = [*t.cflags, "-static", "-DRXE_NO_THREADS"]
     compile_c([t.compiler, *flags, *WARNINGS, f"-I{RUNTIME / 'include'}", DRIVER, *SOURCES, "-o", out])
     return out
+
+
+def check_on_board(board_name: str, cases, workdir: Path) -> None:
+    """Build the driver for the board, run every case in one emulator run, compare each with its mirror."""
+    board = load_board(board_name)
+    driver = build_driver(board, workdir / "qint8_driver")
+    for case, (status, out) in zip(cases, run_driver(board, driver, cases, workdir)):
+        assert status == 0, f"{case[0]} {case[2]}: status {status}"
+        check(case, out)
 
 
 def run_driver(board, driver: Path, cases, workdir: Path):
@@ -222,14 +232,13 @@ def run_driver(board, driver: Path, cases, workdir: Path):
             payload += np.array([-1 if a is None else a.nbytes], np.int64).tobytes()
             if a is not None:
                 payload += np.ascontiguousarray(a).tobytes()
-    source, result = workdir / "cases.bin", workdir / "results.bin"
-    source.write_bytes(bytes(payload))
+    (workdir / "qint8_cases.bin").write_bytes(bytes(payload))
+    result = workdir / "qint8_results.bin"
     command = list(board.qemu["command"])
     if board.qemu.get("system"):
-        config = ",".join(["enable=on", "target=native", f"arg={driver.name}", f"arg={source}", f"arg={result}"])
-        command += ["-semihosting-config", config, "-kernel", str(driver)]
+        command += ["-semihosting-config", "enable=on,target=native", "-kernel", str(driver)]
     else:
-        command += [str(driver), str(source), str(result)]
+        command.append(str(driver))
     proc = subprocess.run(command, capture_output=True, timeout=300, cwd=workdir)
     assert proc.returncode == 0, f"{command}: {proc.returncode} {proc.stderr.decode()}"
     data, pos, results = result.read_bytes(), 0, []

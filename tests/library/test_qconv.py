@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from relax_edge.library import qint8 as Q
-from relax_edge.target import load_board
-from tests.library.qint8_lib import HostKernels, build_driver, check, conv_case, run_driver
+from tests.library.qint8_lib import HostKernels, check, check_on_board, conv_case
 from tests.library.test_qgemm import HOST_BUILDS
 
 
@@ -101,9 +100,4 @@ EMULATED = ["qemu-aarch64", "qemu-aarch64-dotprod", "qemu-armv7", "qemu-riscv64"
 @pytest.mark.emu
 @pytest.mark.parametrize("board_name", EMULATED)
 def test_emulated_convolutions_match_the_mirror(tmp_path, board_name):
-    board = load_board(board_name)
-    driver = build_driver(board, tmp_path / "qint8_driver")
-    batch = cases(CONVS[:5] + CONVS[6:], 6) + cases(DEPTHWISE, 7)
-    for case, (status, out) in zip(batch, run_driver(board, driver, batch, tmp_path)):
-        assert status == 0, f"{case[0]} {case[2]}: status {status}"
-        check(case, out)
+    check_on_board(board_name, cases(CONVS[:5] + CONVS[6:], 6) + cases(DEPTHWISE, 7), tmp_path)

@@ -23,13 +23,12 @@ from tests.library.qint8_lib import (
     SOURCES,
     WARNINGS,
     HostKernels,
-    build_driver,
     check,
+    check_on_board,
     compile_c,
     dense_case,
     requant,
     requantize_case,
-    run_driver,
 )
 
 HOST_BUILDS = {"native": ["-O3", "-march=native"], "avx2": ["-O2", "-mavx2", "-mfma"], "portable": ["-O2"]}
@@ -180,9 +179,5 @@ EMULATED = ["qemu-aarch64", "qemu-aarch64-dotprod", "qemu-armv7", "qemu-riscv64"
 @pytest.mark.emu
 @pytest.mark.parametrize("board_name", EMULATED)
 def test_emulated_dense_matches_the_mirror(tmp_path, board_name):
-    board = load_board(board_name)
-    driver = build_driver(board, tmp_path / "qint8_driver")
     cases = [requantize_case(*edge_requantizations()), epilogue_case(False), epilogue_case(True)] + dense_cases(4)
-    for case, (status, out) in zip(cases, run_driver(board, driver, cases, tmp_path)):
-        assert status == 0, f"{case[0]} {case[2]}: status {status}"
-        check(case, out)
+    check_on_board(board_name, cases, tmp_path)
