@@ -11,7 +11,8 @@ op/quant_weight.py's matmul_nbits and gather_nbits without re-quantization.
    unpacked to (N, n_blocks) (zero "uint8"; all of them 2^(bits-1) is the
    "default" mode); float zero points (the scales' type, w = (q - zp) * s)
    become offsets m = -zp * s (zero "float", equal to ONNX Runtime's within
-   float32 rounding; 4 bits only, as ONNX Runtime's CPU kernel). g_idx only when it is the trivial k // block_size.
+   float32 rounding; 4 bits only, as ONNX Runtime's CPU kernel). g_idx only
+   when it is the trivial k // block_size.
    accuracy_level: levels 0-3 compute with float32 activations, as does 4
    by default; with the importer option `int8_activations` (genai.py's
    `from_genai(..., int8_activations=True)` or `import_model`) level 4
@@ -36,7 +37,8 @@ op/quant_weight.py's matmul_nbits and gather_nbits without re-quantization.
    broadcast_to, reshape, plus a causal mask, softmax, @ v: the form
    transform/kv_state.py turns into kv_append / kv_attention. The causal
    frontier and the rotary positions come from seqlens_k (query i of batch b
-   is at seqlens_k[b] + 1 - S + i); the new keys go after the past, which is
+   is at seqlens_k[b] + 1 - S + i; position_ids, input 9, place the rotary
+   instead when given); the new keys go after the past, which is
    ONNX Runtime's placement when seqlens_k + 1 = past + S (an unpadded
    attention_mask, as generation feeds it). total_sequence_length is not
    read. local_window_size and softcap are supported; smooth_softmax,
