@@ -51,10 +51,11 @@ extern "C" {
  * prefill): a panel of 16 rows of W times 128 of k is dequantized once into a
  * stack buffer (8 KB) and multiplied into all m rows of x in register tiles of
  * 6 x 16. The two paths sum in different orders (last bits may differ). */
-/* stack: at most 10240 bytes, nearly all of it gemm_task (matmul_nbits.c) at most
- * 9400: the 8 KB dequantized panel and a 6 x 16 tile, on the prefill path.
- * Measured 8928 (x86-64 AVX2) to 9376 (Cortex-M4) for gemm_task; the decode
- * path's gemv_task 744 (AVX2) to 1288 (x86-64 generic C). */
+/* stack: at most 11264 bytes, nearly all of it gemm_task (matmul_nbits.c) at most
+ * 10240: the 8 KB dequantized panel, a 6 x 16 tile and (AVX2) 16 vectors of
+ * W being transposed, on the prefill path. Measured 8992 (aarch64) to 9984
+ * (x86-64 AVX2) for gemm_task; the decode path's gemv_task 744 (AVX2) to
+ * 1288 (x86-64 generic C). */
 rxe_status_t rxe_lib_matmul_nbits_f32(const float* x, const uint8_t* qweight, const float* scales, const void* zeros,
                                       const float* bias, float* y, int64_t m, int64_t n, int64_t k, int64_t bits,
                                       int64_t block_size, int64_t zero_mode, int64_t has_bias, rxe_error_t* err);
@@ -72,7 +73,7 @@ rxe_status_t rxe_lib_matmul_nbits_f32(const float* x, const uint8_t* qweight, co
 #define RXE_LIB_MATMUL_NBITS_Q8_SCRATCH_BYTES(m, k, block) \
   ((uint64_t)(m) * (4 * (uint64_t)(k) > ((uint64_t)(k) + (block) - 1) / (block) * ((block) + 8) \
                         ? 4 * (uint64_t)(k) : ((uint64_t)(k) + (block) - 1) / (block) * ((block) + 8)))
-/* stack: at most 10240 bytes (rxe_lib_matmul_nbits_f32's, plus at most 352 of its own frame). */
+/* stack: at most 11264 bytes (rxe_lib_matmul_nbits_f32's, plus at most 352 of its own frame). */
 rxe_status_t rxe_lib_matmul_nbits_q8_f32(const float* x, const uint8_t* qweight, const float* scales,
                                          const void* zeros, const float* bias, float* y, float* scratch, int64_t m,
                                          int64_t n, int64_t k, int64_t bits, int64_t block_size, int64_t zero_mode,
