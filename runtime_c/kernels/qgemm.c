@@ -4,6 +4,10 @@
  * zero points in after the loop, then each output is requantized. */
 #include "qgemm_internal.h"
 #include "relax_edge/runtime.h"
+#include "relax_edge/threads.h"
+
+/* Below this many multiply-adds a GEMM runs on its caller only. */
+#define QGEMM_PARALLEL_MIN_MACS 65536
 
 #define NR RXE_QINT8_NR
 
@@ -34,6 +38,12 @@ static inline uint32_t ror8(uint32_t v) { return v >> 8 | v << 24; }
 #define QGEMM_INLINE static inline __attribute__((always_inline))
 #else
 #define QGEMM_INLINE static inline
+#endif
+
+#if defined(__GNUC__) && !defined(__clang__)
+#define QGEMM_NOCLONE static __attribute__((noclone)) /* one frame for -fstack-usage to measure */
+#else
+#define QGEMM_NOCLONE static
 #endif
 
 /* rows per tile: as many accumulator registers as the path keeps busy */
@@ -302,13 +312,14 @@ static int vector_epilogue_ok(const rxe_qgemm_t* g) {
 #endif
 }
 
-void rxe_qgemm_run(const rxe_qgemm_t* g) {
+/* Rows [m_begin, m_end) (multiples of MR but the last) x panels [p_begin, p_end). */
+QGEMM_NOCLONE void run_block(const rxe_qgemm_t* g, int vector, int64_t m_begin, int64_t m_end, int64_t p_begin,
+                      int64_t p_end) {
   const int32_t* wsum = (const int32_t*)(const void*)g->w_packed;
   int64_t panels = (g->n + NR - 1) / NR, panel_bytes = (g->k + 3) / 4 * 32, m0, p, i;
   const uint8_t* first_panel = g->w_packed + 4 * panels * NR;
   uint8_t flip8 = (uint8_t)(g->flip & 0xffu);
-  int vector = vector_epilogue_ok(g);
-  for (m0 = 0; m0 < g->m; m0 += MR) {
+  for (m0 = m_begin; m0 < m_end; m0 += MR) {
     const uint8_t* rows[MR];
     int64_t xsum[MR];
     int r;
@@ -319,7 +330,7 @@ void rxe_qgemm_run(const rxe_qgemm_t* g) {
       if (g->wz != 0)
         for (i = 0; i < g->k; ++i) xsum[r] += (int8_t)(rows[r][i] ^ flip8);
     }
-    for (p = 0; p < panels; ++p) {
+    for (p = p_begin; p < p_end; ++p) {
       int32_t acc[MR][NR];
       int64_t n0 = p * NR, c, columns = g->n - n0 < NR ? g->n - n0 : NR;
       if (g->m - m0 >= MR) {
@@ -356,6 +367,38 @@ void rxe_qgemm_run(const rxe_qgemm_t* g) {
     }
   }
   (void)vector;
+}
+
+typedef struct {
+  const rxe_qgemm_t* g;
+  int vector;
+  int by_rows; /* the units are row blocks of MR (else panels, all rows) */
+} qgemm_task_t;
+
+static void qgemm_task(void* ctx, int64_t begin, int64_t end, int thread) {
+  const qgemm_task_t* t = (const qgemm_task_t*)ctx;
+  const rxe_qgemm_t* g = t->g;
+  (void)thread;
+  if (t->by_rows) {
+    run_block(g, t->vector, begin * MR, end * MR < g->m ? end * MR : g->m, 0, (g->n + NR - 1) / NR);
+  } else {
+    run_block(g, t->vector, 0, g->m, begin, end);
+  }
+}
+
+/* Row blocks (or, with fewer row blocks than threads, panels) over the thread
+ * pool: every output is computed the same way whatever the thread count. */
+void rxe_qgemm_run(const rxe_qgemm_t* g) {
+  qgemm_task_t t;
+  int64_t row_blocks = (g->m + MR - 1) / MR, panels = (g->n + NR - 1) / NR;
+  t.g = g;
+  t.vector = vector_epilogue_ok(g);
+  t.by_rows = row_blocks >= rxe_threads_get_count();
+  if (g->m * g->n * g->k < QGEMM_PARALLEL_MIN_MACS) {
+    run_block(g, t.vector, 0, g->m, 0, panels);
+    return;
+  }
+  rxe_threads_parallel_for(t.by_rows ? row_blocks : panels, qgemm_task, &t);
 }
 
 rxe_status_t rxe_qint8_check(const char* what, int64_t k, int64_t n, const int32_t* shift, int64_t x_zero,

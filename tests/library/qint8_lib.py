@@ -16,7 +16,8 @@ from relax_edge.target import load_board
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "runtime_c"
-SOURCES = [RUNTIME / "kernels" / "qgemm.c", RUNTIME / "kernels" / "qconv.c", RUNTIME / "src" / "status.c"]
+SOURCES = [RUNTIME / "kernels" / "qgemm.c", RUNTIME / "kernels" / "qconv.c", RUNTIME / "src" / "status.c",
+           RUNTIME / "src" / "threads.c"]
 DRIVER = Path(__file__).with_name("qint8_driver.c")
 WARNINGS = ["-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror"]
 KIND = {Q.DENSE: 0, Q.CONV2D: 1, Q.DEPTHWISE: 2, "requantize": 3}
@@ -180,10 +181,14 @@ class HostKernels:
     """The int8 kernels built with the host cc (these flags) into a shared library."""
 
     def __init__(self, path: Path, flags):
-        compile_c(["cc", *flags, *WARNINGS, "-shared", "-fPIC", f"-I{RUNTIME / 'include'}", *SOURCES, "-o", path])
+        compile_c(["cc", *flags, *WARNINGS, "-shared", "-fPIC", "-pthread", f"-I{RUNTIME / 'include'}", *SOURCES, "-o",
+                   path])
         self.lib = ctypes.CDLL(str(path))
         self.lib.rxe_qint8_requantize.restype = ctypes.c_int32
         self.lib.rxe_qint8_requantize.argtypes = [ctypes.c_int32] * 3
+
+    def set_threads(self, n: int) -> int:
+        return self.lib.rxe_threads_set_count(n)
 
     def call(self, symbol, arrays, sizes):
         """(status, message); the output array is written."""

@@ -125,6 +125,19 @@ def test_extreme_operands_do_not_saturate(kernels):
     np.testing.assert_array_equal(out, np.clip(requant(acc, q, shift), -128, 127))
 
 
+@pytest.mark.parametrize("m, n, k", [(67, 40, 300), (1, 999, 257), (5, 64, 1000)])   # by rows, by panels
+def test_two_threads_give_the_same_bits_as_one(kernels, m, n, k):
+    case = dense_case(np.random.default_rng(7), m, n, k, "uint8", "int8", "int8", x_zero=100, w_zero=3)
+    one = kernels.run(case).copy()
+    previous = kernels.set_threads(2)
+    try:
+        two = kernels.run(case)
+    finally:
+        kernels.set_threads(previous)
+    assert one.tobytes() == two.tobytes()
+    check(case, two)
+
+
 def test_bad_arguments_are_errors(kernels):
     case = dense_case(np.random.default_rng(3), 2, 3, 4)
     symbol, arrays, sizes, _ = case

@@ -29,7 +29,10 @@
  * aarch64 with __ARM_FEATURE_DOTPROD (sdot); other NEON (aarch64, armv7:
  * vmull_s8 + vpadal, no saturation); Cortex-M with __ARM_FEATURE_DSP
  * (SXTB16 + SMLAD, 1 row x 4 columns); else portable C. Every path gives
- * the same bits. Serial (no thread pool).
+ * the same bits. The GEMM splits its row blocks (or, with fewer blocks than
+ * threads, its panels) over the thread pool (threads.h) above 65536
+ * multiply-adds; results do not depend on the thread count. Each worker
+ * stack needs the bounds below too.
  */
 #ifndef RELAX_EDGE_KERNELS_QINT8_H_
 #define RELAX_EDGE_KERNELS_QINT8_H_
@@ -64,7 +67,8 @@ int32_t rxe_qint8_requantize(int32_t acc, int32_t q, int32_t shift);
  * above; bias, multiplier, shift: n int32 each. */
 /* stack: at most 1536 bytes: the tile of up to 8 x 8 int32 sums, their
  * vector registers and the epilogue's column terms in rxe_qgemm_run
- * (qgemm.c). Measured 656 (Cortex-M4) to 1352 (x86-64 AVX2). */
+ * (qgemm.c), through the thread pool's task. Measured 800 (Cortex-M4) to
+ * 1408 (x86-64 AVX2). */
 rxe_status_t rxe_lib_qdense_s8(const void* x, const void* w_packed, const int32_t* bias, const int32_t* multiplier,
                                const int32_t* shift, void* out, int64_t m, int64_t n, int64_t k, int64_t x_zero,
                                int64_t w_zero, int64_t out_zero, int64_t act_min, int64_t act_max, int64_t dtypes,
@@ -77,7 +81,7 @@ rxe_status_t rxe_lib_qdense_s8(const void* x, const void* w_packed, const int32_
  * scratch: RXE_LIB_QCONV2D_SCRATCH_BYTES bytes (a 1x1 kernel of stride 1
  * without padding fills it by a transpose of the block's pixels). */
 /* stack: at most 2048 bytes: the GEMM's (above) under the convolution's
- * frame. Measured 936 (Cortex-M4) to 1672 (x86-64 AVX2). */
+ * frame. Measured 1080 (Cortex-M4) to 1728 (x86-64 AVX2). */
 rxe_status_t rxe_lib_qconv2d_s8(const void* x, const void* w_packed, const int32_t* bias, const int32_t* multiplier,
                                 const int32_t* shift, void* y, void* scratch, int64_t n, int64_t c, int64_t h,
                                 int64_t w, int64_t o, int64_t kh, int64_t kw, int64_t oh, int64_t ow,
