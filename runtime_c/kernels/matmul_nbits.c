@@ -42,6 +42,7 @@ typedef __m256 qv_t;
 #define qv_load(p) _mm256_loadu_ps(p)
 #define qv_store(p, v) _mm256_storeu_ps(p, v)
 #define qv_fma(acc, a, b) _mm256_fmadd_ps(a, b, acc)
+#define qv_add(a, b) _mm256_add_ps(a, b)
 #elif defined(__aarch64__) || (defined(__ARM_NEON) && defined(__GNUC__))
 /* NEON: aarch64, and 32-bit ARMv7 with NEON (the multiply-adds unfused there when it has no VFPv4) */
 #define QNEON 1
@@ -52,6 +53,7 @@ typedef float32x4_t qv_t;
 #define qv_set(s) vdupq_n_f32(s)
 #define qv_load(p) vld1q_f32(p)
 #define qv_store(p, v) vst1q_f32(p, v)
+#define qv_add(a, b) vaddq_f32(a, b)
 #if defined(__aarch64__) || defined(__ARM_FEATURE_FMA)
 #define qv_fma(acc, a, b) vfmaq_f32(acc, a, b)
 #else
@@ -65,6 +67,7 @@ typedef float qv_t;
 #define qv_load(p) (*(p))
 #define qv_store(p, v) (*(p) = (v))
 #define qv_fma(acc, a, b) ((acc) + (a) * (b))
+#define qv_add(a, b) ((a) + (b))
 #endif
 #define GROUPS (UNIT / VL)
 #define PANEL_VECS (PANEL / VL)
@@ -188,12 +191,12 @@ QINLINE void decode_units(const uint8_t* p, int bits, block_t b, int float_mode,
 /* out[i] (i < r) = row i of x . row `col` of W; r constant at each call. For
  * one row, two chains of sums (the even and the odd units of a block) hide
  * the multiply-add latency. */
-QINLINE void column_dots(const nbits_t* g, int64_t col, float* out, const int r, const int float_mode) {
+QINLINE void column_dots(const nbits_t* g, int64_t col, float* out, const int r, const int bits,
+                         const int float_mode) {
   const int ch = r == 1 ? 2 : 1;
   qv_t acc[GEMV_ROWS][2][GROUPS], w[2 * GROUPS];
   float tail[GEMV_ROWS], lanes[VL];
   const uint8_t* row = g->q + col * g->blocks * g->block_bytes;
-  const int bits = (int)g->bits;
   int64_t b, e;
   int i, c, v, l;
   qprefetch(g->scales + (col + 8) * g->blocks);
@@ -239,47 +242,55 @@ QINLINE void column_dots(const nbits_t* g, int64_t col, float* out, const int r,
       for (i = 0; i < r; ++i) tail[i] += g->x[i * g->k + e0 + e] * wt;
     }
   }
-  for (i = 0; i < r; ++i) {
+  for (i = 0; i < r; ++i) { /* the chains and groups added as vectors, then the lanes */
+    qv_t total = acc[i][0][0];
     float sum = 0.0f;
     for (c = 0; c < ch; ++c) {
-      for (v = 0; v < GROUPS; ++v) {
-        qv_store(lanes, acc[i][c][v]);
-        for (l = 0; l < VL; ++l) sum += lanes[l];
-      }
+      for (v = c == 0 ? 1 : 0; v < GROUPS; ++v) total = qv_add(total, acc[i][c][v]);
     }
+    qv_store(lanes, total);
+    for (l = 0; l < VL; ++l) sum += lanes[l];
     out[i] = sum + tail[i];
   }
 }
 
-QINLINE void columns(const nbits_t* g, int64_t c0, int64_t c1, const int float_mode) {
+QINLINE void columns(const nbits_t* g, int64_t c0, int64_t c1, const int bits, const int float_mode) {
   float out[GEMV_ROWS];
   int64_t col, i;
   for (col = c0; col < c1; ++col) {
     switch (g->m) {
       case 4:
-        column_dots(g, col, out, 4, float_mode);
+        column_dots(g, col, out, 4, bits, float_mode);
         break;
       case 3:
-        column_dots(g, col, out, 3, float_mode);
+        column_dots(g, col, out, 3, bits, float_mode);
         break;
       case 2:
-        column_dots(g, col, out, 2, float_mode);
+        column_dots(g, col, out, 2, bits, float_mode);
         break;
       default:
-        column_dots(g, col, out, 1, float_mode);
+        column_dots(g, col, out, 1, bits, float_mode);
         break;
     }
     for (i = 0; i < g->m; ++i) g->y[i * g->n + col] = g->bias ? out[i] + g->bias[col] : out[i];
   }
 }
 
+/* Columns [c0, c1), the bits and the zero mode constants of each copy. */
 static void gemv_task(void* ctx, int64_t c0, int64_t c1, int thread) {
   const nbits_t* g = (const nbits_t*)ctx;
+  const int float_mode = g->mode == RXE_NBITS_ZERO_FLOAT;
   (void)thread;
-  if (g->mode == RXE_NBITS_ZERO_FLOAT) {
-    columns(g, c0, c1, 1);
+  if (g->bits == 4) {
+    if (float_mode) {
+      columns(g, c0, c1, 4, 1);
+    } else {
+      columns(g, c0, c1, 4, 0);
+    }
+  } else if (float_mode) {
+    columns(g, c0, c1, 8, 1);
   } else {
-    columns(g, c0, c1, 0);
+    columns(g, c0, c1, 8, 0);
   }
 }
 
