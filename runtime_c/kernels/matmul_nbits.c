@@ -678,31 +678,32 @@ QINLINE void q8_block(const uint8_t* bp, int bits, int paired, int64_t block, co
 
 /* out[i] (i < r) = row i of the quantized x . row `col` of W: per block, the
  * integer sum times sx * s, less (zero * s - offset) * u. */
-QINLINE void q8_column(const nbits_t* g, int64_t col, float* out, const int r) {
+QINLINE void q8_column(const nbits_t* g, int64_t col, float* out, const int r, const int bits, const int paired) {
   qv_t accf[GEMV_ROWS];
   float corr[GEMV_ROWS], ws[GEMV_ROWS], lanes[VL];
-  const int8_t* xs[GEMV_ROWS];
+  const int8_t *xs[GEMV_ROWS], *xrow[GEMV_ROWS];
+  const float* sx[GEMV_ROWS];
   const int64_t row_bytes = q8_row_bytes(g->blocks, g->block);
-  const int paired = g->bits == 4 && g->block >= 32;
+  const uint8_t* wrow = g->q + col * g->blocks * g->block_bytes;
   int64_t b;
   int i, l;
   QUNROLL(4)
   for (i = 0; i < r; ++i) {
     accf[i] = qv_zero();
     corr[i] = 0.0f;
+    xrow[i] = (const int8_t*)(const void*)(g->xq + i * row_bytes);
+    sx[i] = (const float*)(const void*)(xrow[i] + g->blocks * g->block);
   }
   for (b = 0; b < g->blocks; ++b) {
     const block_t p = block_of(g, col, b);
     const float zs = (float)p.zero * p.scale - p.offset;
     QUNROLL(4)
     for (i = 0; i < r; ++i) {
-      const uint8_t* row = g->xq + i * row_bytes;
-      const float* sx = (const float*)(const void*)(row + g->blocks * g->block);
-      xs[i] = (const int8_t*)(const void*)row + b * g->block;
-      ws[i] = sx[b] * p.scale;
-      corr[i] += zs * sx[g->blocks + b];
+      xs[i] = xrow[i] + b * g->block;
+      ws[i] = sx[i][b] * p.scale;
+      corr[i] += zs * sx[i][g->blocks + b];
     }
-    q8_block(g->q + (col * g->blocks + b) * g->block_bytes, (int)g->bits, paired, g->block, xs, ws, accf, r);
+    q8_block(wrow + b * g->block_bytes, bits, paired, g->block, xs, ws, accf, r);
   }
   for (i = 0; i < r; ++i) {
     float sum = 0.0f;
@@ -712,27 +713,38 @@ QINLINE void q8_column(const nbits_t* g, int64_t col, float* out, const int r) {
   }
 }
 
-static void q8_task(void* ctx, int64_t c0, int64_t c1, int thread) {
-  const nbits_t* g = (const nbits_t*)ctx;
+QINLINE void q8_columns(const nbits_t* g, int64_t c0, int64_t c1, const int bits, const int paired) {
   float out[GEMV_ROWS];
   int64_t col, i;
-  (void)thread;
   for (col = c0; col < c1; ++col) {
     switch (g->m) {
       case 4:
-        q8_column(g, col, out, 4);
+        q8_column(g, col, out, 4, bits, paired);
         break;
       case 3:
-        q8_column(g, col, out, 3);
+        q8_column(g, col, out, 3, bits, paired);
         break;
       case 2:
-        q8_column(g, col, out, 2);
+        q8_column(g, col, out, 2, bits, paired);
         break;
       default:
-        q8_column(g, col, out, 1);
+        q8_column(g, col, out, 1, bits, paired);
         break;
     }
     for (i = 0; i < g->m; ++i) g->y[i * g->n + col] = g->bias ? out[i] + g->bias[col] : out[i];
+  }
+}
+
+/* Columns [c0, c1), the bits and the order of x constants of each copy. */
+static void q8_task(void* ctx, int64_t c0, int64_t c1, int thread) {
+  const nbits_t* g = (const nbits_t*)ctx;
+  (void)thread;
+  if (g->bits == 8) {
+    q8_columns(g, c0, c1, 8, 0);
+  } else if (g->block >= 32) {
+    q8_columns(g, c0, c1, 4, 1);
+  } else {
+    q8_columns(g, c0, c1, 4, 0);
   }
 }
 
