@@ -5,13 +5,13 @@
  * transposed (NCHW). A 1x1 kernel of stride 1 without padding has no
  * window: its block is a plain transpose of the input planes (an
  * outer-product loop reading the planes in place, without the copy, was 8-10x
- * slower than the GEMM on the MobileNetV2 1x1 shapes). rxe_lib_qdepthwise_conv2d_s8: per channel, a 3x3
- * path for the outputs whose taps are all inside, the generic loop (bounds
- * checks) for the others. */
+ * slower than the GEMM on the MobileNetV2 1x1 shapes). rxe_lib_qdepthwise_conv2d_s8: per channel and
+ * output row, blocks of 64 outputs in int32, each tap added over the outputs
+ * whose input column is inside the row (a loop that vectorizes for column
+ * stride 1; rows and columns outside add nothing, as x_zero - x_zero = 0),
+ * then the block requantized 8 at a time. Any kernel size up to 64 taps. */
 #include "qgemm_internal.h"
 #include "relax_edge/runtime.h"
-
-static inline int32_t clamp_out(int32_t v, int32_t lo, int32_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 rxe_status_t rxe_lib_qconv2d_s8(const void* x, const void* w_packed, const int32_t* bias, const int32_t* multiplier,
                                 const int32_t* shift, void* y, void* scratch, int64_t n, int64_t c, int64_t h,
@@ -101,25 +101,24 @@ rxe_status_t rxe_lib_qconv2d_s8(const void* x, const void* w_packed, const int32
   return RXE_OK;
 }
 
-/* One output of channel plane x (h, w) with weights wv (kh*kw, zero point off), taps bounds-checked. */
-static int64_t dw_generic(const uint8_t* x, int x_unsigned, int32_t xz, const int32_t* wv, int64_t h, int64_t w,
-                          int64_t kh, int64_t kw, int64_t iy0, int64_t ix0, int64_t dil_h, int64_t dil_w) {
-  int64_t acc = 0, ky, kx;
-  for (ky = 0; ky < kh; ++ky) {
-    int64_t iy = iy0 + ky * dil_h;
-    if (iy < 0 || iy >= h) continue;
-    for (kx = 0; kx < kw; ++kx) {
-      int64_t ix = ix0 + kx * dil_w;
-      uint8_t v;
-      if (ix < 0 || ix >= w) continue;
-      v = x[iy * w + ix];
-      acc += (int64_t)wv[ky * kw + kx] * ((x_unsigned ? (int32_t)v : (int32_t)(int8_t)v) - xz);
-    }
-  }
-  return acc;
-}
-
 #define DW_MAX_TAPS 64
+#define DW_BLOCK 64 /* outputs of a row at a time */
+
+/* acc[j] += wv * (x[j * stride] - xz) for j < count: x as int8 or uint8 (the
+ * stride-1 loops vectorize). */
+static void dw_taps(int32_t* acc, const uint8_t* x, int64_t count, int64_t stride, int32_t wv, int32_t xz,
+                    int x_unsigned) {
+  int64_t j;
+  if (x_unsigned && stride == 1) {
+    for (j = 0; j < count; ++j) acc[j] += wv * ((int32_t)x[j] - xz);
+  } else if (stride == 1) {
+    for (j = 0; j < count; ++j) acc[j] += wv * ((int32_t)(int8_t)x[j] - xz);
+  } else if (x_unsigned) {
+    for (j = 0; j < count; ++j) acc[j] += wv * ((int32_t)x[j * stride] - xz);
+  } else {
+    for (j = 0; j < count; ++j) acc[j] += wv * ((int32_t)(int8_t)x[j * stride] - xz);
+  }
+}
 
 rxe_status_t rxe_lib_qdepthwise_conv2d_s8(const void* x, const void* w, const int32_t* bias,
                                           const int32_t* multiplier, const int32_t* shift, void* y, int64_t n,
@@ -131,7 +130,7 @@ rxe_status_t rxe_lib_qdepthwise_conv2d_s8(const void* x, const void* w, const in
   const char* what = "rxe_lib_qdepthwise_conv2d_s8";
   int x_unsigned = (dtypes & RXE_QINT8_X_UNSIGNED) != 0;
   int32_t xz = (int32_t)x_zero;
-  int64_t b, ch, oy, ox, t;
+  int64_t b, ch, oy, ox0, t;
   rxe_status_t st;
   if (n < 0 || c < 0 || h < 0 || w_ < 0 || kh < 1 || kw < 1 || kh * kw > DW_MAX_TAPS || oh < 0 || ow < 0 ||
       stride_h < 1 || stride_w < 1 || dil_h < 1 || dil_w < 1)
@@ -147,34 +146,27 @@ rxe_status_t rxe_lib_qdepthwise_conv2d_s8(const void* x, const void* w, const in
       const uint8_t* plane = (const uint8_t*)x + (b * c + ch) * h * w_;
       uint8_t* out = (uint8_t*)y + (b * c + ch) * oh * ow;
       int32_t wv[DW_MAX_TAPS];
-      int fast = kh == 3 && kw == 3 && dil_h == 1 && dil_w == 1;
       for (t = 0; t < kh * kw; ++t) wv[t] = (int32_t)((const int8_t*)w)[ch * kh * kw + t] - (int32_t)w_zero;
       for (oy = 0; oy < oh; ++oy) {
-        int64_t iy0 = oy * stride_h - pad_top;
-        int row_inside = iy0 >= 0 && iy0 + (kh - 1) * dil_h < h;
-        for (ox = 0; ox < ow; ++ox) {
-          int64_t ix0 = ox * stride_w - pad_left;
-          int64_t acc;
-          if (fast && row_inside && ix0 >= 0 && ix0 + 2 < w_) {
-            const uint8_t* r0 = plane + iy0 * w_ + ix0;
-            const uint8_t* r1 = r0 + w_;
-            const uint8_t* r2 = r1 + w_;
-            int32_t v[9];
-            int i;
-            for (i = 0; i < 3; ++i) {
-              v[i] = x_unsigned ? (int32_t)r0[i] : (int32_t)(int8_t)r0[i];
-              v[3 + i] = x_unsigned ? (int32_t)r1[i] : (int32_t)(int8_t)r1[i];
-              v[6 + i] = x_unsigned ? (int32_t)r2[i] : (int32_t)(int8_t)r2[i];
+        for (ox0 = 0; ox0 < ow; ox0 += DW_BLOCK) {
+          int64_t count = ow - ox0 < DW_BLOCK ? ow - ox0 : DW_BLOCK, j, ky, kx;
+          int32_t acc[DW_BLOCK]; /* |acc| <= 64 taps * 255 * 255 < 2^30 */
+          for (j = 0; j < count; ++j) acc[j] = 0;
+          for (ky = 0; ky < kh; ++ky) {
+            int64_t iy = oy * stride_h - pad_top + ky * dil_h;
+            if (iy < 0 || iy >= h) continue; /* a padded row adds (x_zero - x_zero) * w = 0 */
+            for (kx = 0; kx < kw; ++kx) {
+              /* outputs j in [lo, hi) read columns inside the row */
+              int64_t first = ox0 * stride_w - pad_left + kx * dil_w, lo = 0, hi = count;
+              while (lo < count && first + lo * stride_w < 0) ++lo;
+              while (hi > lo && first + (hi - 1) * stride_w >= w_) --hi;
+              if (hi > lo)
+                dw_taps(acc + lo, plane + iy * w_ + first + lo * stride_w, hi - lo, stride_w, wv[ky * kw + kx], xz,
+                        x_unsigned);
             }
-            acc = (int64_t)wv[0] * (v[0] - xz) + wv[1] * (v[1] - xz) + wv[2] * (v[2] - xz) + wv[3] * (v[3] - xz) +
-                  wv[4] * (v[4] - xz) + wv[5] * (v[5] - xz) + wv[6] * (v[6] - xz) + wv[7] * (v[7] - xz) +
-                  wv[8] * (v[8] - xz);
-          } else {
-            acc = dw_generic(plane, x_unsigned, xz, wv, h, w_, kh, kw, iy0, ix0, dil_h, dil_w);
           }
-          out[oy * ow + ox] = (uint8_t)clamp_out(rxe_qint8_requantize(rxe_qint8_saturate(acc + bias[ch]),
-                                                                      multiplier[ch], shift[ch]) +
-                                                     (int32_t)out_zero, (int32_t)act_min, (int32_t)act_max);
+          rxe_qint8_requantize_bytes(acc, count, bias[ch], multiplier[ch], shift[ch], (int32_t)out_zero,
+                                     (int32_t)act_min, (int32_t)act_max, out + oy * ow + ox0);
         }
       }
     }

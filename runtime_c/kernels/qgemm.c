@@ -295,6 +295,34 @@ static inline void requantize_row(const int32_t* acc, const int32_t* col, int32_
 }
 #endif
 
+void rxe_qint8_requantize_bytes(const int32_t* acc, int64_t count, int32_t offset, int32_t q, int32_t shift,
+                                int32_t out_zero, int32_t act_min, int32_t act_max, uint8_t* out) {
+  int64_t i = 0, j;
+#if defined(QGEMM_VECTOR_REQUANT)
+  if (shift <= 0 && q != INT32_MIN && offset < (1 << 30) && offset > -(1 << 30)) { /* acc + offset exact */
+    rxe_qgemm_t g;
+    int32_t zero[NR], qv[NR], ev[NR], v[NR];
+    g.out_zero = out_zero;
+    g.act_min = act_min;
+    g.act_max = act_max;
+    for (j = 0; j < NR; ++j) {
+      zero[j] = 0;
+      qv[j] = q;
+      ev[j] = -shift;
+    }
+    for (; i + NR <= count; i += NR) {
+      requantize_row(acc + i, zero, offset, qv, ev, &g, v);
+      for (j = 0; j < NR; ++j) out[i + j] = (uint8_t)v[j];
+    }
+  }
+#endif
+  for (; i < count; ++i) {
+    int32_t v = rxe_qint8_requantize(rxe_qint8_saturate((int64_t)acc[i] + offset), q, shift) + out_zero;
+    out[i] = (uint8_t)(v < act_min ? act_min : v > act_max ? act_max : v);
+  }
+  (void)j;
+}
+
 /* Can the vector epilogue run: every shift <= 0, no multiplier INT32_MIN, and
  * |bias| + 4 * 128 * 128 * k below 2^31 (each partial sum exact in int32)? */
 static int vector_epilogue_ok(const rxe_qgemm_t* g) {

@@ -32,6 +32,12 @@ void rxe_qgemm_run(const rxe_qgemm_t* g);
  * reference's saturating left shift does). */
 int32_t rxe_qint8_saturate(int64_t acc);
 
+/* out[i] = clamp(requant(saturate(acc[i] + offset), q, shift) + out_zero, act_min, act_max) for
+ * i < count, one multiplier for all (8 at a time on the vector paths when shift <= 0 and |offset| <
+ * 2^30); every |acc[i]| must be below 2^30. */
+void rxe_qint8_requantize_bytes(const int32_t* acc, int64_t count, int32_t offset, int32_t q, int32_t shift,
+                                int32_t out_zero, int32_t act_min, int32_t act_max, uint8_t* out);
+
 /* RXE_OK, or the error of bad zero points, clamps, shifts or k (`what` names the kernel). */
 rxe_status_t rxe_qint8_check(const char* what, int64_t k, int64_t n, const int32_t* shift, int64_t x_zero,
                              int64_t w_zero, int64_t out_zero, int64_t act_min, int64_t act_max, int64_t dtypes,
