@@ -12,8 +12,9 @@ transform/legalize.py asks `lower_call` for them.
    (the kernels see only int8 weights), in the panel layout of
    runtime_c/include/relax_edge/kernels_qint8.h, led by the column sums that
    fold x_zero into the bias at run time. One layout for every target.
-3. Depthwise convolutions (groups == c == o) take their own kernel (no
-   packing beyond the uint8 fold, no scratch); others go through im2col
+3. Depthwise convolutions (groups == c == o) of up to 64 taps take their
+   own kernel (no packing beyond the uint8 fold, no scratch); others
+   (larger depthwise kernels too, one channel per group) go through im2col
    into the int8 GEMM with scratch of at most RXE_QCONV_PIXELS rows
    (`conv_scratch_bytes`, which the memory planner sees; a 1x1 stride-1
    unpadded kernel fills it by a transpose).
@@ -21,8 +22,8 @@ transform/legalize.py asks `lower_call` for them.
    interpreter runs the legalized module); "params" carries the attributes.
 
 Refused (a clear error naming the node): weights of unknown shape, x
-or weights of other than int8 / uint8, a reduction depth above MAX_K,
-depthwise kernels of more than 64 taps.
+or weights of other than int8 / uint8, a reduction depth (C/groups * kh *
+kw, or K) above MAX_K.
 """
 
 from __future__ import annotations
@@ -170,10 +171,7 @@ def _qconv2d(call: Call):
     (sh, sw), (pt, pl, _, _) = a.get("strides", (1, 1)), a.get("padding", (0, 0, 0, 0))
     (dh, dw), groups = a.get("dilation", (1, 1)), int(a.get("groups", 1))
     tail = _common(call, cg * kh * kw)
-    if groups == o and cg == 1 and c.is_const and c.value == o:
-        if kh * kw > DEPTHWISE_MAX_TAPS:
-            raise QInt8LowerError(f"{_where(call)}: a depthwise kernel of {kh}x{kw} taps is above "
-                                  f"{DEPTHWISE_MAX_TAPS}")
+    if groups == o and cg == 1 and c.is_const and c.value == o and kh * kw <= DEPTHWISE_MAX_TAPS:
         return (DEPTHWISE, [nb, c, h, wd, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw, *tail], ((1, "qdepthwise"),),
                 None)
     scratch = conv_scratch_bytes(cg * kh * kw, oh, ow)

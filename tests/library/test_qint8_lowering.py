@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import relax_edge as rxe
+from relax_edge.errors import RelaxEdgeError
 from relax_edge.ir import Builder, CallExtern, Constant, SizeVar, TensorType, Var
 from relax_edge.library import qint8 as Q
 from relax_edge.op import make_call
@@ -66,6 +67,29 @@ def test_legalize_calls_the_int8_kernels():
     assert int(calls[0].attrs["scratch_bytes"]) == 20 * 27   # 5x4 output pixels, one block
     assert int(calls[2].attrs["scratch_bytes"]) == 20 * 8     # 1x1: the 20 pixels of 8 channels transposed
     assert dict(calls[0].attrs["pack"]) == {1: "qconv2d"} and dict(calls[3].attrs["pack"]) == {1: "qdense"}
+
+
+def _lowered(x_type, w, attrs):
+    x = Var("x", x_type)
+    bb = Builder()
+    n = w.shape[0]
+    params = [Constant(np.zeros(n, np.int32)), Constant(np.full(n, 1 << 30, np.int32)), Constant(np.zeros(n, np.int32))]
+    with bb.function("main", [x]):
+        bb.ret(bb.emit(make_call(attrs.pop("op"), [x, Constant(w), *params], attrs)))
+    return legalize(bb.get()).functions["main"]
+
+
+def test_a_large_depthwise_kernel_goes_through_the_gemm():
+    main = _lowered(TensorType((1, 4, 12, 12), "int8"), np.ones((4, 1, 9, 9), np.int8),
+                    {"op": "qconv2d", "groups": 4, "x_zero": 0, "out_zero": 0, "out_dtype": "int8"})
+    (call,) = [b.value for blk in main.body.blocks for b in blk.bindings if isinstance(b.value, CallExtern)]
+    assert call.name == Q.CONV2D and int(call.attrs["scratch_bytes"]) == 16 * 81
+
+
+def test_a_reduction_deeper_than_the_kernels_is_refused():
+    with pytest.raises(RelaxEdgeError, match=r"qdense.*reduction depth 70000 is not a constant up to 65536"):
+        _lowered(TensorType((2, 70000), "int8"), np.ones((3, 70000), np.int8),
+                 {"op": "qdense", "x_zero": 0, "out_zero": 0, "out_dtype": "int8"})
 
 
 def test_the_interpreter_runs_the_legalized_module():
