@@ -3,7 +3,7 @@ and compiled: the legalized module calls rxe_lib_qdense_s8 /
 rxe_lib_qconv2d_s8 / rxe_lib_qdepthwise_conv2d_s8 with the weights packed by
 the code generator and the im2col scratch planned; compiled on the host with
 the C and the LLVM backends (a symbolic batch, uint8 and int8 models, zero
-points, fused clamps) and under QEMU on the dotprod board, against a numpy
+points, fused clamps) and under QEMU on the dotprod board and the Cortex-M4, against a numpy
 mirror of the contract (tests/library/qint8_lib.py)."""
 
 import numpy as np
@@ -119,3 +119,10 @@ def test_compiled_model_matches_the_mirror(tmp_path, backend):
 @pytest.mark.emu
 def test_compiled_model_under_qemu_with_dotprod(tmp_path):
     check_compiled(tmp_path, "qemu-aarch64-dotprod", "c", [1, 2])
+
+
+@pytest.mark.slow
+@pytest.mark.emu
+def test_compiled_model_on_the_cortex_m4(tmp_path):
+    """No OS: the SMLAD GEMM, the im2col scratch in the arena, semihosting."""
+    check_compiled(tmp_path, "qemu-cortex-m4", "c", [2])
