@@ -7,7 +7,10 @@ these the parsed arguments).
     relax-edge bench MODEL|DIR --generate [--prompt-len L --new-tokens N --repeat R] [--json out.json]
 
 Tokens are printed as they come (decoded text with a tokenizer, ids
-otherwise), the statistics at the end; the times are the device's.
+otherwise), the statistics at the end; the times are the device's. A GGUF
+model (MODEL.gguf, or a DIR compiled from one that is still there) brings
+its own tokenizer for --prompt and stops at its end-of-sequence token unless
+--stop is given.
 """
 
 from __future__ import annotations
@@ -38,8 +41,9 @@ def add_generate_parser(sub, threads) -> None:
     p.add_argument("model", help="an ONNX decoder (with past/present pairs) or a directory made by compile")
     p.add_argument("--board", help="a board name or YAML file (default: the artifact's board)")
     p.add_argument("--prompt-ids", type=ids_arg, metavar="1,2,3", help="the prompt as token ids")
-    p.add_argument("--prompt", help="the prompt as text (needs --tokenizer)")
-    p.add_argument("--tokenizer", help="a tokenizer.json (the `tokenizers` library) for --prompt and the output")
+    p.add_argument("--prompt", help="the prompt as text (needs --tokenizer, except for a GGUF model)")
+    p.add_argument("--tokenizer", help="a tokenizer.json (the `tokenizers` library) or a .gguf file, for --prompt "
+                                       "and the output (default for a GGUF model: the file's own)")
     p.add_argument("--max-new-tokens", type=_int_arg(1, 1000000), default=32, help="tokens to generate (default 32)")
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0: greedy)")
     p.add_argument("--top-k", type=_int_arg(0), help="keep the k most likely tokens (default: off)")
@@ -72,7 +76,7 @@ def decoder_artifact(args):
     if target.is_dir():
         if getattr(args, "max_context", None):
             from .cli import UsageError
-            raise UsageError("--max-context is for compiling an ONNX file; the directory is already compiled")
+            raise UsageError("--max-context is for compiling a model file; the directory is already compiled")
         try:
             art = Artifact.load(target)
         except (ValueError, KeyError, TypeError) as err:
@@ -89,8 +93,21 @@ def decoder_artifact(args):
                              f"rebuild with relax-edge compile --board {board}")
     if "step" not in art.signature:
         raise RelaxEdgeError(f"{art.out_dir}: the artifact has no `step` function: it was not built from a "
-                             "KV-cache decoder (an ONNX model with past/present pairs, compiled with --max-context)")
+                             "KV-cache decoder (an ONNX model with past/present pairs or a GGUF decoder, compiled "
+                             "with --max-context)")
     return art, board
+
+
+def _gguf_source(args):
+    """The GGUF file MODEL is, or the one its artifact was compiled from (if it is still there); else None."""
+    path = Path(args.model)
+    if path.is_dir():
+        try:
+            source = json.loads((path / "artifact.json").read_text()).get("source") or {}
+        except (OSError, ValueError):
+            return None
+        path = Path(str(source.get("onnx") or ""))
+    return path if path.suffix == ".gguf" and path.is_file() else None
 
 
 def _tokenizer(path: str):
@@ -100,6 +117,9 @@ def _tokenizer(path: str):
         raise RelaxEdgeError("--tokenizer needs the `tokenizers` library (pip install tokenizers)") from None
     if not Path(path).is_file():
         raise RelaxEdgeError(f"--tokenizer {path}: no such file")
+    if path.endswith(".gguf"):   # the tokenizer inside a GGUF file
+        from .frontend.gguf import gguf_tokenizer
+        return gguf_tokenizer(path)
     try:
         return Tokenizer.from_file(path)
     except Exception as err:   # noqa: BLE001 - the library raises plain Exceptions for a bad file
@@ -137,16 +157,22 @@ def cmd_generate(args) -> int:
     from .deploy import connect
     if (args.prompt_ids is None) == (args.prompt is None):
         raise UsageError("give the prompt as --prompt-ids 1,2,3 or as --prompt TEXT with --tokenizer")
-    if args.prompt is not None and not args.tokenizer:
+    gguf = _gguf_source(args)   # a GGUF model carries its tokenizer and its end-of-sequence token
+    if args.prompt is not None and not args.tokenizer and gguf is None:
         raise UsageError("--prompt TEXT needs --tokenizer tokenizer.json (or give --prompt-ids)")
-    tokenizer = _tokenizer(args.tokenizer) if args.tokenizer else None
+    tokenizer = _tokenizer(args.tokenizer or str(gguf)) if args.tokenizer or gguf is not None else None
     prompt = args.prompt_ids if args.prompt is None else tokenizer.encode(args.prompt).ids
+    stop = args.stop
+    if stop is None and gguf is not None:
+        from .frontend.gguf import GGUFReader
+        eos = GGUFReader(gguf).metadata.get("tokenizer.ggml.eos_token_id")
+        stop = [int(eos)] if isinstance(eos, int) else None
     art, board = decoder_artifact(args)
     _say(f"generating {args.max_new_tokens} tokens with {art.prefix} on {board} (prompt of {len(prompt)} tokens)")
     printer = TokenPrinter(tokenizer)
     with connect(args.board or art.board_file or board) as dev, dev.load(art, threads=args.threads) as model:
         res = model.generate(prompt, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                             top_k=args.top_k, top_p=args.top_p, seed=args.seed, stop=args.stop, on_token=printer)
+                             top_k=args.top_k, top_p=args.top_p, seed=args.seed, stop=stop, on_token=printer)
     print(file=sys.stdout, flush=True)
     print(_statistics(res))
     return 0

@@ -69,7 +69,7 @@ def test_sampled_generation_is_reproducible(arts, capsys):
     (["generate", "{toy}", "--prompt", "w1"], 2, "--prompt TEXT needs --tokenizer"),
     (["generate", "{toy}", "--prompt-ids", "1,x"], 2, "--prompt-ids: expected comma-separated token ids"),
     (["generate", "{toy}", "--prompt-ids", "1", "--max-new-tokens", "0"], 2, "--max-new-tokens: expected an integer"),
-    (["generate", "{toy}", "--prompt-ids", "1", "--max-context", "8"], 2, "--max-context is for compiling an ONNX"),
+    (["generate", "{toy}", "--prompt-ids", "1", "--max-context", "8"], 2, "--max-context is for compiling a model"),
     (["generate", "{plain}", "--prompt-ids", "1"], 1, "not built from a KV-cache decoder"),
     (["generate", "{toy}", "--prompt-ids", "1", "--max-new-tokens", "40"], 1,
      f"RXE_ERR_BOUND: generate: context bound max_context={CONTEXT} reached"),
