@@ -5,11 +5,13 @@ int8 activations; tests/frontend/kws_model.py), compiled for the Cortex-M4F
 
 Checked: the outputs of 4 seeded inputs under qemu-system-arm against ONNX
 Runtime with its graph optimizations off (top-1 kept, within 2 output steps)
-and equal to the host build's; the integer kernels run (the profile names
-them) and count deterministically; the memory facts against the fp32 build
-of the same ONNX before quantization: weights under 40%, an arena no
-smaller and at least the memory plan's lower bound. Speed is not asserted:
-scripts/mcu_report.py prints the flash, RAM and instruction-count figures.
+and equal to the host build's, and to the build on a copy of the board
+without the `dsp` feature (the int8 kernels' generic C path); the integer
+kernels run (the profile names them) and count deterministically; memory
+against the fp32 build of the same ONNX before quantization: the weights
+under 40% of its, the arena smaller than its and at least the memory plan's
+lower bound. Speed is not asserted: scripts/mcu_report.py prints the flash,
+RAM and instruction-count figures.
 """
 
 import numpy as np
@@ -19,10 +21,6 @@ import pytest
 from onnx import numpy_helper
 
 import relax_edge as rxe
-from relax_edge.build import optimize_module
-from relax_edge.ir.shape import evaluate
-from relax_edge.memory import lower_bound, plan_module
-from relax_edge.memory.plan import size_vars
 from relax_edge.target import load_board, toolchain_problems
 from tests.frontend import kws_model
 
@@ -110,21 +108,22 @@ def test_int8_kernels_run_and_count_deterministically(int8_build):
     assert not {k for k in calls if "conv2d_f32" in k or "dense_f32" in k}, calls
 
 
-def _arena_lower_bound(path) -> int:
-    mod = optimize_module(rxe.from_onnx(str(path)), load_board(BOARD))
-    plan = plan_module(mod)["main"].plan
-    env = {v: v.upper for v in size_vars(plan.buffers)}
-    return lower_bound(plan.buffers, [evaluate(b.size, env) for b in plan.buffers])
-
-
 def test_int8_memory_against_the_fp32_build(int8_build, quant_path, float_build):
     backend, art = int8_build
     assert isinstance(art.workspace_bytes, int) and isinstance(float_build.workspace_bytes, int)
     if backend == "c":
-        bound = _arena_lower_bound(quant_path)
+        bound = kws_model.arena_lower_bound(quant_path, BOARD)
         assert bound <= art.workspace_bytes, (bound, art.workspace_bytes)
     # int8 weights plus per output channel an int32 bias, multiplier, shift and packed weight sum (measured:
     # 31,169 bytes against 91,440) against float32 weights and biases
     assert art.weights_bytes < 0.4 * float_build.weights_bytes, (art.weights_bytes, float_build.weights_bytes)
     # int8 activations: the largest live set is a quarter as big
     assert art.workspace_bytes < float_build.workspace_bytes, (art.workspace_bytes, float_build.workspace_bytes)
+
+
+def test_generic_c_path_gives_the_same_outputs(quant_path, host_outputs, tmp_path):
+    """The board without `dsp`: the int8 kernels' portable C path, the same bits as the SMLAD path."""
+    board = kws_model.board_without_dsp(tmp_path)
+    art = rxe.build(rxe.from_onnx(str(quant_path)), board=board, out_dir=tmp_path / "nodsp", name="kws")
+    for got, host in zip(_run(art, board), host_outputs):
+        np.testing.assert_array_equal(got, host)

@@ -12,7 +12,10 @@ a 25x5 average pool, a dense layer to 12 classes and a softmax.
 
 ``get_float_model()`` and ``get_quant_model(activation)`` return paths;
 ``make_input(seed)`` is a (1, 1, 49, 10) float32 input of the calibration
-distribution.
+distribution. For tests/emu/test_mcu_int8_kws.py and scripts/mcu_report.py:
+``board_without_dsp(folder)`` writes a copy of boards/qemu-cortex-m4.yaml
+whose int8 kernels take their generic C path, and ``arena_lower_bound(path,
+board)`` is the memory plan's lower bound of a model's main function.
 """
 
 import importlib.metadata
@@ -21,7 +24,13 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import yaml
 
+from relax_edge.build import optimize_module
+from relax_edge.ir.shape import evaluate
+from relax_edge.memory import lower_bound, plan_module
+from relax_edge.memory.plan import size_vars
+from relax_edge.target import BOARDS_DIR, load_board
 from tests import model_cache
 from tests.emu import test_cortex_m4 as m4
 
@@ -146,3 +155,26 @@ def get_quant_model(activation="int8") -> Path:
     """The float model quantized by quantize_static (QDQ, per-channel int8 weights, ``activation`` int8 / uint8)."""
     name = f"kws_ds_cnn_qdq_{activation}"
     return model_cache.export_once(name, _key(activation), lambda p: _quantize(p, activation))
+
+
+def board_without_dsp(folder: Path, board: str = "qemu-cortex-m4") -> Path:
+    """``board``'s YAML without the `dsp` feature and with -U__ARM_FEATURE_DSP, the macro the int8 kernels
+    choose their SMLAD path by: they take their generic C path, compiled for the same core and FPU (an
+    -march=armv7-m build does not link: picolibc has no hard-float ARMv7-M multilib)."""
+    data = yaml.safe_load((BOARDS_DIR / f"{board}.yaml").read_text())
+    t = data["target"]
+    t["features"] = [f for f in t["features"] if f != "dsp"]
+    t["cflags"] = [*t["cflags"], "-U__ARM_FEATURE_DSP"]
+    data["name"] = f"{board}-nodsp"
+    path = Path(folder) / f"{board}-nodsp.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def arena_lower_bound(path, board) -> int:
+    """The most bytes live at once in the memory plan of the model at ``path`` built for ``board``."""
+    import relax_edge as rxe
+    mod = optimize_module(rxe.from_onnx(str(path)), load_board(board))
+    plan = plan_module(mod)["main"].plan
+    env = {v: v.upper for v in size_vars(plan.buffers)}
+    return lower_bound(plan.buffers, [evaluate(b.size, env) for b in plan.buffers])
