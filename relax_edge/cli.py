@@ -1,15 +1,17 @@
 """The `relax-edge` command line.
 
-    relax-edge compile MODEL.onnx [--board B] [--backend c] [-o DIR] [--dim seq=1..512] [--show-memory]
+    relax-edge compile MODEL.onnx|MODEL.gguf [--board B] [--backend c] [-o DIR] [--dim seq=1..512] [--show-memory]
     relax-edge run MODEL.onnx|DIR [--board B] [--inputs in.npz] [--dim seq=16] [--check] [--output out.npz]
     relax-edge bench MODEL.onnx|DIR [--board B] [--repeat N] [--profile] [--json out.json]
     relax-edge bench MODEL.onnx|DIR --generate [--prompt-len L] [--new-tokens N] [--json out.json]
-    relax-edge generate MODEL.onnx|DIR --prompt-ids 1,2,3 | --prompt TEXT --tokenizer tokenizer.json
+    relax-edge generate MODEL.onnx|MODEL.gguf|DIR --prompt-ids 1,2,3 | --prompt TEXT [--tokenizer tokenizer.json]
         [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop 2,3]
     relax-edge boards [--check]
     relax-edge ops
 
 The board defaults to qemu-aarch64 (for `run DIR`, to the board it was built for).
+Microcontroller boards under an instruction-counting emulator (qemu-cortex-m4) bench
+in instruction counts, labelled so.
 
 Long steps print progress on stderr. Errors print one line,
 `relax-edge: error: ...`, on stderr and exit with status 2 for usage errors
