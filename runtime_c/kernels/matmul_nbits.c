@@ -276,11 +276,217 @@ QINLINE void columns(const nbits_t* g, int64_t c0, int64_t c1, const int bits, c
   }
 }
 
+/* ---- decode on AVX-512: the zero point folded through per-block sums of x ---- */
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__FMA__)
+#define QAVX512 1
+#define XBUF 2048 /* floats of x staged per decode task (8 KB of stack): rows x a chunk of whole blocks */
+
+/* A chunk of blocks [b0, b0 + nb) of the rows of x, staged: row i's len = nb * block values at x + i * len
+ * (zeros past k; with 4 bits each 32 of them as the 16 even elements, then the 16 odd: the order of the low
+ * and the high nibbles of the chunk's 16 bytes), and its block sums at xs + i * nb. */
+typedef struct {
+  const float* x;
+  const float* xs;
+  int64_t b0, nb, len;
+} xchunk_t;
+
+static void stage_x(const nbits_t* g, int64_t b0, int64_t nb, float* dst, float* sums) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  int64_t i, b, e;
+  for (i = 0; i < g->m; ++i) {
+    for (b = 0; b < nb; ++b) {
+      const int64_t e0 = (b0 + b) * g->block, valid = g->k - e0;
+      const float* src = g->x + i * g->k + e0;
+      float* d = dst + (i * nb + b) * g->block;
+      __m512 s = _mm512_setzero_ps();
+      for (e = 0; e < g->block; e += 16) {
+        const __mmask16 mk = valid - e >= 16 ? (__mmask16)0xFFFF
+                             : valid - e > 0 ? (__mmask16)((1u << (valid - e)) - 1u)
+                                             : (__mmask16)0;
+        const __m512 v = _mm512_maskz_loadu_ps(mk, src + e);
+        s = _mm512_add_ps(s, v);
+        _mm512_storeu_ps(d + e, v);
+      }
+      sums[i * nb + b] = _mm512_reduce_add_ps(s);
+      if (g->bits == 4) {
+        for (e = 0; e < g->block; e += 32) {
+          const __m512 a = _mm512_loadu_ps(d + e), c = _mm512_loadu_ps(d + e + 16);
+          _mm512_storeu_ps(d + e, _mm512_permutex2var_ps(a, even, c));
+          _mm512_storeu_ps(d + e + 16, _mm512_permutex2var_ps(a, odd, c));
+        }
+      }
+    }
+  }
+}
+
+/* out[j][i] = row i of the chunk of x . the chunk of row col + j of W (j < nc, i < r): per block, the scale
+ * times sum x q, plus (offset, or -zero * scale) times the block sum of x. */
+QINLINE void fast_dots(const nbits_t* g, const xchunk_t* c, int64_t col, float out[2][GEMV_ROWS], const int nc,
+                       const int r, const int bits, const int mode) {
+  const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const int64_t block = g->block, bb = g->block_bytes;
+  __m512 acc[2][GEMV_ROWS], bacc[GEMV_ROWS], corr[GEMV_ROWS];
+  const uint8_t* rows[2];
+  const float* sc[2];
+  int64_t b, e;
+  int i, j;
+  QUNROLL(2)
+  for (j = 0; j < nc; ++j) {
+    rows[j] = g->q + ((col + j) * g->blocks + c->b0) * bb;
+    sc[j] = g->scales + (col + j) * g->blocks + c->b0;
+    QUNROLL(4)
+    for (i = 0; i < r; ++i) acc[j][i] = _mm512_setzero_ps();
+  }
+  for (b = 0; b < c->nb; ++b) {
+    const float* xb = c->x + b * block;
+    QUNROLL(2)
+    for (j = 0; j < nc; ++j) {
+      const uint8_t* bp = rows[j] + b * bb;
+      const __m512 s = _mm512_set1_ps(sc[j][b]);
+      if (((b * bb) & 63) == 0) qprefetch(bp + RXE_NBITS_PREFETCH_BYTES);
+      QUNROLL(4)
+      for (i = 0; i < r; ++i) bacc[i] = _mm512_setzero_ps();
+      if (bits == 4) {
+        for (e = 0; e < block; e += 32) {
+          const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(const void*)(bp + e / 2)));
+          const __m512 lo = _mm512_permutexvar_ps(d, iota); /* the low nibble: the index's low 4 bits */
+          const __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(d, 4));
+          QUNROLL(4)
+          for (i = 0; i < r; ++i) {
+            const float* xi = xb + i * c->len + e;
+            bacc[i] = _mm512_fmadd_ps(lo, _mm512_loadu_ps(xi), bacc[i]);
+            bacc[i] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xi + 16), bacc[i]);
+          }
+        }
+      } else {
+        for (e = 0; e < block; e += 16) {
+          const __m512 w =
+              _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(const void*)(bp + e))));
+          QUNROLL(4)
+          for (i = 0; i < r; ++i) bacc[i] = _mm512_fmadd_ps(w, _mm512_loadu_ps(xb + i * c->len + e), bacc[i]);
+        }
+      }
+      QUNROLL(4)
+      for (i = 0; i < r; ++i) acc[j][i] = _mm512_fmadd_ps(bacc[i], s, acc[j][i]);
+    }
+  }
+  QUNROLL(2)
+  for (j = 0; j < nc; ++j) { /* the zero points: sum_b coefficient_b * (block sum of x)_b, 16 blocks at a time */
+    const int64_t base = (col + j) * g->blocks + c->b0;
+    const __m512 neg_zero = _mm512_set1_ps(-(float)(1 << (bits - 1)));
+    QUNROLL(4)
+    for (i = 0; i < r; ++i) corr[i] = _mm512_setzero_ps();
+    for (b = 0; b < c->nb; b += 16) {
+      const __mmask16 mk = c->nb - b >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (c->nb - b)) - 1u);
+      __m512 cf;
+      if (mode == RXE_NBITS_ZERO_FLOAT) {
+        cf = _mm512_maskz_loadu_ps(mk, g->offs + base + b);
+      } else if (mode == RXE_NBITS_ZERO_UINT8) {
+        const __m512 z = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mk, g->zp + base + b)));
+        cf = _mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), z), _mm512_maskz_loadu_ps(mk, g->scales + base + b));
+      } else {
+        cf = _mm512_mul_ps(neg_zero, _mm512_maskz_loadu_ps(mk, g->scales + base + b));
+      }
+      QUNROLL(4)
+      for (i = 0; i < r; ++i) corr[i] = _mm512_fmadd_ps(cf, _mm512_maskz_loadu_ps(mk, c->xs + i * c->nb + b), corr[i]);
+    }
+    QUNROLL(4)
+    for (i = 0; i < r; ++i) out[j][i] = _mm512_reduce_add_ps(acc[j][i]) + _mm512_reduce_add_ps(corr[i]);
+  }
+}
+
+QINLINE void fast_columns(const nbits_t* g, const xchunk_t* c, int64_t c0, int64_t c1, int first, int last,
+                          const int r, const int bits, const int mode) {
+  float out[2][GEMV_ROWS];
+  int64_t col;
+  int i, j;
+  for (col = c0; col < c1; col += 2) {
+    const int nc = c1 - col >= 2 ? 2 : 1;
+    if (nc == 2) {
+      fast_dots(g, c, col, out, 2, r, bits, mode);
+    } else {
+      fast_dots(g, c, col, out, 1, r, bits, mode);
+    }
+    for (j = 0; j < nc; ++j) {
+      for (i = 0; i < r; ++i) {
+        float* yv = g->y + i * g->n + col + j;
+        float v = first ? out[j][i] : *yv + out[j][i];
+        *yv = last && g->bias ? v + g->bias[col + j] : v;
+      }
+    }
+  }
+}
+
+QINLINE void fast_modes(const nbits_t* g, const xchunk_t* c, int64_t c0, int64_t c1, int first, int last,
+                        const int r) {
+  if (g->bits == 4) {
+    if (g->mode == RXE_NBITS_ZERO_FLOAT) {
+      fast_columns(g, c, c0, c1, first, last, r, 4, RXE_NBITS_ZERO_FLOAT);
+    } else if (g->mode == RXE_NBITS_ZERO_UINT8) {
+      fast_columns(g, c, c0, c1, first, last, r, 4, RXE_NBITS_ZERO_UINT8);
+    } else {
+      fast_columns(g, c, c0, c1, first, last, r, 4, RXE_NBITS_ZERO_DEFAULT);
+    }
+  } else if (g->mode == RXE_NBITS_ZERO_FLOAT) {
+    fast_columns(g, c, c0, c1, first, last, r, 8, RXE_NBITS_ZERO_FLOAT);
+  } else if (g->mode == RXE_NBITS_ZERO_UINT8) {
+    fast_columns(g, c, c0, c1, first, last, r, 8, RXE_NBITS_ZERO_UINT8);
+  } else {
+    fast_columns(g, c, c0, c1, first, last, r, 8, RXE_NBITS_ZERO_DEFAULT);
+  }
+}
+
+/* Whether the AVX-512 decode path takes this call: 4 bits with blocks of at least 32, or 8 bits; a chunk of
+ * at least one block per row fits XBUF. */
+static int fast_applies(const nbits_t* g) {
+  return (g->bits == 8 || g->block >= 32) && g->m * g->block <= XBUF && g->k > 0;
+}
+
+/* Columns [c0, c1), chunk after chunk of k: each chunk's sums added to y. */
+static void fast_task(const nbits_t* g, int64_t c0, int64_t c1) {
+  float xbuf[XBUF], sums[XBUF / 16];
+  const int64_t per = XBUF / (g->m * g->block); /* blocks per chunk */
+  xchunk_t c;
+  int64_t b0;
+  c.x = xbuf;
+  c.xs = sums;
+  for (b0 = 0; b0 < g->blocks; b0 += per) {
+    const int first = b0 == 0, last = b0 + per >= g->blocks;
+    c.b0 = b0;
+    c.nb = g->blocks - b0 < per ? g->blocks - b0 : per;
+    c.len = c.nb * g->block;
+    stage_x(g, b0, c.nb, xbuf, sums);
+    switch (g->m) {
+      case 4:
+        fast_modes(g, &c, c0, c1, first, last, 4);
+        break;
+      case 3:
+        fast_modes(g, &c, c0, c1, first, last, 3);
+        break;
+      case 2:
+        fast_modes(g, &c, c0, c1, first, last, 2);
+        break;
+      default:
+        fast_modes(g, &c, c0, c1, first, last, 1);
+        break;
+    }
+  }
+}
+#endif
+
 /* Columns [c0, c1), the bits and the zero mode constants of each copy. */
 static void gemv_task(void* ctx, int64_t c0, int64_t c1, int thread) {
   const nbits_t* g = (const nbits_t*)ctx;
   const int float_mode = g->mode == RXE_NBITS_ZERO_FLOAT;
   (void)thread;
+#if defined(QAVX512)
+  if (fast_applies(g)) {
+    fast_task(g, c0, c1);
+    return;
+  }
+#endif
   if (g->bits == 4) {
     if (float_mode) {
       columns(g, c0, c1, 4, 1);

@@ -22,7 +22,8 @@
  * stored as a dequantized copy of W: a decode step reads each packed byte
  * once. block_size is a power of two of at least 16; bits 4 or 8.
  *
- * Paths: x86-64 AVX2+FMA, aarch64 NEON, else generic C (as kernels.h), and
+ * Paths: x86-64 AVX-512 (F, BW, DQ + FMA: the decode path below), AVX2+FMA,
+ * aarch64 NEON, else generic C (as kernels.h), and
  * also NEON on 32-bit ARMv7 (__ARM_NEON; multiply-adds unfused without VFPv4,
  * and ARMv7 NEON flushes subnormals to zero).
  * Threads split the output columns; every output element is computed by one
@@ -50,12 +51,21 @@ extern "C" {
  * into vector registers, the sums in registers across blocks. More rows (a
  * prefill): a panel of 16 rows of W times 128 of k is dequantized once into a
  * stack buffer (8 KB) and multiplied into all m rows of x in register tiles of
- * 6 x 16. The two paths sum in different orders (last bits may differ). */
+ * 6 x 16. The two paths sum in different orders (last bits may differ).
+ * With AVX-512 the decode path (4 bits with block_size >= 32, or 8 bits; m *
+ * block_size <= 2048) folds the zero point out of the weights instead:
+ * sum_j x_j (q_j - z) s = s sum_j x_j q_j - z s sum_j x_j (q s + m: s sum x q
+ * + m sum x), the block sums of x computed once per call (per thread) into a
+ * staged copy of x on the stack (8 KB; k in chunks when it does not fit), the
+ * raw q converted to float, the scale applied once per block, two columns
+ * per pass sharing x's loads. Its results stay within float32 summation-order
+ * error of the reference (the tests: rtol 1e-4, atol 2e-6 * (max|y| + 1) *
+ * sqrt(k), against the reference and float64), not bit-equal to it. */
 /* stack: at most 11264 bytes, nearly all of it gemm_task (matmul_nbits.c) at most
  * 10240: the 8 KB dequantized panel, a 6 x 16 tile and (AVX2) 16 vectors of
  * W being transposed, on the prefill path. Measured 8992 (aarch64) to 9984
  * (x86-64 AVX2) for gemm_task; the decode path's gemv_task 744 (AVX2) to
- * 1288 (x86-64 generic C). */
+ * 1288 (x86-64 generic C), with AVX-512 648 + 8904 (fast_task: the staged x). */
 rxe_status_t rxe_lib_matmul_nbits_f32(const float* x, const uint8_t* qweight, const float* scales, const void* zeros,
                                       const float* bias, float* y, int64_t m, int64_t n, int64_t k, int64_t bits,
                                       int64_t block_size, int64_t zero_mode, int64_t has_bias, rxe_error_t* err);
