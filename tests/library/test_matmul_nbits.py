@@ -349,7 +349,10 @@ def test_compiled_graph_under_qemu(tmp_path, board):
                 zero="uint8")
 
 
-@pytest.mark.parametrize("flags", [[], ["-mavx2", "-mfma"], ["-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mfma"]])
+AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mfma"]
+
+
+@pytest.mark.parametrize("flags", [[], ["-mavx2", "-mfma"], AVX512])
 def test_stack_use_within_the_stated_bounds(tmp_path, flags):
     """kernels_quant.h's bounds against gcc -fstack-usage: an entry's frame plus its deepest callee's."""
     compile_c(["gcc", "-O2", "-std=c99", *flags, f"-I{RUNTIME / 'include'}", "-fstack-usage", "-c",
