@@ -767,6 +767,13 @@ static void quantize_rows(const float* x, int64_t m, const nbits_t* g, int paire
   }
 }
 
+/* VNNI: u8 x s8 dot products of four, summed into int32 lanes without saturation (vpdpbusd). */
+#if defined(__AVX2__) && defined(__FMA__) && defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define QDPBUSD(acc, u, s) _mm256_dpbusd_epi32(acc, u, s)
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__AVXVNNI__)
+#define QDPBUSD(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
+#endif
+
 /* accf[i] += (sum over the block of q * xq_i) * ws[i] for the r rows (xs[i]: row i's values of this block);
  * the integer sums are exact (4-bit q <= 15 times |xq| <= 127: pairs of products fit int16). */
 QINLINE void q8_block(const uint8_t* bp, int bits, int paired, int64_t block, const int8_t* const* xs,
@@ -787,9 +794,24 @@ QINLINE void q8_block(const uint8_t* bp, int bits, int paired, int64_t block, co
       QUNROLL(4)
       for (i = 0; i < r; ++i) {
         __m256i xv = _mm256_loadu_si256((const __m256i*)(const void*)(xs[i] + e));
+#if defined(QDPBUSD)
+        isum[i] = QDPBUSD(isum[i], q, xv);
+        (void)ones;
+#else
         isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv), ones));
+#endif
       }
     }
+#if defined(QDPBUSD)
+  } else if (bits == 8 && block >= 32) { /* u8 q times s8 x, four products per lane summed into int32 */
+    for (e = 0; e < block; e += 32) {
+      __m256i q = _mm256_loadu_si256((const __m256i*)(const void*)(bp + e));
+      QUNROLL(4)
+      for (i = 0; i < r; ++i) {
+        isum[i] = QDPBUSD(isum[i], q, _mm256_loadu_si256((const __m256i*)(const void*)(xs[i] + e)));
+      }
+    }
+#endif
   } else {
     for (e = 0; e < block; e += 16) {
       __m128i v;
