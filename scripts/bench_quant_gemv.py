@@ -12,9 +12,14 @@ sampled in turn, round after round (--rounds), so that a change of load hits
 all alike; each cell is the median over rounds with the spread (min..max as %
 of the median). GB/s counts the bytes of packed W + scales per call (numpy's:
 its float32 W). Results are checked against the operator's numpy reference.
-Nothing is promised about speed: it depends on the machine and its load.
+--zero float gives relax_edge GGUF Q4_1's float offsets m = -8 s (the same
+weights as ORT's default zero point 8). --baseline REV adds "rxe@REV", the
+kernel as committed at git revision REV, sampled in the same rounds (an A/B
+on a loaded machine). Nothing is promised about speed: it depends on the
+machine and its load.
 
-    python scripts/bench_quant_gemv.py [--bits 4] [--block 32] [--m 1 128] [--rounds 7]
+    python scripts/bench_quant_gemv.py [--bits 4] [--block 32] [--m 1 128] [--rounds 7] [--zero float]
+                                       [--baseline HEAD~1]
 """
 
 from __future__ import annotations
@@ -47,23 +52,23 @@ SHAPES = [("attn q/o 576x576", 576, 576), ("attn k/v 576x192", 576, 192), ("mlp 
 TIMER_C = r"""
 #include <time.h>
 #include "relax_edge/kernels.h"
-double rxe_bench_nbits(const float* x, const uint8_t* q, const float* s, float* y, int64_t m, int64_t n, int64_t k,
-                       int64_t bits, int64_t block, int64_t reps) {
+double rxe_bench_nbits(const float* x, const uint8_t* q, const float* s, const float* z, float* y, int64_t m,
+                       int64_t n, int64_t k, int64_t bits, int64_t block, int64_t mode, int64_t reps) {
   struct timespec t0, t1;
   int64_t r;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (r = 0; r < reps; ++r) rxe_lib_matmul_nbits_f32(x, q, s, s, s, y, m, n, k, bits, block, 0, 0, (rxe_error_t*)0);
+  for (r = 0; r < reps; ++r) rxe_lib_matmul_nbits_f32(x, q, s, z, s, y, m, n, k, bits, block, mode, 0, (rxe_error_t*)0);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   return ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) / (double)reps;
 }
 /* The same with act="int8" (x quantized at each call, into scratch). */
-double rxe_bench_nbits_q8(const float* x, const uint8_t* q, const float* s, float* y, float* scratch, int64_t m,
-                          int64_t n, int64_t k, int64_t bits, int64_t block, int64_t reps) {
+double rxe_bench_nbits_q8(const float* x, const uint8_t* q, const float* s, const float* z, float* y, float* scratch,
+                          int64_t m, int64_t n, int64_t k, int64_t bits, int64_t block, int64_t mode, int64_t reps) {
   struct timespec t0, t1;
   int64_t r;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (r = 0; r < reps; ++r) {
-    rxe_lib_matmul_nbits_q8_f32(x, q, s, s, s, y, scratch, m, n, k, bits, block, 0, 0, (rxe_error_t*)0);
+    rxe_lib_matmul_nbits_q8_f32(x, q, s, z, s, y, scratch, m, n, k, bits, block, mode, 0, (rxe_error_t*)0);
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   return ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) / (double)reps;
@@ -71,11 +76,19 @@ double rxe_bench_nbits_q8(const float* x, const uint8_t* q, const float* s, floa
 """
 
 
-def build(out: Path) -> ctypes.CDLL:
-    """The kernel and its timing loops, built with the host board's flags into out/libnbits.so (one thread)."""
+def build(out: Path, revision: str | None = None) -> ctypes.CDLL:
+    """The kernel and its timing loops, built with the host board's flags into out/libnbits.so (one thread);
+    with a git revision, its matmul_nbits.c as committed there."""
+    out.mkdir(parents=True, exist_ok=True)
     (out / "timer.c").write_text(TIMER_C)
     sources = [out / "timer.c", *(RUNTIME / s for s in SOURCES)]
-    flags = ["-O3", "-march=native", "-std=c99", "-shared", "-fPIC", "-pthread", f"-I{RUNTIME / 'include'}"]
+    if revision is not None:
+        kernel = subprocess.run(["git", "-C", str(ROOT), "show", f"{revision}:runtime_c/{SOURCES[0]}"], check=True,
+                                capture_output=True, text=True).stdout
+        (out / "matmul_nbits.c").write_text(kernel)
+        sources[1] = out / "matmul_nbits.c"
+    flags = ["-O3", "-march=native", "-std=c99", "-shared", "-fPIC", "-pthread", "-Wl,-Bsymbolic",
+             f"-I{RUNTIME / 'include'}"]
     subprocess.run(["cc", *flags, *map(str, sources), "-o", str(out / "libnbits.so")], check=True)
     dll = ctypes.CDLL(str(out / "libnbits.so"))
     for timer in (dll.rxe_bench_nbits, dll.rxe_bench_nbits_q8):
@@ -109,19 +122,24 @@ def ort_session(qweight, scales, k, n, bits, block, level):
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
 
 
-def contenders(dll, x, qweight, scales, k, n, bits, block):
+def contenders(dlls, x, qweight, scales, k, n, bits, block, zero):
     m = x.shape[0]
-    y = np.zeros((m, n), np.float32)
     w = np.ascontiguousarray(dequantize_blocks(qweight, scales, K=k, bits=bits, block_size=block).T)
-    ptr = [a.ctypes.data_as(ctypes.c_void_p) for a in (x, qweight, scales, y)]
-    y8 = np.zeros((m, n), np.float32)
-    scratch = np.zeros(q8_scratch_bytes(m, k, block) // 4 + 1, np.float32)
-    ptr8 = [a.ctypes.data_as(ctypes.c_void_p) for a in (x, qweight, scales, y8, scratch)]
-    sizes = (m, n, k, bits, block)
-    out = {"rxe": (lambda r: dll.rxe_bench_nbits(*ptr, *map(ctypes.c_int64, (*sizes, r))),
-                   qweight.nbytes + scales.nbytes, lambda: y),
-           "rxe int8": (lambda r: dll.rxe_bench_nbits_q8(*ptr8, *map(ctypes.c_int64, (*sizes, r))),
-                        qweight.nbytes + scales.nbytes, lambda: y8)}
+    offsets = (-float(1 << (bits - 1)) * scales).astype(np.float32)   # zero "float": q s + m, the same weights
+    mode = 2 if zero == "float" else 0
+    nbytes = qweight.nbytes + scales.nbytes + (offsets.nbytes if mode else 0)
+    sizes = (m, n, k, bits, block, mode)
+    out = {}
+    for name, dll in dlls.items():
+        y, y8 = np.zeros((m, n), np.float32), np.zeros((m, n), np.float32)
+        scratch = np.zeros(q8_scratch_bytes(m, k, block) // 4 + 1, np.float32)
+        ptr = [a.ctypes.data_as(ctypes.c_void_p) for a in (x, qweight, scales, offsets, y)]
+        ptr8 = [a.ctypes.data_as(ctypes.c_void_p) for a in (x, qweight, scales, offsets, y8, scratch)]
+        out[name] = (lambda r, dll=dll, ptr=ptr: dll.rxe_bench_nbits(*ptr, *map(ctypes.c_int64, (*sizes, r))),
+                     nbytes, lambda y=y: y)
+        out[name.replace("rxe", "rxe int8")] = (
+            lambda r, dll=dll, ptr8=ptr8: dll.rxe_bench_nbits_q8(*ptr8, *map(ctypes.c_int64, (*sizes, r))),
+            nbytes, lambda y8=y8: y8)
 
     def numpy_loop(r):
         t0 = time.perf_counter()
@@ -168,7 +186,7 @@ def bench_shape(dll, rng, m: int, k: int, n: int, args) -> str:
     qweight = rng.integers(0, 256, (n, blocks, args.block * args.bits // 8), dtype=np.uint8)
     scales = (rng.random((n, blocks)) * 0.02).astype(np.float32)
     x = rng.standard_normal((m, k)).astype(np.float32)
-    runs = contenders(dll, x, qweight, scales, k, n, args.bits, args.block)
+    runs = contenders(dll, x, qweight, scales, k, n, args.bits, args.block, args.zero)
     expected = matmul_nbits_reference(x, qweight, scales, K=k, N=n, bits=args.bits, block_size=args.block)
     for label, (timer, _, result) in runs.items():
         timer(1)
@@ -186,12 +204,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--sample-ms", type=float, default=30.0)
     parser.add_argument("--shapes", type=int, nargs="*", help="indices into SHAPES (default all)")
+    parser.add_argument("--zero", choices=("default", "float"), default="default",
+                        help="relax_edge's zero mode (float: GGUF Q4_1's offsets)")
+    parser.add_argument("--baseline", help="also the kernel as committed at this git revision")
     args = parser.parse_args()
     chosen = SHAPES if args.shapes is None else [SHAPES[i] for i in args.shapes]
     rng = np.random.default_rng(0)
-    print(f"bits {args.bits}, block {args.block}, 1 thread; median over {args.rounds} rounds (spread min..max)")
+    print(f"bits {args.bits}, block {args.block}, zero {args.zero}, 1 thread; median over {args.rounds} rounds "
+          "(spread min..max)")
     with tempfile.TemporaryDirectory() as tmp:
-        dll = build(Path(tmp))
+        dll = {"rxe": build(Path(tmp) / "work")}
+        if args.baseline:
+            dll[f"rxe@{args.baseline}"] = build(Path(tmp) / "base", args.baseline)
         for m in args.m:
             for name, k, n in chosen:
                 print(f"M={m:<4d} {name:20s} " + bench_shape(dll, rng, m, k, n, args), flush=True)
