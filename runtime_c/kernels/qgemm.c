@@ -1,7 +1,9 @@
-/* Requantized int8 GEMM (see relax_edge/kernels_qint8.h): tiles of 4 rows x
- * 8 columns (one weight panel), the k loop over groups of 4 bytes, int32
- * sums; the column sums of the packed weights and the row sums of x fold the
- * zero points in after the loop, then each output is requantized. */
+/* Requantized int8 GEMM (see relax_edge/kernels_qint8.h): tiles of MR rows x
+ * 8 columns (one weight panel), or with AVX-512 VNNI 8 rows x 32 columns (4
+ * panels), the k loop over groups of 4 bytes, int32 sums; the column sums of
+ * the packed weights and the row sums of x fold the zero points in after the
+ * loop, then each output is requantized. The row blocks pass over chunks of
+ * panels of about 128 KiB, so that a chunk's weights stay in the cache. */
 #include "qgemm_internal.h"
 #include "relax_edge/runtime.h"
 #include "relax_edge/threads.h"
@@ -14,6 +16,9 @@
 #if (defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))) && defined(__AVX2__)
 #define QGEMM_VNNI 1
 #include <immintrin.h>
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__)
+#define QGEMM_VNNI512 1 /* 512-bit tiles of 4 panels (32 columns), the 256-bit one for the last panels */
+#endif
 #if defined(__AVXVNNI__)
 #define QGEMM_DPBUSD _mm256_dpbusd_avx_epi32
 #else
@@ -340,61 +345,210 @@ static int vector_epilogue_ok(const rxe_qgemm_t* g) {
 #endif
 }
 
+#if defined(QGEMM_VNNI512)
+#define WIDE 4 /* panels per 512-bit tile */
+/* k group g of two panels in one register: 8 columns of `lo`, then 8 of `hi`. */
+QGEMM_INLINE __m512i two_panels(const uint8_t* lo, const uint8_t* hi, int64_t g) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i*)(const void*)(lo + 32 * g))),
+                            _mm256_loadu_si256((const __m256i*)(const void*)(hi + 32 * g)), 1);
+}
+
+/* acc += the u8 x s8 products of a and b in groups of 4: an asm statement where GCC's builtin would copy
+ * each accumulator to a new register and back every iteration. */
+#if defined(__GNUC__)
+#define DPBUSD512(acc, a, b) __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b))
+#else
+#define DPBUSD512(acc, a, b) ((acc) = _mm512_dpbusd_epi32((acc), (a), (b)))
+#endif
+
+/* The 4 bytes at p broadcast to 16 lanes, xor `flip` (0 when x is uint8: then the bytes are vpdpbusd's
+ * unsigned operand as they are). */
+QGEMM_INLINE __m512i broadcast_word(const uint8_t* p, __m512i flip) {
+  int32_t word;
+  __builtin_memcpy(&word, p, 4);
+  return _mm512_xor_si512(_mm512_set1_epi32(word), flip);
+}
+
+/* The sums of 4 consecutive panels (panel_bytes apart) less 128 * the column sums (the unsigned
+ * operand was x + 128), stored as acc[32]. */
+QGEMM_INLINE void store_wide(int32_t* acc, __m512i lo, __m512i hi, const int32_t* sums) {
+  _mm512_storeu_si512((void*)acc, _mm512_sub_epi32(lo, _mm512_slli_epi32(_mm512_loadu_si512((const void*)sums), 7)));
+  _mm512_storeu_si512((void*)(acc + 16),
+                      _mm512_sub_epi32(hi, _mm512_slli_epi32(_mm512_loadu_si512((const void*)(sums + 16)), 7)));
+}
+
+#define QGEMM_ROW_STEP(r)                                       \
+  xv = broadcast_word(x##r, xor_v);                             \
+  DPBUSD512(s##r##a, xv, w0);                                   \
+  DPBUSD512(s##r##b, xv, w1);                                   \
+  x##r += 4
+
+/* acc[r][0..32) = sum_k x_r[k] w_c[k] over 4 consecutive panels for the 8 rows x + r * ldx: two
+ * 512-bit accumulators a row (each holding a k group of two panels), 16 independent vpdpbusd
+ * chains, the row's 4 x bytes broadcast. `raw`: x is uint8 (constant after inlining). */
+QGEMM_INLINE void wide8(const uint8_t* x, int64_t ldx, const uint8_t* panel, int64_t panel_bytes,
+                        const int32_t* sums, int64_t k, uint32_t flip, int32_t (*acc)[WIDE * NR], int raw) {
+  const uint8_t *p0 = panel, *p1 = panel + panel_bytes, *p2 = panel + 2 * panel_bytes, *p3 = panel + 3 * panel_bytes;
+  const uint8_t *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx, *x3 = x + 3 * ldx, *x4 = x + 4 * ldx, *x5 = x + 5 * ldx,
+                *x6 = x + 6 * ldx, *x7 = x + 7 * ldx;
+  __m512i xor_v = raw ? _mm512_setzero_si512() : _mm512_set1_epi32((int)(flip ^ 0x80808080u)), w0, w1, xv;
+  __m512i s0a = _mm512_setzero_si512(), s0b = s0a, s1a = s0a, s1b = s0a, s2a = s0a, s2b = s0a, s3a = s0a,
+          s3b = s0a, s4a = s0a, s4b = s0a, s5a = s0a, s5b = s0a, s6a = s0a, s6b = s0a, s7a = s0a, s7b = s0a;
+  int64_t full = k / 4, g;
+  for (g = 0; g < full; ++g) {
+    w0 = two_panels(p0, p1, g);
+    w1 = two_panels(p2, p3, g);
+    if (raw) { /* no xor: the broadcast folds into vpdpbusd's memory operand... of the other side, so load */
+      QGEMM_ROW_STEP(0); QGEMM_ROW_STEP(1); QGEMM_ROW_STEP(2); QGEMM_ROW_STEP(3);
+      QGEMM_ROW_STEP(4); QGEMM_ROW_STEP(5); QGEMM_ROW_STEP(6); QGEMM_ROW_STEP(7);
+    } else {
+      QGEMM_ROW_STEP(0); QGEMM_ROW_STEP(1); QGEMM_ROW_STEP(2); QGEMM_ROW_STEP(3);
+      QGEMM_ROW_STEP(4); QGEMM_ROW_STEP(5); QGEMM_ROW_STEP(6); QGEMM_ROW_STEP(7);
+    }
+  }
+  if (k % 4) { /* the last k % 4: x bytes past k read as zero */
+    __m512i fx = _mm512_set1_epi32((int)(flip ^ 0x80808080u));
+    int64_t left = k - 4 * full;
+    w0 = two_panels(p0, p1, full);
+    w1 = two_panels(p2, p3, full);
+#define QGEMM_ROW_TAIL(r)                                                                  \
+  xv = _mm512_xor_si512(_mm512_set1_epi32((int)load_word(x##r, left)), fx);                \
+  DPBUSD512(s##r##a, xv, w0);                                                             \
+  DPBUSD512(s##r##b, xv, w1)
+    QGEMM_ROW_TAIL(0); QGEMM_ROW_TAIL(1); QGEMM_ROW_TAIL(2); QGEMM_ROW_TAIL(3);
+    QGEMM_ROW_TAIL(4); QGEMM_ROW_TAIL(5); QGEMM_ROW_TAIL(6); QGEMM_ROW_TAIL(7);
+#undef QGEMM_ROW_TAIL
+  }
+  store_wide(acc[0], s0a, s0b, sums);
+  store_wide(acc[1], s1a, s1b, sums);
+  store_wide(acc[2], s2a, s2b, sums);
+  store_wide(acc[3], s3a, s3b, sums);
+  store_wide(acc[4], s4a, s4b, sums);
+  store_wide(acc[5], s5a, s5b, sums);
+  store_wide(acc[6], s6a, s6b, sums);
+  store_wide(acc[7], s7a, s7b, sums);
+}
+#undef QGEMM_ROW_STEP
+
+/* 8 full rows (consecutive, ldx apart). */
+static void tile_wide(const uint8_t* x, int64_t ldx, const uint8_t* panel, int64_t panel_bytes, const int32_t* sums,
+                      int64_t k, uint32_t flip, int32_t (*acc)[WIDE * NR]) {
+  if (flip == 0x80808080u)
+    wide8(x, ldx, panel, panel_bytes, sums, k, flip, acc, 1);
+  else
+    wide8(x, ldx, panel, panel_bytes, sums, k, flip, acc, 0);
+}
+
+/* One row. */
+static void tile_wide_one_row(const uint8_t* x, const uint8_t* panel, int64_t panel_bytes, const int32_t* sums,
+                              int64_t k, uint32_t flip, int32_t* acc) {
+  const uint8_t *p0 = panel, *p1 = panel + panel_bytes, *p2 = panel + 2 * panel_bytes, *p3 = panel + 3 * panel_bytes;
+  __m512i fx = _mm512_set1_epi32((int)(flip ^ 0x80808080u)), sa = _mm512_setzero_si512(), sb = sa, xv;
+  int64_t groups = (k + 3) / 4, g;
+  for (g = 0; g < groups; ++g) {
+    xv = _mm512_xor_si512(_mm512_set1_epi32((int)load_word(x + 4 * g, k - 4 * g)), fx);
+    sa = _mm512_dpbusd_epi32(sa, xv, two_panels(p0, p1, g));
+    sb = _mm512_dpbusd_epi32(sb, xv, two_panels(p2, p3, g));
+  }
+  store_wide(acc, sa, sb, sums);
+}
+#else
+#define WIDE 1
+#endif
+
+/* The outputs of rows [m0, min(m0 + MR, m)) x the panel at column n0 from their sums acc (row r at
+ * acc + r * stride): the zero points' terms, then the requantization. */
+static void epilogue(const rxe_qgemm_t* g, int vector, const int32_t* acc, int64_t stride, int64_t m0, int64_t n0,
+                     const int64_t* xsum, const int32_t* wsum) {
+  int64_t c, columns = g->n - n0 < NR ? g->n - n0 : NR;
+  int r;
+#if defined(QGEMM_VECTOR_REQUANT)
+  if (vector) {
+    int32_t col[NR], q[NR], e[NR], out[NR];
+    for (c = 0; c < NR; ++c) {
+      int64_t n = n0 + (c < columns ? c : 0);
+      col[c] = (int32_t)((int64_t)g->bias[n] - (int64_t)g->xz * wsum[n] + g->k * (int64_t)g->xz * g->wz);
+      q[c] = g->multiplier[n];
+      e[c] = -g->shift[n];
+    }
+    for (r = 0; r < MR && m0 + r < g->m; ++r) {
+      uint8_t* dst = g->out + (m0 + r) * g->ldm + n0 * g->ldn;
+      requantize_row(acc + r * stride, col, (int32_t)(-(int64_t)g->wz * xsum[r]), q, e, g, out);
+      for (c = 0; c < columns; ++c) dst[c * g->ldn] = (uint8_t)out[c];
+    }
+    return;
+  }
+#endif
+  for (c = 0; c < columns; ++c) {
+    int64_t n = n0 + c;
+    int64_t column = (int64_t)g->bias[n] - (int64_t)g->xz * wsum[n] + g->k * (int64_t)g->xz * g->wz;
+    uint8_t* out = g->out + m0 * g->ldm + n * g->ldn;
+    for (r = 0; r < MR && m0 + r < g->m; ++r)
+      out[r * g->ldm] = requantize_out(acc[r * stride + c] + column - (int64_t)g->wz * xsum[r], g->multiplier[n],
+                                       g->shift[n], g);
+  }
+  (void)vector;
+}
+
+/* Panels per chunk: the row blocks run over one chunk of panels at a time, its weights (at most
+ * about 128 KiB) staying in the cache while the rows pass. */
+#define QGEMM_CHUNK_BYTES 131072
+
 /* Rows [m_begin, m_end) (multiples of MR but the last) x panels [p_begin, p_end). */
 QGEMM_NOCLONE void run_block(const rxe_qgemm_t* g, int vector, int64_t m_begin, int64_t m_end, int64_t p_begin,
-                      int64_t p_end) {
+                             int64_t p_end) {
   const int32_t* wsum = (const int32_t*)(const void*)g->w_packed;
-  int64_t panels = (g->n + NR - 1) / NR, panel_bytes = (g->k + 3) / 4 * 32, m0, p, i;
+  int64_t panels = (g->n + NR - 1) / NR, panel_bytes = (g->k + 3) / 4 * 32, m0, p, i, c0, chunk;
   const uint8_t* first_panel = g->w_packed + 4 * panels * NR;
   uint8_t flip8 = (uint8_t)(g->flip & 0xffu);
-  for (m0 = m_begin; m0 < m_end; m0 += MR) {
-    const uint8_t* rows[MR];
-    int64_t xsum[MR];
-    int r;
-    for (r = 0; r < MR; ++r) {
-      int64_t row = m0 + r < g->m ? m0 + r : g->m - 1;
-      rows[r] = g->x + row * g->ldx;
-      xsum[r] = 0;
-      if (g->wz != 0)
-        for (i = 0; i < g->k; ++i) xsum[r] += (int8_t)(rows[r][i] ^ flip8);
-    }
-    for (p = p_begin; p < p_end; ++p) {
-      int32_t acc[MR][NR];
-      int64_t n0 = p * NR, c, columns = g->n - n0 < NR ? g->n - n0 : NR;
-      if (g->m - m0 >= MR) {
-        tile(rows, first_panel + p * panel_bytes, wsum + n0, g->k, g->flip, acc);
-      } else { /* the last rows one by one */
-        for (r = 0; m0 + r < g->m; ++r)
-          tile_one_row(rows + r, first_panel + p * panel_bytes, wsum + n0, g->k, g->flip, acc + r);
+  int32_t sums[MR * WIDE * NR]; /* a tile's sums: MR rows of WIDE * NR (or of NR) */
+  chunk = QGEMM_CHUNK_BYTES / panel_bytes / WIDE * WIDE;
+  if (chunk < WIDE) chunk = WIDE;
+  for (c0 = p_begin; c0 < p_end; c0 += chunk) {
+    int64_t c1 = p_end - c0 < chunk ? p_end : c0 + chunk;
+    for (m0 = m_begin; m0 < m_end; m0 += MR) {
+      const uint8_t* rows[MR];
+      int64_t xsum[MR];
+      int r, full_rows = g->m - m0 >= MR;
+      for (r = 0; r < MR; ++r) {
+        int64_t row = m0 + r < g->m ? m0 + r : g->m - 1;
+        rows[r] = g->x + row * g->ldx;
+        xsum[r] = 0;
+        if (g->wz != 0)
+          for (i = 0; i < g->k; ++i) xsum[r] += (int8_t)(rows[r][i] ^ flip8);
       }
-#if defined(QGEMM_VECTOR_REQUANT)
-      if (vector) {
-        int32_t col[NR], q[NR], e[NR], out[NR];
-        for (c = 0; c < NR; ++c) {
-          int64_t n = n0 + (c < columns ? c : 0);
-          col[c] = (int32_t)((int64_t)g->bias[n] - (int64_t)g->xz * wsum[n] + g->k * (int64_t)g->xz * g->wz);
-          q[c] = g->multiplier[n];
-          e[c] = -g->shift[n];
+      for (p = c0; p < c1;) {
+#if defined(QGEMM_VNNI512)
+        if (p + WIDE <= c1) {
+          int32_t (*acc)[WIDE * NR] = (int32_t (*)[WIDE * NR])sums;
+          int j;
+          if (full_rows) {
+            tile_wide(rows[0], g->ldx, first_panel + p * panel_bytes, panel_bytes, wsum + p * NR, g->k, g->flip, acc);
+          } else { /* the last rows one by one */
+            for (r = 0; m0 + r < g->m; ++r)
+              tile_wide_one_row(rows[r], first_panel + p * panel_bytes, panel_bytes, wsum + p * NR, g->k, g->flip,
+                                acc[r]);
+          }
+          for (j = 0; j < WIDE && (p + j) * NR < g->n; ++j)
+            epilogue(g, vector, acc[0] + j * NR, WIDE * NR, m0, (p + j) * NR, xsum, wsum);
+          p += WIDE;
+          continue;
         }
-        for (r = 0; r < MR && m0 + r < g->m; ++r) {
-          uint8_t* dst = g->out + (m0 + r) * g->ldm + n0 * g->ldn;
-          requantize_row(acc[r], col, (int32_t)(-(int64_t)g->wz * xsum[r]), q, e, g, out);
-          for (c = 0; c < columns; ++c) dst[c * g->ldn] = (uint8_t)out[c];
-        }
-        continue;
-      }
 #endif
-      for (c = 0; c < columns; ++c) {
-        int64_t n = n0 + c;
-        int64_t column = (int64_t)g->bias[n] - (int64_t)g->xz * wsum[n] + g->k * (int64_t)g->xz * g->wz;
-        uint8_t* out = g->out + m0 * g->ldm + n * g->ldn;
-        for (r = 0; r < MR && m0 + r < g->m; ++r)
-          out[r * g->ldm] = requantize_out(acc[r][c] + column - (int64_t)g->wz * xsum[r], g->multiplier[n],
-                                           g->shift[n], g);
+        {
+          int32_t (*acc)[NR] = (int32_t (*)[NR])sums;
+          if (full_rows) {
+            tile(rows, first_panel + p * panel_bytes, wsum + p * NR, g->k, g->flip, acc);
+          } else { /* the last rows one by one */
+            for (r = 0; m0 + r < g->m; ++r)
+              tile_one_row(rows + r, first_panel + p * panel_bytes, wsum + p * NR, g->k, g->flip, acc + r);
+          }
+          epilogue(g, vector, acc[0], NR, m0, p * NR, xsum, wsum);
+          ++p;
+        }
       }
     }
   }
-  (void)vector;
 }
 
 typedef struct {

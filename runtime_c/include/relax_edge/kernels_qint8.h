@@ -24,8 +24,10 @@
  * and k). That is the sdot / vpdpbusd layout; the widening paths read
  * the same bytes. The column sums fold x_zero into the bias at run time.
  *
- * Paths, chosen at compile time: x86-64 AVX-VNNI or AVX512-VNNI+VL
- * (vpdpbusd), else AVX2 (int8 widened to int16, vpmaddwd: no saturation);
+ * Paths, chosen at compile time: x86-64 AVX512-VNNI+BW (vpdpbusd on
+ * 512-bit registers, tiles of 8 rows x 4 panels, each register a k group
+ * of two panels; the 256-bit tile for the last panels), AVX-VNNI or
+ * AVX512-VNNI+VL (256-bit vpdpbusd), else AVX2 (int8 widened to int16, vpmaddwd: no saturation);
  * aarch64 with __ARM_FEATURE_DOTPROD (sdot); other NEON (aarch64, armv7:
  * vmull_s8 + vpadal, no saturation); Cortex-M with __ARM_FEATURE_DSP
  * (SXTB16 + SMLAD, 1 row x 4 columns); else portable C. Every path gives
@@ -65,10 +67,10 @@ int32_t rxe_qint8_requantize(int32_t acc, int32_t q, int32_t shift);
 
 /* out (m,n) = requantized x (m,k) @ W^T, x and out row-major; w_packed as
  * above; bias, multiplier, shift: n int32 each. */
-/* stack: at most 1536 bytes: the tile of up to 8 x 8 int32 sums, their
+/* stack: at most 3072 bytes: the tile of up to 8 x 32 int32 sums, their
  * vector registers and the epilogue's column terms in rxe_qgemm_run
- * (qgemm.c), through the thread pool's task. Measured 800 (Cortex-M4) to
- * 1408 (x86-64 AVX2). */
+ * (qgemm.c), through the thread pool's task. Measured 800 (Cortex-M4),
+ * 1408 (x86-64 AVX2) to about 2400 (x86-64 AVX-512). */
 rxe_status_t rxe_lib_qdense_s8(const void* x, const void* w_packed, const int32_t* bias, const int32_t* multiplier,
                                const int32_t* shift, void* out, int64_t m, int64_t n, int64_t k, int64_t x_zero,
                                int64_t w_zero, int64_t out_zero, int64_t act_min, int64_t act_max, int64_t dtypes,
@@ -80,8 +82,9 @@ rxe_status_t rxe_lib_qdense_s8(const void* x, const void* w_packed, const int32_
  * after the other (each RXE_QINT8_PACKED_BYTES(o/groups, c/groups*kh*kw)).
  * scratch: RXE_LIB_QCONV2D_SCRATCH_BYTES bytes (a 1x1 kernel of stride 1
  * without padding fills it by a transpose of the block's pixels). */
-/* stack: at most 2048 bytes: the GEMM's (above) under the convolution's
- * frame. Measured 1080 (Cortex-M4) to 1728 (x86-64 AVX2). */
+/* stack: at most 3584 bytes: the GEMM's (above) under the convolution's
+ * frame. Measured 1080 (Cortex-M4), 1728 (x86-64 AVX2) to about 2700
+ * (x86-64 AVX-512). */
 rxe_status_t rxe_lib_qconv2d_s8(const void* x, const void* w_packed, const int32_t* bias, const int32_t* multiplier,
                                 const int32_t* shift, void* y, void* scratch, int64_t n, int64_t c, int64_t h,
                                 int64_t w, int64_t o, int64_t kh, int64_t kw, int64_t oh, int64_t ow,
