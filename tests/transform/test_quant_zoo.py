@@ -32,7 +32,8 @@ SEEDS = range(4)
 # of a step up (0.25% of MobileNetV2's first conv outputs land one step above the spec's QuantizeLinear);
 # over 52 convolutions MobileNetV2 ends 16-24% of its output range from the spec result (top-1 lost on 1
 # of 4 inputs), ResNet-18 2-4% (top-1 lost on 1 of 4). One rounding of acc * M (requantize_exact) gives
-# 0-3.3% and 0-3.9%, ONNX Runtime's own default session 0-7.3% and 0-2%.
+# 0-3.3% and 0-3.9% (top-1 kept on all 4; ResNet-18's 3.9% on one input is over the bound still: these
+# random-weight networks amplify one-step flips), ONNX Runtime's own default session 0-7.3% and 0-2%.
 DOUBLE_ROUNDING = pytest.mark.xfail(strict=True, reason="qconv2d requantizes with TFLite's double rounding")
 
 
@@ -114,14 +115,16 @@ def test_cnn_within_the_bound_of_onnxruntime(arch, host_runs):
         assert np.abs(g - want).max() <= 0.03 * (want.max() - want.min())
 
 
-@pytest.mark.parametrize("board, backend", [("host", "llvm"), pytest.param("qemu-armv7", "c", marks=pytest.mark.emu)])
-def test_dynamic_bert_against_onnxruntime(board, backend, tmp_path):
+@pytest.mark.emu
+@pytest.mark.slow
+def test_dynamic_bert_against_onnxruntime_on_qemu_armv7(tmp_path):
     """quantize_dynamic's DynamicQuantizeLinear -> MatMulInteger chains: exact int32 matmuls, so the
-    result is ONNX Runtime's up to float32 rounding."""
+    result is ONNX Runtime's up to float32 rounding. (On the host, C: tests/transform/test_quantize_models.py;
+    the LLVM row is ResNet-18's above.)"""
     path, spec = qz.get_bert()
     names = [i.name for i in onnx.load(str(path)).graph.input]
     feeds = [spec["make_inputs"](seed, seq=seq) for seed, seq in ((0, 5), (1, 16))]
-    got = _run_compiled(path, tmp_path, [[f[n] for n in names] for f in feeds], board, backend)
+    got = _run_compiled(path, tmp_path, [[f[n] for n in names] for f in feeds], "qemu-armv7")
     sess = _spec_session(path)
     for f, outs in zip(feeds, got):
         for g, w in zip(outs, sess.run(None, f)):
