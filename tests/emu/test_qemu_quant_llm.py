@@ -22,7 +22,6 @@ import pytest
 import relax_edge as rxe
 from tests.deploy.test_genai_model import PROMPT, _level_0, genai_llama, ort_greedy, until_tie
 
-pytest.importorskip("onnxruntime_genai")
 pytestmark = [pytest.mark.emu, pytest.mark.slow]   # each build cross-compiles the model for its board
 
 BOARDS = ["qemu-aarch64", "qemu-aarch64-dotprod", "qemu-armv7", "qemu-riscv64"]
