@@ -15,9 +15,10 @@ transform/legalize.py asks `lower_call` for them.
 3. Depthwise convolutions (groups == c == o) of up to 64 taps take their
    own kernel (no packing beyond the uint8 fold, no scratch); others
    (larger depthwise kernels too, one channel per group) go through im2col
-   into the int8 GEMM with scratch of at most RXE_QCONV_PIXELS rows
-   (`conv_scratch_bytes`, which the memory planner sees; a 1x1 stride-1
-   unpadded kernel fills it by a transpose).
+   into the int8 GEMM with scratch for one block of output pixels (an NHWC
+   slice of the input and the block's im2col rows, `conv_scratch_bytes`,
+   which the memory planner sees; a 1x1 stride-1 kernel needs the slice
+   only). The convolution weights' k order is (ky, kx, ci).
 4. The ExternDecl's reference is the operator's numpy reference (the
    interpreter runs the legalized module); "params" carries the attributes.
 
@@ -90,12 +91,12 @@ def unpack_qdense_weights(packed: np.ndarray, n: int, k: int) -> np.ndarray:
 
 
 def pack_qconv2d_weights(w: np.ndarray, groups: int) -> np.ndarray:
-    """W (o, c/groups, kh, kw) -> per group the (o/groups, c/groups*kh*kw)
-    matrix packed as for qdense, one group after the other."""
+    """W (o, c/groups, kh, kw) -> per group the (o/groups, kh*kw*c/groups) matrix, k in the order
+    (ky, kx, ci) (the kernel's NHWC im2col rows), packed as for qdense, one group after the other."""
     o = w.shape[0]
     if o % groups:
         raise ValueError(f"pack_qconv2d_weights: groups {groups} does not divide the {o} output channels")
-    matrix = np.asarray(w).reshape(groups, o // groups, -1)
+    matrix = np.asarray(w).transpose(0, 2, 3, 1).reshape(groups, o // groups, -1)
     return np.concatenate([pack_qdense_weights(part) for part in matrix])
 
 
@@ -114,9 +115,27 @@ def pack_qdense_for_codegen(w: np.ndarray, groups: int = 1) -> np.ndarray:
 PACKERS = {"qdense": pack_qdense_for_codegen, "qconv2d": pack_qconv2d_weights, "qdepthwise": pack_qdepthwise_weights}
 
 
-def conv_scratch_bytes(depth, oh, ow):
-    """Bytes of scratch of rxe_lib_qconv2d_s8 (RXE_LIB_QCONV2D_SCRATCH_BYTES)."""
-    return min_expr(as_expr(oh) * ow, CONV_PIXELS) * depth
+def _block_rows_cols(oh, ow):
+    """RXE_QCONV_BLOCK_ROWS / _COLS: whole rows of up to CONV_PIXELS pixels, or CONV_PIXELS columns."""
+    if ow < CONV_PIXELS:
+        return min(CONV_PIXELS // ow, oh), ow
+    return 1, CONV_PIXELS
+
+
+def conv_scratch_bytes(cg, kh, kw, oh, ow, strides=(1, 1), dilation=(1, 1)):
+    """Bytes of scratch of rxe_lib_qconv2d_s8 (RXE_LIB_QCONV2D_SCRATCH_BYTES): a block's NHWC input
+    slice, then (but for a 1x1 kernel of stride 1) its im2col rows. A bound when oh or ow is symbolic."""
+    (sh, sw), (dh, dw) = strides, dilation
+    pointwise = kh == 1 and kw == 1 and sh == 1 and sw == 1
+    span_h, span_w = (kh - 1) * dh + 1, (kw - 1) * dw + 1
+    if isinstance(oh, int) and isinstance(ow, int):
+        rows, cols = _block_rows_cols(oh, ow)
+        return ((rows - 1) * sh + span_h) * ((cols - 1) * sw + span_w) * cg + (0 if pointwise else
+                                                                                 rows * cols * cg * kh * kw)
+    # rows * cols <= CONV_PIXELS, rows, cols <= CONV_PIXELS
+    pixels = min_expr(as_expr(oh) * ow, CONV_PIXELS)
+    slice_bound = (CONV_PIXELS * (sh * sw + sh * span_w + sw * span_h) + span_h * span_w) * cg
+    return slice_bound + (0 if pointwise else pixels * cg * kh * kw)
 
 
 # ------------------------------------------------------------------ lowering
@@ -157,6 +176,12 @@ def _product(dims):
     return total
 
 
+def _const(dim):
+    """A dimension as an int when it is a constant."""
+    d = as_expr(dim)
+    return d.value if d.is_const else d
+
+
 def _qdense(call: Call):
     n, k = _weight_shape(call)
     m = _product(call.args[0].type.shape[:-1])
@@ -174,7 +199,7 @@ def _qconv2d(call: Call):
     if groups == o and cg == 1 and c.is_const and c.value == o and kh * kw <= DEPTHWISE_MAX_TAPS:
         return (DEPTHWISE, [nb, c, h, wd, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw, *tail], ((1, "qdepthwise"),),
                 None)
-    scratch = conv_scratch_bytes(cg * kh * kw, oh, ow)
+    scratch = conv_scratch_bytes(cg, kh, kw, _const(oh), _const(ow), (int(sh), int(sw)), (int(dh), int(dw)))
     return (CONV2D, [nb, c, h, wd, o, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw, groups, *tail], ((1, "qconv2d"),),
             scratch)
 

@@ -1,17 +1,47 @@
 /* int8 convolutions (see relax_edge/kernels_qint8.h). rxe_lib_qconv2d_s8:
- * per image and group, blocks of RXE_QCONV_PIXELS output pixels are copied
- * as im2col rows (x_zero outside the input) into scratch and multiplied by
- * the packed weights with the int8 GEMM (qgemm.c), which stores the result
- * transposed (NCHW). A 1x1 kernel of stride 1 without padding has no
- * window: its block is a plain transpose of the input planes (an
- * outer-product loop reading the planes in place, without the copy, was 8-10x
- * slower than the GEMM on the MobileNetV2 1x1 shapes). rxe_lib_qdepthwise_conv2d_s8: per channel and
+ * per image and group, blocks of output pixels (whole rows of up to
+ * RXE_QCONV_PIXELS pixels, or RXE_QCONV_PIXELS columns of a wider row): the
+ * block's input window is transposed into scratch as an NHWC slice (x_zero
+ * outside the input), its im2col rows copied from the slice kw * C/groups
+ * bytes at a time (the packed weights' k order is (ky, kx, ci)), and the
+ * rows multiplied by the packed weights with the int8 GEMM (qgemm.c), which
+ * stores the result transposed (NCHW). A 1x1 kernel of stride 1 has no
+ * window: its slice is the GEMM's input. rxe_lib_qdepthwise_conv2d_s8: per channel and
  * output row, blocks of 64 outputs in int32, each tap added over the outputs
  * whose input column is inside the row (a loop that vectorizes for column
  * stride 1; rows and columns outside add nothing, as x_zero - x_zero = 0),
  * then the block requantized 8 at a time. Any kernel size up to 64 taps. */
 #include "qgemm_internal.h"
 #include "relax_edge/runtime.h"
+
+/* dst[0..count) = src[0..count), 8 bytes at a time. */
+static inline void copy_bytes(uint8_t* dst, const uint8_t* src, int64_t count) {
+  int64_t i = 0;
+  for (; i + 8 <= count; i += 8) __builtin_memcpy(dst + i, src + i, 8);
+  for (; i < count; ++i) dst[i] = src[i];
+}
+
+/* x_zero outside the input: slice[r][c][ci] = x[ci][iy0 + r][ix0 + c] of one group (NHWC). */
+static void fill_slice(uint8_t* slice, const uint8_t* xg, int64_t cg, int64_t h, int64_t w, int64_t iy0, int64_t ix0,
+                       int64_t rows, int64_t cols, uint8_t xz) {
+  int64_t r, col, ci, lo = ix0 < 0 ? -ix0 : 0, hi = w - ix0 < cols ? w - ix0 : cols;
+  if (hi < lo) hi = lo;
+  for (r = 0; r < rows; ++r) {
+    int64_t iy = iy0 + r;
+    uint8_t* dst = slice + r * cols * cg;
+    if (iy < 0 || iy >= h) {
+      for (col = 0; col < cols * cg; ++col) dst[col] = xz;
+      continue;
+    }
+    for (col = 0; col < lo * cg; ++col) dst[col] = xz;
+    for (col = hi * cg; col < cols * cg; ++col) dst[col] = xz;
+    for (ci = 0; ci < cg; ++ci) {
+      const uint8_t* src = xg + (ci * h + iy) * w + ix0;
+      uint8_t* d = dst + ci;
+      for (col = lo; col < hi; ++col) d[col * cg] = src[col];
+    }
+  }
+}
 
 rxe_status_t rxe_lib_qconv2d_s8(const void* x, const void* w_packed, const int32_t* bias, const int32_t* multiplier,
                                 const int32_t* shift, void* y, void* scratch, int64_t n, int64_t c, int64_t h,
@@ -20,8 +50,8 @@ rxe_status_t rxe_lib_qconv2d_s8(const void* x, const void* w_packed, const int32
                                 int64_t dil_w, int64_t groups, int64_t x_zero, int64_t w_zero, int64_t out_zero,
                                 int64_t act_min, int64_t act_max, int64_t dtypes, rxe_error_t* err) {
   const char* what = "rxe_lib_qconv2d_s8";
-  int64_t cg, og, depth, pixels, b, grp, p0, packed_bytes;
-  int x_unsigned = (dtypes & RXE_QINT8_X_UNSIGNED) != 0, one_by_one;
+  int64_t cg, og, depth, pixels, b, grp, packed_bytes, block_rows, block_cols, oy0, ox0;
+  int x_unsigned = (dtypes & RXE_QINT8_X_UNSIGNED) != 0, pointwise;
   rxe_qgemm_t g;
   rxe_status_t st;
   if (n < 0 || c < 0 || h < 0 || w < 0 || o < 0 || kh < 1 || kw < 1 || oh < 0 || ow < 0 || stride_h < 1 ||
@@ -37,8 +67,8 @@ rxe_status_t rxe_lib_qconv2d_s8(const void* x, const void* w_packed, const int32
   pixels = oh * ow;
   st = rxe_qint8_check(what, depth, o, shift, x_zero, w_zero, out_zero, act_min, act_max, dtypes, err);
   if (st != RXE_OK) return st;
+  if (!scratch) return rxe_error_set(err, RXE_ERR_NULL, "%s: scratch is NULL", what);
   packed_bytes = RXE_QINT8_PACKED_BYTES(og, depth);
-  g.ldx = depth;
   g.k = depth;
   g.n = og;
   g.flip = x_unsigned ? 0x80808080u : 0u;
@@ -49,9 +79,10 @@ rxe_status_t rxe_lib_qconv2d_s8(const void* x, const void* w_packed, const int32
   g.out_zero = (int32_t)out_zero;
   g.act_min = (int32_t)act_min;
   g.act_max = (int32_t)act_max;
-  one_by_one = kh == 1 && kw == 1 && stride_h == 1 && stride_w == 1 && pad_top == 0 && pad_left == 0 && oh == h &&
-               ow == w;
-  if (!scratch) return rxe_error_set(err, RXE_ERR_NULL, "%s: scratch is NULL", what);
+  /* a 1x1 kernel of stride 1: the slice is the GEMM's x as it is */
+  pointwise = kh == 1 && kw == 1 && stride_h == 1 && stride_w == 1;
+  block_rows = RXE_QCONV_BLOCK_ROWS(oh, ow);
+  block_cols = RXE_QCONV_BLOCK_COLS(ow);
   for (b = 0; b < n; ++b) {
     for (grp = 0; grp < groups; ++grp) {
       const uint8_t* xg = (const uint8_t*)x + (b * c + grp * cg) * h * w;
@@ -59,42 +90,38 @@ rxe_status_t rxe_lib_qconv2d_s8(const void* x, const void* w_packed, const int32
       g.bias = bias + grp * og;
       g.multiplier = multiplier + grp * og;
       g.shift = shift + grp * og;
-      for (p0 = 0; p0 < pixels; p0 += RXE_QCONV_PIXELS) {
-        int64_t np = pixels - p0 < RXE_QCONV_PIXELS ? pixels - p0 : RXE_QCONV_PIXELS, p;
-        uint8_t* rows = (uint8_t*)scratch;
-        if (one_by_one) { /* the block of pixels transposed: no window, no bounds */
-          int64_t ci;
-          for (ci = 0; ci < cg; ++ci) {
-            const uint8_t* plane = xg + ci * h * w + p0;
-            for (p = 0; p < np; ++p) rows[p * depth + ci] = plane[p];
+      for (oy0 = 0; oy0 < oh; oy0 += block_rows) {
+        for (ox0 = 0; ox0 < ow; ox0 += block_cols) {
+          int64_t rows = oh - oy0 < block_rows ? oh - oy0 : block_rows;
+          int64_t cols = ow - ox0 < block_cols ? ow - ox0 : block_cols;
+          int64_t in_rows = (rows - 1) * stride_h + (kh - 1) * dil_h + 1;
+          int64_t in_cols = (cols - 1) * stride_w + (kw - 1) * dil_w + 1, r, col, ky, kx;
+          uint8_t* slice = (uint8_t*)scratch;
+          fill_slice(slice, xg, cg, h, w, oy0 * stride_h - pad_top, ox0 * stride_w - pad_left, in_rows, in_cols,
+                     (uint8_t)x_zero);
+          if (pointwise) {
+            g.x = slice;
+            g.ldx = cg;
+          } else { /* im2col rows in the packed k order (ky, kx, ci): kw * cg bytes at a time for dilation 1 */
+            uint8_t* row = slice + in_rows * in_cols * cg;
+            g.x = row;
+            g.ldx = depth;
+            for (r = 0; r < rows; ++r)
+              for (col = 0; col < cols; ++col)
+                for (ky = 0; ky < kh; ++ky) {
+                  const uint8_t* src = slice + ((r * stride_h + ky * dil_h) * in_cols + col * stride_w) * cg;
+                  if (dil_w == 1) {
+                    copy_bytes(row, src, kw * cg);
+                    row += kw * cg;
+                  } else {
+                    for (kx = 0; kx < kw; ++kx, row += cg) copy_bytes(row, src + kx * dil_w * cg, cg);
+                  }
+                }
           }
-          np = 0;
+          g.m = rows * cols;
+          g.out = (uint8_t*)y + (b * o + grp * og) * pixels + oy0 * ow + ox0;
+          rxe_qgemm_run(&g);
         }
-        for (p = 0; p < np; ++p) {
-          int64_t oy = (p0 + p) / ow, ox = (p0 + p) % ow, ci, ky, kx;
-          int64_t iy0 = oy * stride_h - pad_top, ix0 = ox * stride_w - pad_left;
-          uint8_t* row = rows + p * depth;
-          if (iy0 >= 0 && iy0 + (kh - 1) * dil_h < h && ix0 >= 0 && ix0 + (kw - 1) * dil_w < w) {
-            for (ci = 0; ci < cg; ++ci) /* every tap inside: no bounds checks */
-              for (ky = 0; ky < kh; ++ky) {
-                const uint8_t* src = xg + (ci * h + iy0 + ky * dil_h) * w + ix0;
-                for (kx = 0; kx < kw; ++kx) *row++ = src[kx * dil_w];
-              }
-            continue;
-          }
-          for (ci = 0; ci < cg; ++ci)
-            for (ky = 0; ky < kh; ++ky) {
-              int64_t iy = iy0 + ky * dil_h;
-              for (kx = 0; kx < kw; ++kx) {
-                int64_t ix = ix0 + kx * dil_w;
-                *row++ = iy >= 0 && iy < h && ix >= 0 && ix < w ? xg[(ci * h + iy) * w + ix] : (uint8_t)x_zero;
-              }
-            }
-        }
-        g.x = rows;
-        g.m = pixels - p0 < RXE_QCONV_PIXELS ? pixels - p0 : RXE_QCONV_PIXELS;
-        g.out = (uint8_t*)y + (b * o + grp * og) * pixels + p0;
-        rxe_qgemm_run(&g);
       }
     }
   }

@@ -149,7 +149,7 @@ def conv_case(rng, n, c, h, wd, o, kh, kw, stride=(1, 1), padding=(0, 0, 0, 0), 
     if groups == c == o:
         return (Q.DEPTHWISE, [x, Q.pack_qdepthwise_weights(w), bias, q, shift, out],
                 [n, c, h, wd, kh, kw, oh, ow, *window, *tail], expected)
-    scratch_bytes = int(Q.conv_scratch_bytes(c // groups * kh * kw, oh, ow))
+    scratch_bytes = int(Q.conv_scratch_bytes(c // groups, kh, kw, oh, ow, stride, dilation))
     scratch = np.full(max(scratch_bytes, 1), 0x33, np.uint8)
     return (Q.CONV2D, [x, Q.pack_qconv2d_weights(w, groups), bias, q, shift, out, scratch],
             [n, c, h, wd, o, kh, kw, oh, ow, *window, groups, *tail], expected)

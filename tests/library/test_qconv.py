@@ -8,6 +8,7 @@ On the host in three builds and under QEMU in one driver run per board."""
 import numpy as np
 import pytest
 
+from relax_edge.ir.shape import SizeVar, as_expr
 from relax_edge.library import qint8 as Q
 from tests.library.qint8_lib import HostKernels, check, check_on_board, conv_case
 from tests.library.test_qgemm import HOST_BUILDS
@@ -86,12 +87,21 @@ def test_packed_groups_follow_one_another():
     packed = Q.pack_qconv2d_weights(w, 2)
     one = Q.packed_bytes(3, 12)
     assert packed.size == 2 * one
-    np.testing.assert_array_equal(Q.unpack_qdense_weights(packed[one:], 3, 12), w[3:].reshape(3, 12))
+    # k in the order (ky, kx, ci)
+    np.testing.assert_array_equal(Q.unpack_qdense_weights(packed[one:], 3, 12),
+                                  w[3:].transpose(0, 2, 3, 1).reshape(3, 12))
 
 
-def test_scratch_bytes_are_one_block_of_rows():
-    assert Q.conv_scratch_bytes(27, 112, 112) == 64 * 27
-    assert Q.conv_scratch_bytes(9, 5, 5) == 25 * 9
+def test_scratch_bytes_are_one_block_of_pixels():
+    # 64 columns of a 112-wide row: the slice 3 rows x (63*2+3) columns x 3 channels, then 64 im2col rows
+    assert Q.conv_scratch_bytes(3, 3, 3, 112, 112, (2, 2)) == 3 * 129 * 3 + 64 * 27
+    # all 25 pixels (5 rows of 5): the slice 7 x 7, then 25 rows of 9
+    assert Q.conv_scratch_bytes(1, 3, 3, 5, 5) == 49 + 25 * 9
+    # 1x1 stride 1: the slice only (8 rows of 8 pixels x 16 channels)
+    assert Q.conv_scratch_bytes(16, 1, 1, 56, 8) == 8 * 8 * 16
+    # a symbolic width: a bound over every width (64 pixels x 16 channels at most)
+    bound = as_expr(Q.conv_scratch_bytes(16, 1, 1, 56, SizeVar("w")))
+    assert bound.is_const and bound.value == (64 * 3 + 1) * 16 >= 64 * 16
 
 
 EMULATED = ["qemu-aarch64", "qemu-aarch64-dotprod", "qemu-armv7", "qemu-riscv64", "qemu-cortex-m4"]

@@ -55,12 +55,21 @@ extern "C" {
 /* Bytes of packed GEMM weights for n columns of k. */
 #define RXE_QINT8_PACKED_BYTES(n, k) \
   ((((n) + 7) / 8) * 8 * 4 + (((n) + 7) / 8) * (((k) + 3) / 4) * 32)
-/* Output pixels per im2col block of rxe_lib_qconv2d_s8. */
+/* Output pixels per block of rxe_lib_qconv2d_s8: whole output rows of up to
+ * RXE_QCONV_PIXELS pixels, or RXE_QCONV_PIXELS columns of a wider row. */
 #define RXE_QCONV_PIXELS 64
-/* Bytes of scratch for rxe_lib_qconv2d_s8: one block of im2col rows. */
-#define RXE_LIB_QCONV2D_SCRATCH_BYTES(c, kh, kw, oh, ow, groups) \
-  ((uint64_t)((oh) * (ow) < RXE_QCONV_PIXELS ? (oh) * (ow) : RXE_QCONV_PIXELS) * \
-   (uint64_t)((c) / (groups) * (kh) * (kw)))
+#define RXE_QCONV_BLOCK_COLS(ow) ((ow) < RXE_QCONV_PIXELS ? (ow) : RXE_QCONV_PIXELS)
+#define RXE_QCONV_BLOCK_ROWS(oh, ow) \
+  ((ow) < RXE_QCONV_PIXELS && RXE_QCONV_PIXELS / (ow) < (oh) ? RXE_QCONV_PIXELS / (ow) \
+   : (ow) < RXE_QCONV_PIXELS ? (oh) : 1)
+/* Bytes of scratch for rxe_lib_qconv2d_s8: a block's NHWC input slice, then
+ * (but for a 1x1 kernel of stride 1) its im2col rows. */
+#define RXE_LIB_QCONV2D_SCRATCH_BYTES(c, kh, kw, oh, ow, sh, sw, dh, dw, groups)                          \
+  ((uint64_t)(((RXE_QCONV_BLOCK_ROWS(oh, ow) - 1) * (sh) + ((kh) - 1) * (dh) + 1) *                       \
+              ((RXE_QCONV_BLOCK_COLS(ow) - 1) * (sw) + ((kw) - 1) * (dw) + 1) * ((c) / (groups))) +       \
+   ((kh) == 1 && (kw) == 1 && (sh) == 1 && (sw) == 1                                                     \
+        ? 0                                                                                             \
+        : (uint64_t)(RXE_QCONV_BLOCK_ROWS(oh, ow) * RXE_QCONV_BLOCK_COLS(ow)) * ((c) / (groups) * (kh) * (kw))))
 
 /* requant(acc, q, shift) of the contract, exactly. */
 int32_t rxe_qint8_requantize(int32_t acc, int32_t q, int32_t shift);
@@ -78,10 +87,10 @@ rxe_status_t rxe_lib_qdense_s8(const void* x, const void* w_packed, const int32_
 
 /* y (n,o,oh,ow) = requantized conv2d(x (n,c,h,w), W (o,c/groups,kh,kw)), NCHW.
  * Reads outside the input are x_zero (the real value 0). w_packed: per
- * group, the (o/groups) x (c/groups*kh*kw) matrix packed as for qdense, one
- * after the other (each RXE_QINT8_PACKED_BYTES(o/groups, c/groups*kh*kw)).
- * scratch: RXE_LIB_QCONV2D_SCRATCH_BYTES bytes (a 1x1 kernel of stride 1
- * without padding fills it by a transpose of the block's pixels). */
+ * group, the (o/groups) x (c/groups*kh*kw) matrix, k in the order (ky, kx,
+ * ci), packed as for qdense, one after the other (each
+ * RXE_QINT8_PACKED_BYTES(o/groups, c/groups*kh*kw)).
+ * scratch: RXE_LIB_QCONV2D_SCRATCH_BYTES bytes. */
 /* stack: at most 3584 bytes: the GEMM's (above) under the convolution's
  * frame. Measured 1080 (Cortex-M4), 1728 (x86-64 AVX2) to about 2700
  * (x86-64 AVX-512). */
