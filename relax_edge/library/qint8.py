@@ -13,7 +13,8 @@ transform/legalize.py asks `lower_call` for them.
    runtime_c/include/relax_edge/kernels_qint8.h, led by the column sums that
    fold x_zero into the bias at run time. One layout for every target.
 3. Depthwise convolutions (groups == c == o) of up to 64 taps take their
-   own kernel (no packing beyond the uint8 fold, no scratch); others
+   own kernel (no packing beyond the uint8 fold; scratch for one channel's
+   window as int16, `depthwise_scratch_bytes`); others
    (larger depthwise kernels too, one channel per group) go through im2col
    into the int8 GEMM with scratch for one block of output pixels (an NHWC
    slice of the input and the block's im2col rows, `conv_scratch_bytes`,
@@ -138,6 +139,14 @@ def conv_scratch_bytes(cg, kh, kw, oh, ow, strides=(1, 1), dilation=(1, 1)):
     return slice_bound + (0 if pointwise else pixels * cg * kh * kw)
 
 
+def depthwise_scratch_bytes(kh, kw, oh, ow, strides=(1, 1), dilation=(1, 1)):
+    """Bytes of scratch of rxe_lib_qdepthwise_conv2d_s8 (RXE_LIB_QDEPTHWISE_SCRATCH_BYTES): one
+    channel's window as int16 in stride_h * stride_w phase planes of (oh + (kh-1)*dh // sh + 1) rows
+    x (ow + (kw-1)*dw // sw) columns."""
+    (sh, sw), (dh, dw) = strides, dilation
+    return sh * sw * (as_expr(oh) + (kh - 1) * dh // sh + 1) * (as_expr(ow) + (kw - 1) * dw // sw) * 2
+
+
 # ------------------------------------------------------------------ lowering
 
 def _where(call: Call) -> str:
@@ -197,8 +206,9 @@ def _qconv2d(call: Call):
     (dh, dw), groups = a.get("dilation", (1, 1)), int(a.get("groups", 1))
     tail = _common(call, cg * kh * kw)
     if groups == o and cg == 1 and c.is_const and c.value == o and kh * kw <= DEPTHWISE_MAX_TAPS:
+        scratch = depthwise_scratch_bytes(kh, kw, oh, ow, (int(sh), int(sw)), (int(dh), int(dw)))
         return (DEPTHWISE, [nb, c, h, wd, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw, *tail], ((1, "qdepthwise"),),
-                None)
+                scratch)
     scratch = conv_scratch_bytes(cg, kh, kw, _const(oh), _const(ow), (int(sh), int(sw)), (int(dh), int(dw)))
     return (CONV2D, [nb, c, h, wd, o, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw, groups, *tail], ((1, "qconv2d"),),
             scratch)

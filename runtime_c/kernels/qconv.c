@@ -6,11 +6,13 @@
  * bytes at a time (the packed weights' k order is (ky, kx, ci)), and the
  * rows multiplied by the packed weights with the int8 GEMM (qgemm.c), which
  * stores the result transposed (NCHW). A 1x1 kernel of stride 1 has no
- * window: its slice is the GEMM's input. rxe_lib_qdepthwise_conv2d_s8: per channel and
- * output row, blocks of 64 outputs in int32, each tap added over the outputs
- * whose input column is inside the row (a loop that vectorizes for column
- * stride 1; rows and columns outside add nothing, as x_zero - x_zero = 0),
- * then the block requantized 8 at a time. Any kernel size up to 64 taps. */
+ * window: its slice is the GEMM's input. rxe_lib_qdepthwise_conv2d_s8: per
+ * channel, the window's input as int16 x - x_zero (0 outside) in scratch,
+ * split by row and column phase (index % stride) so that every tap reads
+ * consecutive values; the outputs in blocks of 256 int32 sums over the
+ * planes' full rows (the columns past ow dropped), each tap added over the
+ * block (a loop that vectorizes for every stride), then the block
+ * requantized 8 at a time. Any kernel size up to 64 taps. */
 #include "qgemm_internal.h"
 #include "relax_edge/runtime.h"
 
@@ -129,35 +131,33 @@ rxe_status_t rxe_lib_qconv2d_s8(const void* x, const void* w_packed, const int32
 }
 
 #define DW_MAX_TAPS 64
-#define DW_BLOCK 64 /* outputs of a row at a time */
+#define DW_BLOCK 256 /* outputs at a time */
 
-/* acc[j] += wv * (x[j * stride] - xz) for j < count: x as int8 or uint8 (the
- * stride-1 loops vectorize). */
-static void dw_taps(int32_t* acc, const uint8_t* x, int64_t count, int64_t stride, int32_t wv, int32_t xz,
-                    int x_unsigned) {
+#if defined(__GNUC__)
+#define QCONV_NOINLINE __attribute__((noinline)) /* GCC would fuse two taps into one scalar loop */
+#else
+#define QCONV_NOINLINE
+#endif
+
+/* acc[j] += wt * in[j] for j < count (vectorized). */
+QCONV_NOINLINE static void dw_tap(int32_t* restrict acc, const int16_t* restrict in, int64_t count, int32_t wt) {
   int64_t j;
-  if (x_unsigned && stride == 1) {
-    for (j = 0; j < count; ++j) acc[j] += wv * ((int32_t)x[j] - xz);
-  } else if (stride == 1) {
-    for (j = 0; j < count; ++j) acc[j] += wv * ((int32_t)(int8_t)x[j] - xz);
-  } else if (x_unsigned) {
-    for (j = 0; j < count; ++j) acc[j] += wv * ((int32_t)x[j * stride] - xz);
-  } else {
-    for (j = 0; j < count; ++j) acc[j] += wv * ((int32_t)(int8_t)x[j * stride] - xz);
-  }
+  for (j = 0; j < count; ++j) acc[j] += wt * (int32_t)in[j];
 }
 
 rxe_status_t rxe_lib_qdepthwise_conv2d_s8(const void* x, const void* w, const int32_t* bias,
-                                          const int32_t* multiplier, const int32_t* shift, void* y, int64_t n,
-                                          int64_t c, int64_t h, int64_t w_, int64_t kh, int64_t kw, int64_t oh,
-                                          int64_t ow, int64_t stride_h, int64_t stride_w, int64_t pad_top,
-                                          int64_t pad_left, int64_t dil_h, int64_t dil_w, int64_t x_zero,
-                                          int64_t w_zero, int64_t out_zero, int64_t act_min, int64_t act_max,
-                                          int64_t dtypes, rxe_error_t* err) {
+                                          const int32_t* multiplier, const int32_t* shift, void* y, void* scratch,
+                                          int64_t n, int64_t c, int64_t h, int64_t w_, int64_t kh, int64_t kw,
+                                          int64_t oh, int64_t ow, int64_t stride_h, int64_t stride_w,
+                                          int64_t pad_top, int64_t pad_left, int64_t dil_h, int64_t dil_w,
+                                          int64_t x_zero, int64_t w_zero, int64_t out_zero, int64_t act_min,
+                                          int64_t act_max, int64_t dtypes, rxe_error_t* err) {
   const char* what = "rxe_lib_qdepthwise_conv2d_s8";
   int x_unsigned = (dtypes & RXE_QINT8_X_UNSIGNED) != 0;
   int32_t xz = (int32_t)x_zero;
-  int64_t b, ch, oy, ox0, t;
+  int64_t b, ch, t, rows, cols, phase_cols, r, col, ph;
+  int16_t* plane = (int16_t*)scratch;
+  int64_t tap_at[DW_MAX_TAPS]; /* each tap's offset in the planes */
   rxe_status_t st;
   if (n < 0 || c < 0 || h < 0 || w_ < 0 || kh < 1 || kw < 1 || kh * kw > DW_MAX_TAPS || oh < 0 || ow < 0 ||
       stride_h < 1 || stride_w < 1 || dil_h < 1 || dil_w < 1)
@@ -166,34 +166,76 @@ rxe_status_t rxe_lib_qdepthwise_conv2d_s8(const void* x, const void* w, const in
   if (n == 0 || c == 0 || oh == 0 || ow == 0) return RXE_OK;
   if (!x || !w || !bias || !multiplier || !shift || !y)
     return rxe_error_set(err, RXE_ERR_NULL, "%s: a pointer argument is NULL", what);
+  if (!scratch) return rxe_error_set(err, RXE_ERR_NULL, "%s: scratch is NULL", what);
   st = rxe_qint8_check(what, kh * kw, c, shift, x_zero, w_zero, out_zero, act_min, act_max, dtypes, err);
   if (st != RXE_OK) return st;
+  /* planes[rp][cp][r][j] = x[r * stride_h + rp - pad_top][j * stride_w + cp - pad_left] - x_zero (0 outside):
+   * output (oy, ox) of tap (ky, kx) reads plane ((ky*dil_h) % stride_h, (kx*dil_w) % stride_w) at row
+   * oy + ky*dil_h / stride_h, column ox + kx*dil_w / stride_w. Outputs are computed at j = oy * cols + ox
+   * for every column j < cols of the planes (those past ow read the next row, or the last spare row, and
+   * are dropped), so that each tap is one run over consecutive values. */
+  cols = ow + (kw - 1) * dil_w / stride_w;
+  rows = oh + (kh - 1) * dil_h / stride_h + 1;
+  phase_cols = rows * cols; /* values per plane */
+  for (t = 0; t < kh * kw; ++t) {
+    int64_t ay = (t / kw) * dil_h, ax = (t % kw) * dil_w;
+    tap_at[t] = ((ay % stride_h) * stride_w + ax % stride_w) * phase_cols + ay / stride_h * cols + ax / stride_w;
+  }
   for (b = 0; b < n; ++b) {
     for (ch = 0; ch < c; ++ch) {
-      const uint8_t* plane = (const uint8_t*)x + (b * c + ch) * h * w_;
+      const uint8_t* src = (const uint8_t*)x + (b * c + ch) * h * w_;
       uint8_t* out = (uint8_t*)y + (b * c + ch) * oh * ow;
+      int64_t total = oh * cols, j0, oy_at = 0, ox_at = 0;
       int32_t wv[DW_MAX_TAPS];
       for (t = 0; t < kh * kw; ++t) wv[t] = (int32_t)((const int8_t*)w)[ch * kh * kw + t] - (int32_t)w_zero;
-      for (oy = 0; oy < oh; ++oy) {
-        for (ox0 = 0; ox0 < ow; ox0 += DW_BLOCK) {
-          int64_t count = ow - ox0 < DW_BLOCK ? ow - ox0 : DW_BLOCK, j, ky, kx;
-          int32_t acc[DW_BLOCK]; /* |acc| <= 64 taps * 255 * 255 < 2^30 */
-          for (j = 0; j < count; ++j) acc[j] = 0;
-          for (ky = 0; ky < kh; ++ky) {
-            int64_t iy = oy * stride_h - pad_top + ky * dil_h;
-            if (iy < 0 || iy >= h) continue; /* a padded row adds (x_zero - x_zero) * w = 0 */
-            for (kx = 0; kx < kw; ++kx) {
-              /* outputs j in [lo, hi) read columns inside the row */
-              int64_t first = ox0 * stride_w - pad_left + kx * dil_w, lo = 0, hi = count;
-              while (lo < count && first + lo * stride_w < 0) ++lo;
-              while (hi > lo && first + (hi - 1) * stride_w >= w_) --hi;
-              if (hi > lo)
-                dw_taps(acc + lo, plane + iy * w_ + first + lo * stride_w, hi - lo, stride_w, wv[ky * kw + kx], xz,
-                        x_unsigned);
-            }
+      for (ph = 0; ph < stride_h * stride_w; ++ph) {
+        int64_t rp = ph / stride_w, cp = ph % stride_w;
+        /* columns [lo, hi) are inside the input */
+        int64_t first = cp - pad_left, lo = first >= 0 ? 0 : (-first + stride_w - 1) / stride_w;
+        int64_t hi = w_ - first <= 0 ? 0 : (w_ - first + stride_w - 1) / stride_w;
+        if (hi > cols) hi = cols;
+        if (lo > hi) lo = hi;
+        for (r = 0; r < rows; ++r) {
+          int64_t iy = r * stride_h + rp - pad_top;
+          int16_t* dst = plane + ph * phase_cols + r * cols;
+          const uint8_t* line;
+          if (iy < 0 || iy >= h) {
+            for (col = 0; col < cols; ++col) dst[col] = 0;
+            continue;
           }
-          rxe_qint8_requantize_bytes(acc, count, bias[ch], multiplier[ch], shift[ch], (int32_t)out_zero,
-                                     (int32_t)act_min, (int32_t)act_max, out + oy * ow + ox0);
+          line = src + iy * w_ + first;
+          for (col = 0; col < lo; ++col) dst[col] = 0;
+          for (col = hi; col < cols; ++col) dst[col] = 0;
+          if (x_unsigned && stride_w == 1) {
+            for (col = lo; col < hi; ++col) dst[col] = (int16_t)((int32_t)line[col] - xz);
+          } else if (stride_w == 1) {
+            for (col = lo; col < hi; ++col) dst[col] = (int16_t)((int32_t)(int8_t)line[col] - xz);
+          } else if (x_unsigned) {
+            for (col = lo; col < hi; ++col) dst[col] = (int16_t)((int32_t)line[col * stride_w] - xz);
+          } else {
+            for (col = lo; col < hi; ++col) dst[col] = (int16_t)((int32_t)(int8_t)line[col * stride_w] - xz);
+          }
+        }
+      }
+      for (j0 = 0; j0 < total; j0 += DW_BLOCK) {
+        int64_t count = total - j0 < DW_BLOCK ? total - j0 : DW_BLOCK, j;
+        int32_t acc[DW_BLOCK]; /* |acc| <= 64 taps * 255 * 255 < 2^30 */
+        uint8_t bytes[DW_BLOCK];
+        for (j = 0; j < count; ++j) acc[j] = 0;
+        for (t = 0; t < kh * kw; ++t) dw_tap(acc, plane + tap_at[t] + j0, count, wv[t]);
+        rxe_qint8_requantize_bytes(acc, count, bias[ch], multiplier[ch], shift[ch], (int32_t)out_zero,
+                                   (int32_t)act_min, (int32_t)act_max, bytes);
+        for (j = 0; j < count;) { /* j0 + j is (oy_at, ox_at): the outputs of the row's first ow columns */
+          int64_t run = cols - ox_at < count - j ? cols - ox_at : count - j;
+          int64_t keep = ox_at < ow ? (ow - ox_at < run ? ow - ox_at : run) : 0, i;
+          uint8_t* dst = out + oy_at * ow + ox_at;
+          for (i = 0; i < keep; ++i) dst[i] = bytes[j + i];
+          j += run;
+          ox_at += run;
+          if (ox_at == cols) {
+            ox_at = 0;
+            ++oy_at;
+          }
         }
       }
     }

@@ -48,9 +48,9 @@ int main(void) {
                                   s[7], s[8], s[9], s[10], s[11], s[12], s[13], s[14], s[15], s[16], s[17], s[18],
                                   s[19], s[20], s[21], &err);
     } else if (kind == 2 && ns == 20) {
-      status = rxe_lib_qdepthwise_conv2d_s8(p[0], p[1], p[2], p[3], p[4], p[5], s[0], s[1], s[2], s[3], s[4], s[5],
-                                            s[6], s[7], s[8], s[9], s[10], s[11], s[12], s[13], s[14], s[15], s[16],
-                                            s[17], s[18], s[19], &err);
+      status = rxe_lib_qdepthwise_conv2d_s8(p[0], p[1], p[2], p[3], p[4], p[5], p[6], s[0], s[1], s[2], s[3], s[4],
+                                            s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12], s[13], s[14], s[15],
+                                            s[16], s[17], s[18], s[19], &err);
     } else if (kind == 3) {
       const int32_t *acc = (const int32_t*)p[0], *q = (const int32_t*)p[1], *sh = (const int32_t*)p[2];
       for (i = 0; i < len[0] / 4; ++i) ((int32_t*)p[3])[i] = rxe_qint8_requantize(acc[i], q[i], sh[i]);

@@ -70,6 +70,10 @@ def test_a_missing_scratch_is_an_error(kernels):
         symbol, arrays, sizes, _ = conv_case(np.random.default_rng(3), 1, 16, 6, 6, 8, kernel, kernel)
         status, message = kernels.call(symbol, [*arrays[:6], None], sizes)
         assert status == 7 and "scratch is NULL" in message
+    symbol, arrays, sizes, _ = conv_case(np.random.default_rng(3), 1, 8, 6, 6, 8, 3, 3, groups=8)
+    assert symbol == Q.DEPTHWISE
+    status, message = kernels.call(symbol, [*arrays[:6], None], sizes)
+    assert status == 7 and message == "rxe_lib_qdepthwise_conv2d_s8: scratch is NULL"
 
 
 def test_bad_sizes_are_errors(kernels):

@@ -102,19 +102,26 @@ rxe_status_t rxe_lib_qconv2d_s8(const void* x, const void* w_packed, const int32
                                 int64_t act_min, int64_t act_max, int64_t dtypes, rxe_error_t* err);
 
 /* Depthwise (groups == c == o): y (n,c,oh,ow), W (c,1,kh,kw) as c*kh*kw
- * int8 (uint8 weights stored as w - 128), per-channel requantization, no
- * scratch, up to 64 taps; a row of outputs in blocks of 64, each tap added
- * over the outputs whose input column is inside (vectorized for stride 1). */
-/* stack: at most 1536 bytes: the 64 int32 tap weights and a block of 64
- * int32 sums in rxe_lib_qdepthwise_conv2d_s8 (qconv.c), and the
- * requantization's vectors. Measured 1040 (Cortex-M4) to 1200 (armv7). */
+ * int8 (uint8 weights stored as w - 128), per-channel requantization, up to
+ * 64 taps. scratch: RXE_LIB_QDEPTHWISE_SCRATCH_BYTES bytes: one channel's
+ * window as int16 x - x_zero, split by row and column phase (index %
+ * stride) into stride_h * stride_w planes of (oh + (kh-1)*dil_h/stride_h + 1)
+ * rows x (ow + (kw-1)*dil_w/stride_w) columns, so that every tap is a run
+ * over consecutive values (vectorized), in blocks of 256 outputs. */
+#define RXE_LIB_QDEPTHWISE_SCRATCH_BYTES(kh, kw, oh, ow, sh, sw, dh, dw)                                     \
+  ((uint64_t)(sh) * (uint64_t)(sw) * (uint64_t)((oh) + ((kh) - 1) * (dh) / (sh) + 1) *                       \
+   (uint64_t)((ow) + ((kw) - 1) * (dw) / (sw)) * 2u)
+/* stack: at most 3072 bytes: the 64 int32 tap weights, their 64 int64
+ * offsets, a block of 256 int32 sums and their 256 bytes in
+ * rxe_lib_qdepthwise_conv2d_s8 (qconv.c), and the requantization's
+ * vectors. */
 rxe_status_t rxe_lib_qdepthwise_conv2d_s8(const void* x, const void* w, const int32_t* bias,
-                                          const int32_t* multiplier, const int32_t* shift, void* y, int64_t n,
-                                          int64_t c, int64_t h, int64_t w_, int64_t kh, int64_t kw, int64_t oh,
-                                          int64_t ow, int64_t stride_h, int64_t stride_w, int64_t pad_top,
-                                          int64_t pad_left, int64_t dil_h, int64_t dil_w, int64_t x_zero,
-                                          int64_t w_zero, int64_t out_zero, int64_t act_min, int64_t act_max,
-                                          int64_t dtypes, rxe_error_t* err);
+                                          const int32_t* multiplier, const int32_t* shift, void* y, void* scratch,
+                                          int64_t n, int64_t c, int64_t h, int64_t w_, int64_t kh, int64_t kw,
+                                          int64_t oh, int64_t ow, int64_t stride_h, int64_t stride_w,
+                                          int64_t pad_top, int64_t pad_left, int64_t dil_h, int64_t dil_w,
+                                          int64_t x_zero, int64_t w_zero, int64_t out_zero, int64_t act_min,
+                                          int64_t act_max, int64_t dtypes, rxe_error_t* err);
 
 #ifdef __cplusplus
 }
