@@ -162,13 +162,13 @@ def kernel_prefix(backend: str, name: str) -> str:
     return f"{symbol_prefix(name)}_k_" if backend == "llvm" else "k_"
 
 
-def emit(host: HostModule, backend: str, board: Board):
+def emit(host: HostModule, backend: str, board: Board, profile: bool = True):
     """The emit stage: the backend's sources (CSources or LLVMSources) of a
-    host module; the LLVM backend adds the profiled host module (the
-    server's on hosted boards, the runner's on bare metal)."""
+    host module; with `profile` the LLVM backend adds the profiled host
+    module (the server's on hosted boards, the runner's on bare metal)."""
     if backend == "llvm":
         from .codegen.llvm import emit_llvm
-        return emit_llvm(host, board.target.freestanding, profiled=True)
+        return emit_llvm(host, board.target.freestanding, profiled=profile)
     return emit_c(host)
 
 
@@ -181,7 +181,8 @@ def _check_fixed_arena(plans: MemoryPlans) -> None:
                              "more than 64-bit sizes hold; lower the bounds (--dim NAME=LO..HI)")
 
 
-def build_key(sources, backend: str, board: Board, tc: Toolchain, opt_level: str | None, emit_llvm: bool) -> str:
+def build_key(sources, backend: str, board: Board, tc: Toolchain, opt_level: str | None, emit_llvm: bool,
+              profile: bool = True) -> str:
     """The hash of everything the products depend on: the sources and the
     weights (the LLVM modules, the machine and its options), the board, the
     toolchain and every runtime file."""
@@ -194,16 +195,17 @@ def build_key(sources, backend: str, board: Board, tc: Toolchain, opt_level: str
     for fname in sorted(sources.files):
         digest.update(sources.files[fname].encode())
     digest.update(sources.weights)
-    digest.update(repr((board.name, tc)).encode())
+    digest.update(repr((board.name, tc, profile)).encode())
     for path in runtime_files():
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
 
-def emit_keyed(host, backend: str, board: Board, tc: Toolchain, opt_level: str | None, emit_llvm: bool):
+def emit_keyed(host, backend: str, board: Board, tc: Toolchain, opt_level: str | None, emit_llvm: bool,
+               profile: bool = True):
     """The emit stage: the sources of `host` and their build key."""
-    sources = emit(host, backend, board)
-    return sources, build_key(sources, backend, board, tc, opt_level, emit_llvm)
+    sources = emit(host, backend, board, profile)
+    return sources, build_key(sources, backend, board, tc, opt_level, emit_llvm, profile)
 
 
 def _toolchain(board: Board, opt_level: str | None, sanitize: bool) -> Toolchain:
@@ -219,13 +221,17 @@ def _up_to_date(out_dir: Path, key: str, products: Products) -> bool:
 
 def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, name: str = "model",
           opt_level: str | None = None, quiet: bool = True, source: dict | None = None,
-          emit_llvm: bool = False, optimize: bool = True, sanitize: bool = False) -> Artifact:
+          emit_llvm: bool = False, optimize: bool = True, sanitize: bool = False, profile: bool = True) -> Artifact:
     """Compile `mod` for `board` (a name or a YAML path) into `out_dir`;
     `backend` "c" or "llvm" (kernels and host functions through LLVM). A
     module with operator calls goes through the optimizing pipeline
     (relax_edge/pipeline.py), or is only legalized with optimize=False.
     sanitize=True builds the runner and the server with ASan + UBSan
-    (LLVM-generated kernels stay uninstrumented)."""
+    (LLVM-generated kernels stay uninstrumented). profile=False leaves out
+    the per-kernel profiler (the server's, or the bare-metal runner's, copy
+    of the model compiled with RXE_PROFILE): a build of half the compiler
+    work whose `profile()` is refused by name; run, benchmark and generate
+    are unchanged."""
     board = load_board(board)
     require_toolchain(board)
     if backend not in BACKENDS:
@@ -239,7 +245,7 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
     plans = stages.run("plan_memory", plan_module, mod)
     _check_fixed_arena(plans)
     host = stages.run("lower_host", lower_host, mod, plans, name, kernel_prefix(backend, name))
-    sources, key = stages.run("emit", emit_keyed, host, backend, board, tc, opt_level, emit_llvm)
+    sources, key = stages.run("emit", emit_keyed, host, backend, board, tc, opt_level, emit_llvm, profile)
     products = Products.of(out_dir, host.prefix, tc, board)
     artifact = Artifact(out_dir, host.prefix, board.name, backend, products.shared, products.static,
                         out_dir / f"{host.prefix}.h", host.signature, source=source,
@@ -255,7 +261,7 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
         return artifact
     _progress(f"compiling {host.prefix} for {board.name} with {tc.cc} "
               f"({len(sources.weights) / 1e6:.1f} MB of constants)", quiet)
-    packager = Packager(tc, board, out_dir, products, opt_level, emit_llvm)
+    packager = Packager(tc, board, out_dir, products, opt_level, emit_llvm, profile)
     artifact.sizes = stages.run("toolchain", packager.package, sources, backend)
     _finish(artifact, start)
     write_atomic(out_dir / ".build-key", key)

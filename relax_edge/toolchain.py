@@ -217,8 +217,9 @@ class Packager:
     `out_dir`, compiled, linked and archived into `products`."""
 
     def __init__(self, tc: Toolchain, board: Board, out_dir: Path, products: Products,
-                 opt_level: str | None = None, emit_llvm: bool = False):
+                 opt_level: str | None = None, emit_llvm: bool = False, profile: bool = True):
         self.tc = tc
+        self.profile = profile
         self.board = board
         self.out_dir = out_dir
         self.products = products
@@ -269,7 +270,9 @@ class Packager:
         model = [objdir / f"{prefix}_c.o", weights]
         jobs = [([tc.cc, *tc.cflags, "-c", model_c, "-o", model[0]], f"compiling {model_c.name}")]
         profiled = [objdir / "model_profiled.o", weights]
-        if self.products.server is not None or self.board.target.freestanding:
+        if not self.profile:   # no profiled copy: the server and the runner link the model as it is
+            profiled = model
+        elif self.products.server is not None or self.board.target.freestanding:
             jobs.append(([tc.cc, *tc.cflags, "-DRXE_PROFILE", "-c", model_c, "-o", profiled[0]],
                          "compiling the profiled model"))
         with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:   # the two compiles at once
@@ -282,7 +285,7 @@ class Packager:
         objects = {stem: self.compile_llvm(module, self.out_dir / f"{sources.prefix}_{stem}")
                    for stem, module in sources.modules.items()}
         return ([objects["host"], weights, objects["kernels"]],
-                [objects.get("host_profiled"), weights, objects["kernels"]])
+                [objects.get("host_profiled", objects["host"]), weights, objects["kernels"]])
 
     def compile_llvm(self, module, stem: Path) -> Path:
         """STEM.o (and, when asked, STEM.ll) from an LLVM module; only the
