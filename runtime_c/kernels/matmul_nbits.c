@@ -324,9 +324,9 @@ static void stage_x(const nbits_t* g, int64_t b0, int64_t nb, float* dst, float*
 /* out[j][i] = row i of the chunk of x . the chunk of row col + j of W (j < nc, i < r): per block, the scale
  * times sum x q, plus (offset, or -zero * scale) times the block sum of x. */
 QINLINE void fast_dots(const nbits_t* g, const xchunk_t* c, int64_t col, float out[2][GEMV_ROWS], const int nc,
-                       const int r, const int bits, const int mode) {
+                       const int r, const int bits, const int mode, const int blk) {
   const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const int64_t block = g->block, bb = g->block_bytes;
+  const int64_t block = blk ? blk : g->block, bb = block * bits / 8;
   __m512 acc[2][GEMV_ROWS], bacc[GEMV_ROWS], corr[GEMV_ROWS];
   const uint8_t* rows[2];
   const float* sc[2];
@@ -398,16 +398,16 @@ QINLINE void fast_dots(const nbits_t* g, const xchunk_t* c, int64_t col, float o
 }
 
 QINLINE void fast_columns(const nbits_t* g, const xchunk_t* c, int64_t c0, int64_t c1, int first, int last,
-                          const int r, const int bits, const int mode) {
+                          const int r, const int bits, const int mode, const int blk) {
   float out[2][GEMV_ROWS];
   int64_t col;
   int i, j;
   for (col = c0; col < c1; col += 2) {
     const int nc = c1 - col >= 2 ? 2 : 1;
     if (nc == 2) {
-      fast_dots(g, c, col, out, 2, r, bits, mode);
+      fast_dots(g, c, col, out, 2, r, bits, mode, blk);
     } else {
-      fast_dots(g, c, col, out, 1, r, bits, mode);
+      fast_dots(g, c, col, out, 1, r, bits, mode, blk);
     }
     for (j = 0; j < nc; ++j) {
       for (i = 0; i < r; ++i) {
@@ -419,22 +419,31 @@ QINLINE void fast_columns(const nbits_t* g, const xchunk_t* c, int64_t c0, int64
   }
 }
 
+/* The bits, the zero mode and (4 bits) a block of 32 constants of each copy; r rows. */
 QINLINE void fast_modes(const nbits_t* g, const xchunk_t* c, int64_t c0, int64_t c1, int first, int last,
                         const int r) {
-  if (g->bits == 4) {
+  if (g->bits == 4 && g->block == 32) {
     if (g->mode == RXE_NBITS_ZERO_FLOAT) {
-      fast_columns(g, c, c0, c1, first, last, r, 4, RXE_NBITS_ZERO_FLOAT);
+      fast_columns(g, c, c0, c1, first, last, r, 4, RXE_NBITS_ZERO_FLOAT, 32);
     } else if (g->mode == RXE_NBITS_ZERO_UINT8) {
-      fast_columns(g, c, c0, c1, first, last, r, 4, RXE_NBITS_ZERO_UINT8);
+      fast_columns(g, c, c0, c1, first, last, r, 4, RXE_NBITS_ZERO_UINT8, 32);
     } else {
-      fast_columns(g, c, c0, c1, first, last, r, 4, RXE_NBITS_ZERO_DEFAULT);
+      fast_columns(g, c, c0, c1, first, last, r, 4, RXE_NBITS_ZERO_DEFAULT, 32);
+    }
+  } else if (g->bits == 4) {
+    if (g->mode == RXE_NBITS_ZERO_FLOAT) {
+      fast_columns(g, c, c0, c1, first, last, r, 4, RXE_NBITS_ZERO_FLOAT, 0);
+    } else if (g->mode == RXE_NBITS_ZERO_UINT8) {
+      fast_columns(g, c, c0, c1, first, last, r, 4, RXE_NBITS_ZERO_UINT8, 0);
+    } else {
+      fast_columns(g, c, c0, c1, first, last, r, 4, RXE_NBITS_ZERO_DEFAULT, 0);
     }
   } else if (g->mode == RXE_NBITS_ZERO_FLOAT) {
-    fast_columns(g, c, c0, c1, first, last, r, 8, RXE_NBITS_ZERO_FLOAT);
+    fast_columns(g, c, c0, c1, first, last, r, 8, RXE_NBITS_ZERO_FLOAT, 0);
   } else if (g->mode == RXE_NBITS_ZERO_UINT8) {
-    fast_columns(g, c, c0, c1, first, last, r, 8, RXE_NBITS_ZERO_UINT8);
+    fast_columns(g, c, c0, c1, first, last, r, 8, RXE_NBITS_ZERO_UINT8, 0);
   } else {
-    fast_columns(g, c, c0, c1, first, last, r, 8, RXE_NBITS_ZERO_DEFAULT);
+    fast_columns(g, c, c0, c1, first, last, r, 8, RXE_NBITS_ZERO_DEFAULT, 0);
   }
 }
 
