@@ -234,7 +234,7 @@ def test_interpreted_step_greedy_equals_onnxruntime_and_genai(folder, model):
 @pytest.mark.parametrize("backend, int8", [("c", True), ("llvm", False)], ids=["c-int8", "llvm-f32"])
 def test_compiled_generate_equals_onnxruntime(folder, model, backend, int8, tmp_path):
     mod = rxe.from_genai(folder, max_context=48, int8_activations=int8)
-    art = rxe.build(mod, board="host", backend=backend, out_dir=tmp_path, name="genai", quiet=True)
+    art = rxe.build(mod, board="host", backend=backend, out_dir=tmp_path, name="genai", quiet=True, profile=False)
     want = until_tie(*ort_greedy(model if int8 else _level_0(model), NEW))
     config = read_config(folder)
     with rxe.connect("host") as dev, dev.load(art) as m:

@@ -36,7 +36,7 @@ def smol(tmp_path_factory):
     path, model, tokenizer = smollm2()
     mod = rxe.from_onnx(path, max_context=CONTEXT)
     art = rxe.build(mod, board="host", backend="c", out_dir=tmp_path_factory.mktemp("smollm2") / "host",
-                    name="smollm2", quiet=True)
+                    name="smollm2", quiet=True, profile=False)
     prompt = tokenizer(SMOLLM2_PROMPT)["input_ids"]
     return path, model, tokenizer, mod, art, prompt
 
@@ -76,7 +76,8 @@ def test_generate_gives_the_reference_text_on_the_host(smol):
 @pytest.mark.emu
 def test_generate_gives_the_reference_text_on_qemu_aarch64(smol, tmp_path):
     _, _, tokenizer, mod, _, prompt = smol
-    art = rxe.build(mod, board="qemu-aarch64", backend="c", out_dir=tmp_path / "a64", name="smollm2", quiet=True)
+    art = rxe.build(mod, board="qemu-aarch64", backend="c", out_dir=tmp_path / "a64", name="smollm2",
+                    quiet=True, profile=False)
     with rxe.connect("qemu-aarch64") as dev:
         res = dev.load(art).generate(prompt, max_new_tokens=NEW)
     assert tokenizer.decode(res.tokens).startswith(SMOLLM2_REFERENCE), tokenizer.decode(res.tokens)

@@ -31,7 +31,8 @@ def decoder(tmp_path_factory):
     path, model = get_llm("llama-mcu")
     mod = rxe.from_onnx(str(path), max_context=CONTEXT)
     out = tmp_path_factory.mktemp("mcu-decoder")
-    return model, rxe.build(mod, board=BOARD, out_dir=out / "m4"), rxe.build(mod, board="host", out_dir=out / "host")
+    return (model, rxe.build(mod, board=BOARD, out_dir=out / "m4", profile=False),
+            rxe.build(mod, board="host", out_dir=out / "host", profile=False))
 
 
 def test_the_model_is_the_size_the_issue_names(decoder):

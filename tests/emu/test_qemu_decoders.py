@@ -65,7 +65,7 @@ def test_decoder_step_greedy_on_qemu(name, board, tmp_path):
     import onnxruntime as ort
     path, model = get_llm(name)
     art = rxe.build(from_onnx(path, max_context=MAX_CONTEXT), board=board, backend="c", out_dir=tmp_path / "art",
-                    name="llm", quiet=True)
+                    name="llm", quiet=True, profile=False)
     names = [i["name"] for i in art.signature["step"]["inputs"]]
     layers, kv_heads, head_dim = cache_shape(model)
     states = [np.full((1, kv_heads, MAX_CONTEXT, head_dim), 1234.5, np.float32) for _ in range(2 * layers)]

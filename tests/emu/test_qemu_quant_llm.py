@@ -50,7 +50,7 @@ def genai(tmp_path_factory):
             assert len(set(want)) > 3, f"{variant}: ONNX Runtime's tokens {want} say little"
             mod = rxe.from_genai(folder, max_context=GENAI_CONTEXT, int8_activations=int8)
             host = rxe.build(mod, board="host", backend="c", out_dir=tmp_path_factory.mktemp(variant) / "host",
-                             name="genai", quiet=True)
+                             name="genai", quiet=True, profile=False)
             cache[variant] = mod, want, _generate("host", host, PROMPT, len(want))
         return cache[variant]
     return get
@@ -61,7 +61,8 @@ def genai(tmp_path_factory):
 def test_genai_generate_on_qemu(genai, variant, board, backend, tmp_path):
     mod, want, host = genai(variant)
     assert host == want, f"host: {host} != ONNX Runtime's {want}"
-    art = rxe.build(mod, board=board, backend=backend, out_dir=tmp_path / "art", name="genai", quiet=True)
+    art = rxe.build(mod, board=board, backend=backend, out_dir=tmp_path / "art", name="genai", quiet=True,
+                    profile=False)
     assert art.decoder["max_context"] == GENAI_CONTEXT
     assert _generate(board, art, PROMPT, len(want)) == want
 
@@ -104,7 +105,8 @@ def test_gguf_generate_on_qemu(gguf_llama, weight_type, board, tmp_path):
     mod, want = gguf_llama(weight_type)
     ops = {b.value.op.name for b in mod.functions["step"].body.blocks[0].bindings if hasattr(b.value, "op")}
     assert {"matmul_nbits", "gather_nbits"} <= ops
-    art = rxe.build(mod, board=board, backend="c", out_dir=tmp_path / "art", name="tiny_gguf", quiet=True)
+    art = rxe.build(mod, board=board, backend="c", out_dir=tmp_path / "art", name="tiny_gguf", quiet=True,
+                    profile=False)
     assert _generate(board, art, GGUF_PROMPT, len(want)) == want
 
 
@@ -121,7 +123,7 @@ def test_smollm2_gguf_generates_the_reference_on_qemu_aarch64(tmp_path, capsys):
     reference = tokenizer.encode(SMOLLM2_REFERENCE).ids[:SMOLLM2_NEW]
     assert tokenizer.decode(reference) in SMOLLM2_REFERENCE   # no byte cut in two
     art = rxe.build(rxe.from_gguf(path, max_context=SMOLLM2_CONTEXT), board="qemu-aarch64", backend="c",
-                    out_dir=tmp_path / "art", name="smollm2_gguf", quiet=True)
+                    out_dir=tmp_path / "art", name="smollm2_gguf", quiet=True, profile=False)
     arena = art.signature["step"]["fixed_workspace_bytes"]
     with capsys.disabled():
         print(f"\nSmolLM2 Q4_1/Q8_0 on qemu-aarch64: weights {art.weights_bytes} B, state {art.state_bytes} B, "

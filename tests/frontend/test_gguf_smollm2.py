@@ -63,7 +63,8 @@ def test_interpreted_logits_and_first_tokens(smol):
 
 def test_compiled_logits_and_generated_text(smol, tmp_path):
     mod, model, tokenizer, prompt, want = smol
-    art = rxe.build(mod, board="host", backend="c", out_dir=tmp_path / "host", name="smollm2_gguf", quiet=True)
+    art = rxe.build(mod, board="host", backend="c", out_dir=tmp_path / "host", name="smollm2_gguf",
+                    quiet=True, profile=False)
     assert art.decoder["vocab"] == 49152
     with rxe.connect("host") as dev:
         loaded = dev.load(art, threads=1)

@@ -104,7 +104,7 @@ def test_the_interpreter_runs_the_legalized_module():
 
 def check_compiled(tmp_path, board, backend, batches):
     mod, expected = model()
-    art = rxe.build(mod, board=board, backend=backend, out_dir=tmp_path / "art", name="qnet", quiet=True)
+    art = rxe.build(mod, board=board, backend=backend, out_dir=tmp_path / "art", name="qnet", quiet=True, profile=False)
     rng = np.random.default_rng(2)
     with rxe.connect(board) as dev:
         loaded = dev.load(art)

@@ -46,7 +46,7 @@ def _spec_session(path):
 
 def _run_compiled(path, tmp_path, feeds, board="host", backend="c"):
     art = rxe.build(rxe.from_onnx(str(path)), board=board, backend=backend, out_dir=tmp_path / f"{board}-{backend}",
-                    name="qzoo")
+                    name="qzoo", profile=False)
     with rxe.connect(board) as dev:
         loaded = dev.load(art)
         return [loaded.run(*f) for f in feeds]

@@ -71,7 +71,8 @@ def test_quantized_model_is_integer_and_within_a_step_of_onnxruntime(config):
 
 
 def _compiled_outputs(path, tmp_path, board="host", backend="c", seeds=SEEDS[:2]):
-    art = rxe.build(rxe.from_onnx(str(path)), board=board, backend=backend, out_dir=tmp_path, name="qcnn")
+    art = rxe.build(rxe.from_onnx(str(path)), board=board, backend=backend, out_dir=tmp_path, name="qcnn",
+                    profile=False)
     with rxe.connect(board) as dev:
         loaded = dev.load(art)
         return art, [loaded.run(qm.make_input(s))[0] for s in seeds]
@@ -86,7 +87,7 @@ def test_compiled_equals_interpreted_integer_graph(backend, tmp_path):
         np.testing.assert_array_equal(got, rxe.interpret(mod, qm.make_input(seed)))
     if backend == "c":   # the blob holds int8 weights: the float model's is 2.6x larger at these few channels
         float_art = rxe.build(rxe.from_onnx(str(qm.get_float_model())), board="host", out_dir=tmp_path / "f",
-                              name="qcnn_f32")
+                              name="qcnn_f32", profile=False)
         assert art.weights_bytes < 0.45 * float_art.weights_bytes, (art.weights_bytes, float_art.weights_bytes)
         if art.workspace_bytes is not None and float_art.workspace_bytes is not None:
             assert art.workspace_bytes < float_art.workspace_bytes
@@ -143,7 +144,7 @@ def test_dynamically_quantized_bert_matches_onnxruntime(tmp_path):
     want = _spec_session(quantized).run(None, feeds)
     args = [feeds[i.name] for i in model.graph.input]
     mod = rxe.from_onnx(str(quantized))
-    art = rxe.build(mod, board="host", out_dir=tmp_path / "b", name="bert_dynamic")
+    art = rxe.build(mod, board="host", out_dir=tmp_path / "b", name="bert_dynamic", profile=False)
     with rxe.connect("host") as dev:
         compiled = dev.load(art).run(*args)
     for got in (rxe.interpret(mod, *args), compiled):
