@@ -152,6 +152,13 @@ def test_matmul_matches_onnxruntime_matmulnbits(nbits, m, bits, block):
     np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4 * (np.abs(expected).max() + 1))
 
 
+@pytest.mark.parametrize("m, k, bits, block", [(1, 4100, 4, 32), (2, 2500, 8, 64), (4, 1100, 4, 128)])
+def test_decode_over_several_chunks_of_x(nbits, m, k, bits, block):
+    """K past the 2048 floats of x that the AVX-512 decode path stages at once (k in chunks), a partial last block."""
+    for zero in ("default", "float", "uint8"):
+        check_matmul(nbits, np.random.default_rng(k + ZERO_CODE[zero]), m, 21, k, bits, block, zero, with_bias=True)
+
+
 @pytest.mark.parametrize("bits", [4, 8])
 def test_prefill_of_128_rows(nbits, bits):
     check_matmul(nbits, np.random.default_rng(bits), 128, 70, 330, bits, 32, "default", with_bias=True)
