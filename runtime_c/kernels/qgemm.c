@@ -16,7 +16,7 @@
 #if (defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))) && defined(__AVX2__)
 #define QGEMM_VNNI 1
 #include <immintrin.h>
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__)
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__) && defined(__AVX512VL__)
 #define QGEMM_VNNI512 1 /* 512-bit tiles of 4 panels (32 columns), the 256-bit one for the last panels */
 #endif
 #if defined(__AVXVNNI__)
@@ -300,6 +300,24 @@ static inline void requantize_row(const int32_t* acc, const int32_t* col, int32_
 }
 #endif
 
+#if defined(QGEMM_VNNI512)
+/* requantize_row's arithmetic on 16 lanes: clamp(requant(a, q, -e) + out_zero) for e >= 0. */
+static inline __m512i requant16(__m512i a, __m512i qv, __m512i ev, __m512i out_zero, __m512i lo, __m512i hi) {
+  __m512i half = _mm512_set1_epi64((int64_t)1 << 30), one = _mm512_set1_epi32(1);
+  __m512i even = _mm512_srli_epi64(_mm512_add_epi64(_mm512_mul_epi32(a, qv), half), 31);
+  __m512i odd = _mm512_slli_epi64(
+      _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(a, 32), _mm512_srli_epi64(qv, 32)), half), 1);
+  __m512i x = _mm512_mask_blend_epi32((__mmask16)0xaaaa, even, odd);
+  __m512i mask = _mm512_sub_epi32(_mm512_sllv_epi32(one, ev), one), half_mask = _mm512_srli_epi32(mask, 1);
+  __m512i threshold = _mm512_mask_add_epi32(half_mask, _mm512_cmplt_epi32_mask(x, _mm512_setzero_si512()),
+                                            half_mask, one);
+  __m512i shifted = _mm512_srav_epi32(x, ev);
+  x = _mm512_mask_add_epi32(shifted, _mm512_cmpgt_epi32_mask(_mm512_and_si512(x, mask), threshold), shifted, one);
+  x = _mm512_add_epi32(x, out_zero);
+  return _mm512_min_epi32(_mm512_max_epi32(x, lo), hi);
+}
+#endif
+
 void rxe_qint8_requantize_bytes(const int32_t* acc, int64_t count, int32_t offset, int32_t q, int32_t shift,
                                 int32_t out_zero, int32_t act_min, int32_t act_max, uint8_t* out) {
   int64_t i = 0, j;
@@ -307,6 +325,16 @@ void rxe_qint8_requantize_bytes(const int32_t* acc, int64_t count, int32_t offse
   if (shift <= 0 && q != INT32_MIN && offset < (1 << 30) && offset > -(1 << 30)) { /* acc + offset exact */
     rxe_qgemm_t g;
     int32_t zero[NR], qv[NR], ev[NR], v[NR];
+#if defined(QGEMM_VNNI512)
+    {
+      __m512i q16 = _mm512_set1_epi32(q), e16 = _mm512_set1_epi32(-shift), off = _mm512_set1_epi32(offset);
+      __m512i oz = _mm512_set1_epi32(out_zero), lo = _mm512_set1_epi32(act_min), hi = _mm512_set1_epi32(act_max);
+      for (; i + 16 <= count; i += 16) {
+        __m512i a = _mm512_add_epi32(_mm512_loadu_si512((const void*)(acc + i)), off);
+        _mm_storeu_si128((__m128i*)(void*)(out + i), _mm512_cvtepi32_epi8(requant16(a, q16, e16, oz, lo, hi)));
+      }
+    }
+#endif
     g.out_zero = out_zero;
     g.act_min = act_min;
     g.act_max = act_max;
