@@ -518,6 +518,79 @@ static void epilogue(const rxe_qgemm_t* g, int vector, const int32_t* acc, int64
   (void)vector;
 }
 
+#if defined(QGEMM_VNNI512)
+/* Column c < count of 8 rows of 16 bytes (rows[r]) as 8 bytes at dst + c * ld: an 8 x 16 byte transpose by
+ * unpacks. */
+static inline void store_columns(const __m128i* rows, uint8_t* dst, int64_t ld, int64_t count) {
+  __m128i t[8], u[8], v[8];
+  int half, c;
+  t[0] = _mm_unpacklo_epi8(rows[0], rows[1]);
+  t[1] = _mm_unpacklo_epi8(rows[2], rows[3]);
+  t[2] = _mm_unpacklo_epi8(rows[4], rows[5]);
+  t[3] = _mm_unpacklo_epi8(rows[6], rows[7]);
+  t[4] = _mm_unpackhi_epi8(rows[0], rows[1]);
+  t[5] = _mm_unpackhi_epi8(rows[2], rows[3]);
+  t[6] = _mm_unpackhi_epi8(rows[4], rows[5]);
+  t[7] = _mm_unpackhi_epi8(rows[6], rows[7]);
+  for (half = 0; half < 2; ++half) { /* columns 8 * half .. 8 * half + 7 */
+    const __m128i* q = t + 4 * half;
+    u[0] = _mm_unpacklo_epi16(q[0], q[1]); /* columns 0-3, rows 0-3 */
+    u[1] = _mm_unpackhi_epi16(q[0], q[1]); /* columns 4-7, rows 0-3 */
+    u[2] = _mm_unpacklo_epi16(q[2], q[3]); /* columns 0-3, rows 4-7 */
+    u[3] = _mm_unpackhi_epi16(q[2], q[3]);
+    v[4 * half] = _mm_unpacklo_epi32(u[0], u[2]); /* columns 0, 1 */
+    v[4 * half + 1] = _mm_unpackhi_epi32(u[0], u[2]);
+    v[4 * half + 2] = _mm_unpacklo_epi32(u[1], u[3]);
+    v[4 * half + 3] = _mm_unpackhi_epi32(u[1], u[3]);
+  }
+  for (c = 0; c < count; ++c) {
+    __m128i pair = v[c / 2];
+    if (c % 2) pair = _mm_unpackhi_epi64(pair, pair);
+    _mm_storel_epi64((__m128i*)(void*)(dst + c * ld), pair);
+  }
+}
+
+/* The outputs of 8 full rows x the 4 panels at column n0 from their sums acc, requantized 16 at a time
+ * (the same arithmetic as requantize_row); rows of a dense output stored under a mask, the columns of a
+ * convolution's (ldm == 1) 8 bytes at a time. */
+static void epilogue_wide(const rxe_qgemm_t* g, int32_t (*acc)[WIDE * NR], int64_t m0, int64_t n0,
+                          const int64_t* xsum, const int32_t* wsum) {
+  __m512i oz = _mm512_set1_epi32(g->out_zero), lo = _mm512_set1_epi32(g->act_min);
+  __m512i hi = _mm512_set1_epi32(g->act_max), xz = _mm512_set1_epi32(g->xz);
+  __m512i kzz = _mm512_set1_epi32((int32_t)(g->k * (int64_t)g->xz * g->wz));
+  int64_t half, r, c;
+  for (half = 0; half < 2; ++half) {
+    int64_t c0 = n0 + 16 * half, count = g->n - c0 < 16 ? g->n - c0 : 16;
+    __mmask16 valid;
+    __m512i col, qv, ev;
+    __m128i bytes[MR];
+    if (count <= 0) break;
+    valid = (__mmask16)(count == 16 ? 0xffffu : (1u << count) - 1u);
+    col = _mm512_add_epi32(_mm512_sub_epi32(_mm512_maskz_loadu_epi32(valid, g->bias + c0),
+                                            _mm512_mullo_epi32(xz, _mm512_maskz_loadu_epi32(valid, wsum + c0))),
+                           kzz);
+    qv = _mm512_maskz_loadu_epi32(valid, g->multiplier + c0);
+    ev = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_maskz_loadu_epi32(valid, g->shift + c0));
+    for (r = 0; r < MR; ++r) {
+      __m512i a = _mm512_add_epi32(_mm512_add_epi32(_mm512_loadu_si512((const void*)(acc[r] + 16 * half)), col),
+                                   _mm512_set1_epi32((int32_t)(-(int64_t)g->wz * xsum[r])));
+      bytes[r] = _mm512_cvtepi32_epi8(requant16(a, qv, ev, oz, lo, hi));
+    }
+    if (g->ldn == 1) {
+      for (r = 0; r < MR; ++r) _mm_mask_storeu_epi8(g->out + (m0 + r) * g->ldm + c0, valid, bytes[r]);
+    } else if (g->ldm == 1) {
+      store_columns(bytes, g->out + m0 + c0 * g->ldn, g->ldn, count);
+    } else {
+      uint8_t lanes[16];
+      for (r = 0; r < MR; ++r) {
+        _mm_storeu_si128((__m128i*)(void*)lanes, bytes[r]);
+        for (c = 0; c < count; ++c) g->out[(m0 + r) * g->ldm + (c0 + c) * g->ldn] = lanes[c];
+      }
+    }
+  }
+}
+#endif
+
 /* Panels per chunk: the row blocks run over one chunk of panels at a time, its weights (at most
  * about 128 KiB) staying in the cache while the rows pass. */
 #define QGEMM_CHUNK_BYTES 131072
@@ -557,8 +630,11 @@ QGEMM_NOCLONE void run_block(const rxe_qgemm_t* g, int vector, int64_t m_begin, 
               tile_wide_one_row(rows[r], first_panel + p * panel_bytes, panel_bytes, wsum + p * NR, g->k, g->flip,
                                 acc[r]);
           }
-          for (j = 0; j < WIDE && (p + j) * NR < g->n; ++j)
-            epilogue(g, vector, acc[0] + j * NR, WIDE * NR, m0, (p + j) * NR, xsum, wsum);
+          if (vector && full_rows)
+            epilogue_wide(g, acc, m0, p * NR, xsum, wsum);
+          else
+            for (j = 0; j < WIDE && (p + j) * NR < g->n; ++j)
+              epilogue(g, vector, acc[0] + j * NR, WIDE * NR, m0, (p + j) * NR, xsum, wsum);
           p += WIDE;
           continue;
         }
