@@ -414,9 +414,9 @@ QGEMM_INLINE void store_wide(int32_t* acc, __m512i lo, __m512i hi, const int32_t
 /* acc[r][0..32) = sum_k x_r[k] w_c[k] over 4 consecutive panels for the 8 rows x + r * ldx: two
  * 512-bit accumulators a row (each holding a k group of two panels), 16 independent vpdpbusd
  * chains, the row's 4 x bytes broadcast. `raw`: x is uint8 (constant after inlining). */
-QGEMM_INLINE void wide8(const uint8_t* x, int64_t ldx, const uint8_t* panel, int64_t panel_bytes,
-                        const int32_t* sums, int64_t k, uint32_t flip, int32_t (*acc)[WIDE * NR], int raw) {
-  const uint8_t *p0 = panel, *p1 = panel + panel_bytes, *p2 = panel + 2 * panel_bytes, *p3 = panel + 3 * panel_bytes;
+QGEMM_INLINE void wide8(const uint8_t* x, int64_t ldx, const uint8_t* const* panels, const int32_t* sums, int64_t k,
+                        uint32_t flip, int32_t (*acc)[WIDE * NR], int raw) {
+  const uint8_t *p0 = panels[0], *p1 = panels[1], *p2 = panels[2], *p3 = panels[3];
   const uint8_t *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx, *x3 = x + 3 * ldx, *x4 = x + 4 * ldx, *x5 = x + 5 * ldx,
                 *x6 = x + 6 * ldx, *x7 = x + 7 * ldx;
   __m512i xor_v = raw ? _mm512_setzero_si512() : _mm512_set1_epi32((int)(flip ^ 0x80808080u)), w0, w1, xv;
@@ -459,18 +459,18 @@ QGEMM_INLINE void wide8(const uint8_t* x, int64_t ldx, const uint8_t* panel, int
 #undef QGEMM_ROW_STEP
 
 /* 8 full rows (consecutive, ldx apart). */
-static void tile_wide(const uint8_t* x, int64_t ldx, const uint8_t* panel, int64_t panel_bytes, const int32_t* sums,
-                      int64_t k, uint32_t flip, int32_t (*acc)[WIDE * NR]) {
+static void tile_wide(const uint8_t* x, int64_t ldx, const uint8_t* const* panels, const int32_t* sums, int64_t k,
+                      uint32_t flip, int32_t (*acc)[WIDE * NR]) {
   if (flip == 0x80808080u)
-    wide8(x, ldx, panel, panel_bytes, sums, k, flip, acc, 1);
+    wide8(x, ldx, panels, sums, k, flip, acc, 1);
   else
-    wide8(x, ldx, panel, panel_bytes, sums, k, flip, acc, 0);
+    wide8(x, ldx, panels, sums, k, flip, acc, 0);
 }
 
 /* One row. */
-static void tile_wide_one_row(const uint8_t* x, const uint8_t* panel, int64_t panel_bytes, const int32_t* sums,
-                              int64_t k, uint32_t flip, int32_t* acc) {
-  const uint8_t *p0 = panel, *p1 = panel + panel_bytes, *p2 = panel + 2 * panel_bytes, *p3 = panel + 3 * panel_bytes;
+static void tile_wide_one_row(const uint8_t* x, const uint8_t* const* panels, const int32_t* sums, int64_t k,
+                              uint32_t flip, int32_t* acc) {
+  const uint8_t *p0 = panels[0], *p1 = panels[1], *p2 = panels[2], *p3 = panels[3];
   __m512i fx = _mm512_set1_epi32((int)(flip ^ 0x80808080u)), sa = _mm512_setzero_si512(), sb = sa, xv;
   int64_t groups = (k + 3) / 4, g;
   for (g = 0; g < groups; ++g) {
@@ -550,17 +550,17 @@ static inline void store_columns(const __m128i* rows, uint8_t* dst, int64_t ld, 
   }
 }
 
-/* The outputs of 8 full rows x the 4 panels at column n0 from their sums acc, requantized 16 at a time
+/* The outputs of 8 full rows x columns [n0, n1) (up to 4 panels) from their sums acc, requantized 16 at a time
  * (the same arithmetic as requantize_row); rows of a dense output stored under a mask, the columns of a
  * convolution's (ldm == 1) 8 bytes at a time. */
-static void epilogue_wide(const rxe_qgemm_t* g, int32_t (*acc)[WIDE * NR], int64_t m0, int64_t n0,
+static void epilogue_wide(const rxe_qgemm_t* g, int32_t (*acc)[WIDE * NR], int64_t m0, int64_t n0, int64_t n1,
                           const int64_t* xsum, const int32_t* wsum) {
   __m512i oz = _mm512_set1_epi32(g->out_zero), lo = _mm512_set1_epi32(g->act_min);
   __m512i hi = _mm512_set1_epi32(g->act_max), xz = _mm512_set1_epi32(g->xz);
   __m512i kzz = _mm512_set1_epi32((int32_t)(g->k * (int64_t)g->xz * g->wz));
   int64_t half, r, c;
   for (half = 0; half < 2; ++half) {
-    int64_t c0 = n0 + 16 * half, count = g->n - c0 < 16 ? g->n - c0 : 16;
+    int64_t c0 = n0 + 16 * half, count = n1 - c0 < 16 ? n1 - c0 : 16;
     __mmask16 valid;
     __m512i col, qv, ev;
     __m128i bytes[MR];
@@ -620,22 +620,22 @@ QGEMM_NOCLONE void run_block(const rxe_qgemm_t* g, int vector, int64_t m_begin, 
       }
       for (p = c0; p < c1;) {
 #if defined(QGEMM_VNNI512)
-        if (p + WIDE <= c1) {
+        if (c1 - p >= 2) { /* 2 to 4 panels (a missing one read again from the last, its sums dropped) */
           int32_t (*acc)[WIDE * NR] = (int32_t (*)[WIDE * NR])sums;
-          int j;
+          int64_t j, count = c1 - p < WIDE ? c1 - p : WIDE, n1 = (p + count) * NR < g->n ? (p + count) * NR : g->n;
+          const uint8_t* panels[WIDE];
+          for (j = 0; j < WIDE; ++j) panels[j] = first_panel + (p + (j < count ? j : count - 1)) * panel_bytes;
           if (full_rows) {
-            tile_wide(rows[0], g->ldx, first_panel + p * panel_bytes, panel_bytes, wsum + p * NR, g->k, g->flip, acc);
+            tile_wide(rows[0], g->ldx, panels, wsum + p * NR, g->k, g->flip, acc);
           } else { /* the last rows one by one */
-            for (r = 0; m0 + r < g->m; ++r)
-              tile_wide_one_row(rows[r], first_panel + p * panel_bytes, panel_bytes, wsum + p * NR, g->k, g->flip,
-                                acc[r]);
+            for (r = 0; m0 + r < g->m; ++r) tile_wide_one_row(rows[r], panels, wsum + p * NR, g->k, g->flip, acc[r]);
           }
           if (vector && full_rows)
-            epilogue_wide(g, acc, m0, p * NR, xsum, wsum);
+            epilogue_wide(g, acc, m0, p * NR, n1, xsum, wsum);
           else
-            for (j = 0; j < WIDE && (p + j) * NR < g->n; ++j)
+            for (j = 0; j < count && (p + j) * NR < g->n; ++j)
               epilogue(g, vector, acc[0] + j * NR, WIDE * NR, m0, (p + j) * NR, xsum, wsum);
-          p += WIDE;
+          p += count;
           continue;
         }
 #endif

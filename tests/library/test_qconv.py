@@ -30,6 +30,8 @@ CONVS = [
     (1, 4, 13, 13, 5, 5, 5, (1, 1), (2, 2, 2, 2), (1, 1), 1),    # 169 pixels: three im2col blocks
     (1, 2, 1, 1, 3, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 1),      # K = 2, one pixel
     (1, 6, 5, 4, 4, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 2),      # 1x1 in groups
+    (1, 5, 6, 70, 40, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 1),    # rows of 70: blocks of 64 + 6 columns; 5 panels
+    (1, 24, 10, 9, 20, 1, 1, (1, 1), (0, 1, 0, 0), (1, 1), 1),   # 1x1 padded: the slice's zero column
 ]
 DEPTHWISE = [
     (1, 8, 9, 9, 8, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 8),
@@ -37,6 +39,8 @@ DEPTHWISE = [
     (1, 3, 8, 8, 3, 3, 3, (1, 1), (0, 0, 0, 0), (2, 2), 3),      # dilated: the generic loop
     (1, 4, 6, 9, 4, 5, 2, (1, 2), (2, 0, 1, 1), (1, 1), 4),
     (1, 2, 3, 3, 2, 3, 3, (1, 1), (2, 2, 2, 2), (1, 1), 2),      # every tap bounds-checked
+    (1, 3, 21, 40, 3, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1), 3),    # stride 2 over blocks of 256 outputs
+    (1, 2, 9, 11, 2, 3, 3, (3, 2), (0, 2, 1, 0), (1, 2), 2),     # strides 3 x 2 (phases), dilated columns
 ]
 DTYPES = [("int8", "int8", "int8"), ("uint8", "int8", "uint8"), ("uint8", "uint8", "uint8"), ("int8", "uint8", "int8")]
 

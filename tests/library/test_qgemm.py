@@ -125,6 +125,16 @@ def test_extreme_operands_do_not_saturate(kernels):
     np.testing.assert_array_equal(out, np.clip(requant(acc, q, shift), -128, 127))
 
 
+def test_dense_over_every_panel_remainder(kernels):
+    """n of 2, 3, 5, 6 and 7 panels (the 512-bit tile's 4 and its remainders), m not a multiple of 8, K small."""
+    rng = np.random.default_rng(8)
+    for m, n, k in [(17, 16, 24), (19, 24, 27), (9, 40, 16), (23, 44, 5), (8, 56, 33)]:
+        case = dense_case(rng, m, n, k, "uint8", "int8", "uint8", x_zero=128, out_zero=128)
+        check(case, kernels.run(case))
+        case = dense_case(rng, m, n, k, "int8", "int8", "int8", x_zero=-3, w_zero=2, out_zero=-1)
+        check(case, kernels.run(case))
+
+
 @pytest.mark.parametrize("m, n, k", [(67, 40, 300), (1, 999, 257), (5, 64, 1000)])   # by rows, by panels
 def test_two_threads_give_the_same_bits_as_one(kernels, m, n, k):
     case = dense_case(np.random.default_rng(7), m, n, k, "uint8", "int8", "int8", x_zero=100, w_zero=3)
