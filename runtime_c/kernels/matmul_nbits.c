@@ -281,6 +281,7 @@ QINLINE void columns(const nbits_t* g, int64_t c0, int64_t c1, const int bits, c
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__FMA__)
 #define QAVX512 1
 #define XBUF 2048 /* floats of x staged per decode task (8 KB of stack): rows x a chunk of whole blocks */
+#define XCOLS 4   /* columns of y per pass, sharing the loads of x */
 
 /* A chunk of blocks [b0, b0 + nb) of the rows of x, staged: row i's len = nb * block values at x + i * len
  * (zeros past k; with 4 bits each 32 of them as the 16 even elements, then the 16 odd: the order of the low
@@ -323,16 +324,16 @@ static void stage_x(const nbits_t* g, int64_t b0, int64_t nb, float* dst, float*
 
 /* out[j][i] = row i of the chunk of x . the chunk of row col + j of W (j < nc, i < r): per block, the scale
  * times sum x q, plus (offset, or -zero * scale) times the block sum of x. */
-QINLINE void fast_dots(const nbits_t* g, const xchunk_t* c, int64_t col, float out[2][GEMV_ROWS], const int nc,
+QINLINE void fast_dots(const nbits_t* g, const xchunk_t* c, int64_t col, float out[XCOLS][GEMV_ROWS], const int nc,
                        const int r, const int bits, const int mode, const int blk) {
   const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const int64_t block = blk ? blk : g->block, bb = block * bits / 8;
-  __m512 acc[2][GEMV_ROWS], bacc[GEMV_ROWS], corr[GEMV_ROWS];
-  const uint8_t* rows[2];
-  const float* sc[2];
+  __m512 acc[XCOLS][GEMV_ROWS], bacc[GEMV_ROWS], corr[GEMV_ROWS];
+  const uint8_t* rows[XCOLS];
+  const float* sc[XCOLS];
   int64_t b, e;
   int i, j;
-  QUNROLL(2)
+  QUNROLL(4)
   for (j = 0; j < nc; ++j) {
     rows[j] = g->q + ((col + j) * g->blocks + c->b0) * bb;
     sc[j] = g->scales + (col + j) * g->blocks + c->b0;
@@ -341,7 +342,7 @@ QINLINE void fast_dots(const nbits_t* g, const xchunk_t* c, int64_t col, float o
   }
   for (b = 0; b < c->nb; ++b) {
     const float* xb = c->x + b * block;
-    QUNROLL(2)
+    QUNROLL(4)
     for (j = 0; j < nc; ++j) {
       const uint8_t* bp = rows[j] + b * bb;
       const __m512 s = _mm512_set1_ps(sc[j][b]);
@@ -372,7 +373,7 @@ QINLINE void fast_dots(const nbits_t* g, const xchunk_t* c, int64_t col, float o
       for (i = 0; i < r; ++i) acc[j][i] = _mm512_fmadd_ps(bacc[i], s, acc[j][i]);
     }
   }
-  QUNROLL(2)
+  QUNROLL(4)
   for (j = 0; j < nc; ++j) { /* the zero points: sum_b coefficient_b * (block sum of x)_b, 16 blocks at a time */
     const int64_t base = (col + j) * g->blocks + c->b0;
     const __m512 neg_zero = _mm512_set1_ps(-(float)(1 << (bits - 1)));
@@ -399,13 +400,13 @@ QINLINE void fast_dots(const nbits_t* g, const xchunk_t* c, int64_t col, float o
 
 QINLINE void fast_columns(const nbits_t* g, const xchunk_t* c, int64_t c0, int64_t c1, int first, int last,
                           const int r, const int bits, const int mode, const int blk) {
-  float out[2][GEMV_ROWS];
+  float out[XCOLS][GEMV_ROWS];
   int64_t col;
-  int i, j;
-  for (col = c0; col < c1; col += 2) {
-    const int nc = c1 - col >= 2 ? 2 : 1;
-    if (nc == 2) {
-      fast_dots(g, c, col, out, 2, r, bits, mode, blk);
+  int i, j, nc = XCOLS;
+  for (col = c0; col < c1; col += nc) { /* XCOLS at a time, then the last ones one by one */
+    nc = c1 - col >= XCOLS ? XCOLS : 1;
+    if (nc == XCOLS) {
+      fast_dots(g, c, col, out, XCOLS, r, bits, mode, blk);
     } else {
       fast_dots(g, c, col, out, 1, r, bits, mode, blk);
     }

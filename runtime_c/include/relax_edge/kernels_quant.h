@@ -57,7 +57,7 @@ extern "C" {
  * sum_j x_j (q_j - z) s = s sum_j x_j q_j - z s sum_j x_j (q s + m: s sum x q
  * + m sum x), the block sums of x computed once per call (per thread) into a
  * staged copy of x on the stack (8 KB; k in chunks when it does not fit), the
- * raw q converted to float, the scale applied once per block, two columns
+ * raw q converted to float, the scale applied once per block, four columns
  * per pass sharing x's loads. Its results stay within float32 summation-order
  * error of the reference (the tests: rtol 1e-4, atol 2e-6 * (max|y| + 1) *
  * sqrt(k), against the reference and float64), not bit-equal to it. */
@@ -65,7 +65,7 @@ extern "C" {
  * 10240: the 8 KB dequantized panel, a 6 x 16 tile and (AVX2) 16 vectors of
  * W being transposed, on the prefill path. Measured 8992 (aarch64) to 9984
  * (x86-64 AVX2) for gemm_task; the decode path's gemv_task 744 (AVX2) to
- * 1288 (x86-64 generic C), with AVX-512 648 + 8904 (fast_task: the staged x). */
+ * 1288 (x86-64 generic C), with AVX-512 648 + 9416 (fast_task: the staged x). */
 rxe_status_t rxe_lib_matmul_nbits_f32(const float* x, const uint8_t* qweight, const float* scales, const void* zeros,
                                       const float* bias, float* y, int64_t m, int64_t n, int64_t k, int64_t bits,
                                       int64_t block_size, int64_t zero_mode, int64_t has_bias, rxe_error_t* err);
