@@ -210,8 +210,12 @@ rxe_status_t rxe_lib_qdepthwise_conv2d_s8(const void* x, const void* w, const in
             for (col = lo; col < hi; ++col) dst[col] = (int16_t)((int32_t)line[col] - xz);
           } else if (stride_w == 1) {
             for (col = lo; col < hi; ++col) dst[col] = (int16_t)((int32_t)(int8_t)line[col] - xz);
+          } else if (x_unsigned && stride_w == 2) { /* a constant stride: the loads vectorize */
+            for (col = lo; col < hi; ++col) dst[col] = (int16_t)((int32_t)line[2 * col] - xz);
           } else if (x_unsigned) {
             for (col = lo; col < hi; ++col) dst[col] = (int16_t)((int32_t)line[col * stride_w] - xz);
+          } else if (stride_w == 2) {
+            for (col = lo; col < hi; ++col) dst[col] = (int16_t)((int32_t)(int8_t)line[2 * col] - xz);
           } else {
             for (col = lo; col < hi; ++col) dst[col] = (int16_t)((int32_t)(int8_t)line[col * stride_w] - xz);
           }
