@@ -5,10 +5,15 @@ the runtime's loop in C, f32 activations), with --llamacpp against llama.cpp
 take turns round after round (--rounds) so that the load of a shared machine
 hits both alike; each figure is the median over rounds with the spread
 (min..max). Extra relax_edge builds (--also DIR, e.g. one of an older
-kernel) join the rounds. Nothing is promised about speed: it depends on the
-machine and its load.
+kernel) join the rounds. --genai adds onnxruntime-genai's int4 model of the
+same checkpoint (its model builder, offline, from the fp32 checkpoint:
+MatMulNBits block 32, int8 activations) and relax_edge's build of that very
+folder (rxe.from_genai, f32 activations), so the int4 weights are the same
+for that pair. Nothing is promised about speed: it depends on the machine
+and its load.
 
     python scripts/bench_gguf_decode.py [--build /tmp/smol] [--also /tmp/smol_old] [--rounds 5] [--llamacpp]
+                                        [--genai]
 """
 
 from __future__ import annotations
@@ -36,6 +41,19 @@ def relax_edge_engine(build_dir: Path, gguf: Path, max_context: int):
     return llm_engines.RelaxEdge(Artifact.load(build_dir), threads=1)
 
 
+def genai_engines(max_context: int) -> dict:
+    """onnxruntime-genai on its builder's int4 model of SmolLM2, and relax_edge's build of the same folder."""
+    import llm_bench_models
+
+    import relax_edge as rxe
+    folder = llm_bench_models.genai_folder(llm_bench_models.get_model("smollm2"), "int4")
+    build_dir = ROOT / "build" / "smollm2_genai_int4"
+    art = rxe.build(rxe.from_genai(str(folder), max_context=max_context), board="host", out_dir=build_dir,
+                    quiet=True, profile=False)
+    return {"ORT GenAI int4": llm_engines.GenAI(folder, threads=1),
+            "relax_edge on the genai int4": llm_engines.RelaxEdge(art, threads=1)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build", type=Path, default=ROOT / "build" / "smollm2_gguf",
@@ -46,6 +64,8 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--max-context", type=int, default=512)
     parser.add_argument("--llamacpp", action="store_true", help="also llama.cpp on the same GGUF")
+    parser.add_argument("--genai", action="store_true",
+                        help="also onnxruntime-genai's int4 model and relax_edge's build of it")
     args = parser.parse_args()
     gguf = llm_models.smollm2_gguf()
     prompt = [int(t) for t in np.random.default_rng(0).integers(100, 40000, args.prompt_tokens)]
@@ -54,6 +74,8 @@ def main() -> None:
         engines[f"relax_edge {extra.name}"] = relax_edge_engine(extra, gguf, args.max_context)
     if args.llamacpp:
         engines["llama.cpp"] = llm_engines.LlamaCpp(gguf, threads=1, n_ctx=args.max_context)
+    if args.genai:
+        engines.update(genai_engines(args.max_context))
     for engine in engines.values():   # warm-up
         engine.run(prompt, 8)
     decode = {name: [] for name in engines}

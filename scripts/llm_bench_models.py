@@ -165,23 +165,25 @@ sys.path.insert(0, {root!r})
 from tests.onnx_models import _import_transformers
 _import_transformers()  # torchvision built for another torch: its op schemas first
 import runpy
-sys.argv = ["builder", "-i", {hf!r}, "-o", {out!r}, "-p", "fp32", "-e", "cpu", "-c", {cache!r}]
+sys.argv = ["builder", "-i", {hf!r}, "-o", {out!r}, "-p", {precision!r}, "-e", "cpu", "-c", {cache!r}]
 runpy.run_module("onnxruntime_genai.models.builder", run_name="__main__")
 """
 
 
-def genai_folder(model: BenchModel) -> Path:
-    """onnxruntime-genai's fp32 CPU model of the checkpoint, made by its model builder (offline)."""
+def genai_folder(model: BenchModel, precision: str = "fp32") -> Path:
+    """onnxruntime-genai's CPU model of the checkpoint ("fp32", or "int4": its builder's MatMulNBits, block 32,
+    accuracy_level 4), made by its model builder (offline)."""
     hf = hf_folder(model)
 
     def make(tmp):
-        code = _BUILDER.format(root=str(ROOT), hf=str(hf), out=str(tmp), cache=str(tmp / "cache"))
+        code = _BUILDER.format(root=str(ROOT), hf=str(hf), out=str(tmp), cache=str(tmp / "cache"),
+                               precision=precision)
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=1800)
         if done.returncode != 0:
             raise RuntimeError(f"onnxruntime-genai's model builder failed:\n{done.stdout[-2000:]}"
                                f"\n{done.stderr[-3000:]}")
         shutil.rmtree(tmp / "cache", ignore_errors=True)
-    return _made_once(bench_dir() / f"{model.name}-{model.onnx.stem}-genai-fp32", make)
+    return _made_once(bench_dir() / f"{model.name}-{model.onnx.stem}-genai-{precision}", make)
 
 
 def f32_gguf(model: BenchModel) -> Path:
