@@ -65,16 +65,35 @@ static inline float dot(const float* a, const float* b, int64_t n) {
   return s;
 }
 
-/* o = o * c + p * v */
-static inline void update(float* o, float c, float p, const float* v, int64_t n) {
+/* o += p * v */
+static inline void axpy(float* o, float p, const float* v, int64_t n) {
   int64_t d = 0;
   for (; d + 8 <= n; d += 8) {
-    lanes8 x = load8(o + d) * c + load8(v + d) * p;
+    lanes8 x = load8(o + d) + load8(v + d) * p;
     __builtin_memcpy(o + d, &x, sizeof(x));
   }
-  for (; d < n; ++d) o[d] = o[d] * c + p * v[d];
+  for (; d < n; ++d) o[d] += p * v[d];
+}
+
+typedef int32_t lanes8_mask __attribute__((vector_size(32)));
+RXE_VECTOR_MATH_F32(lanes8)
+
+/* out[t] = exp(in[t]) for eight scores at once: the same operations as rxe_f32_exp, lane by lane */
+static inline void exp8(const float* in, float* out) {
+  lanes8 x = lanes8_exp(load8(in));
+  __builtin_memcpy(out, &x, sizeof(x));
 }
 #else
+static void axpy(float* o, float p, const float* v, int64_t n) {
+  int64_t d;
+  for (d = 0; d < n; ++d) o[d] += p * v[d];
+}
+
+static void exp8(const float* in, float* out) {
+  int t;
+  for (t = 0; t < 8; ++t) out[t] = rxe_f32_exp(in[t]);
+}
+
 static float dot(const float* a, const float* b, int64_t n) {
   float s = 0.0f;
   int64_t d;
@@ -82,12 +101,9 @@ static float dot(const float* a, const float* b, int64_t n) {
   return s;
 }
 
-static void update(float* o, float c, float p, const float* v, int64_t n) {
-  int64_t d;
-  for (d = 0; d < n; ++d) o[d] = o[d] * c + p * v[d];
-}
 #endif
 
+#define SCORE_BLOCK 8 /* positions scored, then weighed, together: one maximum update and one vector exp */
 #define GROUP_CHUNK RXE_KV_GROUP_CHUNK /* query heads sharing a KV head, handled in one pass over its cache */
 
 /* A row's running softmax: the maximum so far, the sum of exp(score - best), whether a position counted,
@@ -105,7 +121,7 @@ static void attend(const attention_args* a, int64_t kvh, int64_t i, int64_t h0, 
   const float* v = a->v + kvh * a->max_context * a->dim;
   const float* q[GROUP_CHUNK];
   const float* m[GROUP_CHUNK];
-  float s[GROUP_CHUNK];
+  float s[GROUP_CHUNK][SCORE_BLOCK];
   int64_t j, d;
   int h;
   for (h = 0; h < g; ++h) {
@@ -115,33 +131,47 @@ static void attend(const attention_args* a, int64_t kvh, int64_t i, int64_t h0, 
     st[h].any = st[h].nan = 0;
     for (d = 0; d < a->dim; ++d) o[h][d] = 0.0f;
   }
-  for (j = j0; j < j1; ++j) {
-    const float* kj = k + j * a->dim;
-    const float* vj = v + j * a->dim;
-    int live = 0;
-    for (h = 0; h < g; ++h) {
-      const float add = m[h] ? m[h][j] : 0.0f;
-      if (add < -3.0e38f) { /* masked out: weighs nothing */
-        s[h] = add;
-        continue;
+  for (j = j0; j < j1; j += SCORE_BLOCK) {
+    const int n = (int)(j1 - j < SCORE_BLOCK ? j1 - j : SCORE_BLOCK);
+    int live = 0, t;
+    for (h = 0; h < g; ++h) { /* the block's scores; a masked position's stays its mask (< -3e38) */
+      for (t = 0; t < n; ++t) {
+        const float add = m[h] ? m[h][j + t] : 0.0f;
+        if (add < -3.0e38f) { /* masked out: weighs nothing, its key is not read */
+          s[h][t] = add;
+          continue;
+        }
+        s[h][t] = dot(q[h], k + (j + t) * a->dim, a->dim) * a->scale + add;
+        if (s[h][t] != s[h][t]) st[h].nan = 1; /* a NaN score makes the row NaN, as the softmax does */
+        else if (s[h][t] >= -3.0e38f) live = 1;
       }
-      s[h] = dot(q[h], kj, a->dim) * a->scale + add;
-      if (s[h] != s[h]) st[h].nan = 1; /* a NaN score makes the row NaN, as the softmax does */
-      if (!st[h].nan && s[h] >= -3.0e38f) live = 1;
     }
     if (!live) continue;
-    for (h = 0; h < g; ++h) {
-      float p, c = 1.0f;
-      if (st[h].nan || s[h] < -3.0e38f) continue;
-      if (!st[h].any || s[h] > st[h].best) { /* a new maximum: what was summed so far scales down */
-        c = st[h].any ? rxe_f32_exp(st[h].best - s[h]) : 0.0f;
-        st[h].total *= c;
-        st[h].best = s[h];
-        st[h].any = 1;
+    for (h = 0; h < g; ++h) { /* one rescale per block: the block's maximum, then its eight weights at once */
+      float best, p[SCORE_BLOCK];
+      int any = 0;
+      if (st[h].nan) continue;
+      best = st[h].best;
+      for (t = 0; t < n; ++t) {
+        if (s[h][t] < -3.0e38f) continue;
+        if ((!st[h].any && !any) || s[h][t] > best) best = s[h][t];
+        any = 1;
       }
-      p = rxe_f32_exp(s[h] - st[h].best);
-      st[h].total += p;
-      update(o[h], c, p, vj, a->dim);
+      if (!any) continue;
+      if (st[h].any && best > st[h].best) { /* a new maximum: what was summed so far scales down */
+        const float c = rxe_f32_exp(st[h].best - best);
+        st[h].total *= c;
+        for (d = 0; d < a->dim; ++d) o[h][d] *= c;
+      }
+      st[h].best = best;
+      st[h].any = 1;
+      for (t = 0; t < SCORE_BLOCK; ++t) p[t] = t < n && s[h][t] >= -3.0e38f ? s[h][t] - best : -200.0f;
+      exp8(p, p);
+      for (t = 0; t < n; ++t) {
+        if (s[h][t] < -3.0e38f) continue;
+        st[h].total += p[t];
+        axpy(o[h], p[t], v + (j + t) * a->dim, a->dim);
+      }
     }
   }
 }
