@@ -40,7 +40,7 @@ typedef struct {
   float scale;
   float* out;
   float* scratch;
-  int64_t heads, group, seq, kv_len, max_context, dim, has_mask, mask_head_stride, mask_row_stride, splits;
+  int64_t heads, group, seq, kv_len, max_context, dim, has_mask, mask_head_stride, mask_row_stride, splits, rows;
 } attention_args;
 
 /* Dot products and row updates over head_dim, in eight lanes (GCC/Clang vector extensions: one AVX
@@ -115,18 +115,16 @@ typedef struct {
 
 /* The g query heads h0.. of KV head kvh (in row i) over positions [j0, j1): one pass, each head with a
  * running maximum. A position masked out for every head (-FLT_MAX, -inf) is not read at all. */
-static void attend(const attention_args* a, int64_t kvh, int64_t i, int64_t h0, int g, int64_t j0, int64_t j1,
-                   float* const* o, softmax_state* st) {
+/* The query rows of `g` members (a head in a row each: q[h], its mask row m[h] or NULL) that share KV head
+ * kvh, over positions [j0, j1), into o[h] (unnormalized) and st[h]. */
+static void attend_members(const attention_args* a, int64_t kvh, const float* const* q, const float* const* m,
+                           int g, int64_t j0, int64_t j1, float* const* o, softmax_state* st) {
   const float* k = a->k + kvh * a->max_context * a->dim;
   const float* v = a->v + kvh * a->max_context * a->dim;
-  const float* q[GROUP_CHUNK];
-  const float* m[GROUP_CHUNK];
   float s[GROUP_CHUNK][SCORE_BLOCK];
   int64_t j, d;
   int h;
   for (h = 0; h < g; ++h) {
-    q[h] = a->q + ((h0 + h) * a->seq + i) * a->dim;
-    m[h] = a->has_mask ? a->mask + (h0 + h) * a->mask_head_stride + i * a->mask_row_stride : 0;
     st[h].best = st[h].total = 0.0f;
     st[h].any = st[h].nan = 0;
     for (d = 0; d < a->dim; ++d) o[h][d] = 0.0f;
@@ -176,6 +174,19 @@ static void attend(const attention_args* a, int64_t kvh, int64_t i, int64_t h0, 
   }
 }
 
+/* The g query heads h0.. of KV head kvh in row i. */
+static void attend(const attention_args* a, int64_t kvh, int64_t i, int64_t h0, int g, int64_t j0, int64_t j1,
+                   float* const* o, softmax_state* st) {
+  const float* q[GROUP_CHUNK];
+  const float* m[GROUP_CHUNK];
+  int h;
+  for (h = 0; h < g; ++h) {
+    q[h] = a->q + ((h0 + h) * a->seq + i) * a->dim;
+    m[h] = a->has_mask ? a->mask + (h0 + h) * a->mask_head_stride + i * a->mask_row_stride : 0;
+  }
+  attend_members(a, kvh, q, m, g, j0, j1, o, st);
+}
+
 /* out row = o / total (NaN when a score was; zeros when no position counted) */
 static void finish(float* out, const softmax_state* st, int64_t dim) {
   int64_t d;
@@ -197,20 +208,34 @@ static int task_heads(const attention_args* a, int64_t t, int64_t* kvh, int64_t*
   return (int)(a->group - c * GROUP_CHUNK < GROUP_CHUNK ? a->group - c * GROUP_CHUNK : GROUP_CHUNK);
 }
 
-/* Tasks [begin, end): each the query heads of one chunk for one row over the whole context, written to out. */
+/* Tasks [begin, end) of kv_heads x row blocks x chunks: the query heads of one chunk in a block of up to
+ * a->rows rows (a->rows * heads <= GROUP_CHUNK members), all sharing one KV head, in one pass over the
+ * whole context (each key and value read once for all of them), written to out. */
 static void attention_rows(void* ctx, int64_t begin, int64_t end, int thread) {
   const attention_args* a = (const attention_args*)ctx;
+  const int64_t chunks = (a->group + GROUP_CHUNK - 1) / GROUP_CHUNK, blocks = (a->seq + a->rows - 1) / a->rows;
   int64_t task;
   (void)thread;
   for (task = begin; task < end; ++task) {
-    int64_t kvh, i, h0;
-    const int g = task_heads(a, task, &kvh, &i, &h0);
+    const int64_t c = task % chunks, block = (task / chunks) % blocks, kvh = task / (blocks * chunks);
+    const int64_t h0 = kvh * a->group + c * GROUP_CHUNK, i0 = block * a->rows;
+    const int g = (int)(a->group - c * GROUP_CHUNK < GROUP_CHUNK ? a->group - c * GROUP_CHUNK : GROUP_CHUNK);
+    const int rows = (int)(a->seq - i0 < a->rows ? a->seq - i0 : a->rows);
+    const float* q[GROUP_CHUNK];
+    const float* m[GROUP_CHUNK];
     float* o[GROUP_CHUNK];
     softmax_state st[GROUP_CHUNK];
-    int h;
-    for (h = 0; h < g; ++h) o[h] = a->out + ((h0 + h) * a->seq + i) * a->dim;
-    attend(a, kvh, i, h0, g, 0, a->kv_len, o, st);
-    for (h = 0; h < g; ++h) finish(o[h], &st[h], a->dim);
+    int r, h, n = 0;
+    for (r = 0; r < rows; ++r) {
+      for (h = 0; h < g; ++h, ++n) {
+        const int64_t row = (h0 + h) * a->seq + i0 + r;
+        q[n] = a->q + row * a->dim;
+        o[n] = a->out + row * a->dim;
+        m[n] = a->has_mask ? a->mask + (h0 + h) * a->mask_head_stride + (i0 + r) * a->mask_row_stride : 0;
+      }
+    }
+    attend_members(a, kvh, q, m, n, 0, a->kv_len, o, st);
+    for (h = 0; h < n; ++h) finish(o[h], &st[h], a->dim);
   }
 }
 
@@ -311,6 +336,7 @@ rxe_status_t rxe_lib_kv_attention_f32(const float* q, const float* k, const floa
   a.mask_head_stride = mask_head_stride;
   a.mask_row_stride = mask_row_stride;
   a.scratch = scratch;
+  a.rows = 1;
   tasks = kv_heads * seq * ((a.group + GROUP_CHUNK - 1) / GROUP_CHUNK);
   /* one row at a time (decode) and too few tasks for the threads: split the context, each share at least
    * RXE_KV_SPLIT_MIN positions, into enough items that the threads share them within a quarter */
@@ -321,8 +347,12 @@ rxe_status_t rxe_lib_kv_attention_f32(const float* q, const float* k, const floa
     if (a.splits > kv_len / RXE_KV_SPLIT_MIN) a.splits = kv_len / RXE_KV_SPLIT_MIN;
     if (a.splits < 1) a.splits = 1;
   }
-  if (a.splits == 1) {
-    rxe_threads_parallel_for(tasks, attention_rows, &a);
+  if (a.splits == 1) { /* rows of the same KV head together, as many as the chunk has room for */
+    const int64_t chunks = (a.group + GROUP_CHUNK - 1) / GROUP_CHUNK;
+    a.rows = chunks == 1 ? GROUP_CHUNK / a.group : 1;
+    if (a.rows > seq) a.rows = seq;
+    if (a.rows < 1) a.rows = 1;
+    rxe_threads_parallel_for(kv_heads * ((seq + a.rows - 1) / a.rows) * chunks, attention_rows, &a);
   } else {
     rxe_threads_parallel_for(tasks * a.splits, attention_splits, &a);
     rxe_threads_parallel_for(tasks, merge_splits, &a);

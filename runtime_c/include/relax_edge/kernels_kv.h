@@ -28,17 +28,18 @@ rxe_status_t rxe_lib_kv_append_f32(float* state, const float* new_positions, flo
  * position j) is mask[h * mask_head_stride + i * mask_row_stride + j]
  * (strides 0 broadcast). One pass over the cache per row, with a running
  * maximum updated once per block of 8 positions (their weights in one
- * vector exp), the query heads of a KV head together so that its cache is
- * read once; masked positions are not read;
+ * vector exp), the query heads of a KV head, and in prefill several of its
+ * rows, together so that its cache is read once for them all (up to 16
+ * heads x rows); masked positions are not read;
  * rows are split over the threads. At decode (seq = 1) with fewer rows than
  * the threads can share, the context is split too (flash-decoding): up to
  * RXE_KV_MAX_SPLITS shares of at least RXE_KV_SPLIT_MIN positions, each
  * with its own running maximum in `scratch`, then merged; scratch holds
  * RXE_KV_SCRATCH_FLOATS(kv_heads, heads / kv_heads, head_dim) floats. */
 /* stack: at most 1700 bytes: a pool worker's frames, attention_rows (or
- * attention_splits) with attend (the per-head state and the block of 8
- * scores of up to 16 query heads). Measured 480 + 1024 (x86-64) and
- * 464 + 1088 (Cortex-M4); the entry itself 304 and 232. */
+ * attention_splits) with attend_members (the state and the block of 8
+ * scores of up to 16 members). Measured 848 + 768 (x86-64) and 616 + 952
+ * (Cortex-M4); the entry itself 304 and 248. */
 rxe_status_t rxe_lib_kv_attention_f32(const float* q, const float* k, const float* v, const float* mask,
                                       const float* scale, float* out, float* scratch, int64_t heads,
                                       int64_t kv_heads, int64_t seq, int64_t kv_len, int64_t max_context,
