@@ -19,9 +19,9 @@ int main(int argc, char** argv) {
   FILE* out = fopen(argv[2], "wb");
   float x, r[6];
   while (fread(&x, 4, 1, in) == 1) {
-    r[0] = rxe_floor_f32(x);
-    r[1] = rxe_ceil_f32(x);
-    r[2] = rxe_round_f32(x);
+    r[0] = rxe_f32_floor(x);
+    r[1] = rxe_f32_ceil(x);
+    r[2] = rxe_f32_round(x);
     r[3] = (float)rxe_floor((double)x);
     r[4] = (float)rxe_ceil((double)x);
     r[5] = (float)rxe_round((double)x);

@@ -7,11 +7,11 @@ from pathlib import Path
 
 HEADERS = Path(__file__).resolve().parents[2] / "runtime_c" / "include" / "relax_edge"
 MODULES = ("arena", "tensor", "dim", "threads", "mem", "profile", "error", "status", "module", "rpc", "half", "bfloat",
-           "decoder", "sampling", "rng")
+           "decoder", "sampling", "rng", "qint8")
 CONTRACT_NAMES = {"rxe_generate"}  # the generation loop, named by the decoder step contract (generate.h)
 LIBM = {"exp", "log", "sqrt", "tanh", "erf", "pow", "floor", "ceil", "round"}
 LIBM |= {"sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "fmod"}
-MATH_HELPERS = re.compile(r"rxe_(f32_bits|f32_from_bits|(min|max|floordiv|floormod)_i64)$")
+MATH_HELPERS = re.compile(r"rxe_(f32_(bits|from_bits|floor|ceil|round)|(min|max|floordiv|floormod)_i64)$")
 
 
 def declared_functions() -> set:
@@ -30,7 +30,7 @@ def follows_convention(name: str) -> bool:
         return True
     if rest in LIBM or (rest.endswith("f") and rest[:-1] in LIBM):
         return True
-    return bool(re.fullmatch(r"rxe_lib_[a-z0-9_]+_(f32|i8|i32)", name) or MATH_HELPERS.match(name))
+    return bool(re.fullmatch(r"rxe_lib_[a-z0-9_]+_(f32|i8|s8|i32)", name) or MATH_HELPERS.match(name))
 
 
 def test_headers_declare_functions():

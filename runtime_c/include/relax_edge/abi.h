@@ -44,8 +44,9 @@ extern "C" {
  * (rxe_tensor_check, rxe_dim_bind, rxe_threads_parallel_for, rxe_arena_alloc,
  * rxe_rpc_server_init, rxe_status_name). Two families keep a fixed form: the
  * portable math functions take libm's names behind the prefix (rxe_expf,
- * rxe_tanh: kernel.h), and the library kernels are rxe_lib_<op>_<dtype>
- * (kernels.h). */
+ * rxe_tanh: kernel.h; their single-precision helpers rxe_f32_<fn>), and the
+ * library kernels are rxe_lib_<op>_<dtype> (kernels.h; s8 for the int8
+ * kernels). */
 /* 3: data-dependent output dims: plan reports the capacity, run writes the
  * actual dims into the outputs' shape arrays (above). */
 #define RXE_ABI_VERSION 3u

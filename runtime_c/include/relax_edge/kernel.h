@@ -185,25 +185,25 @@ double rxe_round(double x);
  * them through double, bit for bit (NaN, the infinities and |x| >= 2^23, already whole, are returned as
  * they are; a negative result that rounds to zero is +0.0 as there), without double arithmetic: a
  * single-precision FPU (Cortex-M4F) runs them in a few instructions, not in soft-float calls. */
-static inline float rxe_floor_f32(float x) {
+static inline float rxe_f32_floor(float x) {
   float t;
   if (!(x < 8388608.0f && x > -8388608.0f)) return x;
   t = (float)(int32_t)x;
   return t > x ? t - 1.0f : t;
 }
-static inline float rxe_ceil_f32(float x) { return -rxe_floor_f32(-x); }
-static inline float rxe_round_f32(float x) {
+static inline float rxe_f32_ceil(float x) { return -rxe_f32_floor(-x); }
+static inline float rxe_f32_round(float x) {
   float f, d;
   if (!(x < 8388608.0f && x > -8388608.0f)) return x;
-  f = rxe_floor_f32(x);
+  f = rxe_f32_floor(x);
   d = x - f; /* exact below 2^23 */
   if (d > 0.5f) return f + 1.0f;
   if (d < 0.5f) return f;
   return ((int32_t)f & 1) == 0 ? f : f + 1.0f;
 }
-#define RXE_FLOORF(x) rxe_floor_f32(x)
-#define RXE_CEILF(x) rxe_ceil_f32(x)
-#define RXE_ROUNDF(x) rxe_round_f32(x)
+#define RXE_FLOORF(x) rxe_f32_floor(x)
+#define RXE_CEILF(x) rxe_f32_ceil(x)
+#define RXE_ROUNDF(x) rxe_f32_round(x)
 #define RXE_EXP rxe_exp
 #define RXE_LOG rxe_log
 #define RXE_SQRT rxe_sqrt
