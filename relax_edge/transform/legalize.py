@@ -102,8 +102,9 @@ class _Legalizer(ExprMutator):
         if not isinstance(call.op, Op):
             return call
         library = self.libraries.get(call.op.name)
-        if library is not None:   # no tensor program: a library kernel (library.EXTERN_LIBRARIES)
-            ext, self.externs[ext.name] = library.lower_call(call)
+        lowered = library.lower_call(call) if library is not None else None
+        if lowered is not None:   # a library kernel (library.EXTERN_LIBRARIES); None: the tensor program
+            ext, self.externs[ext.name] = lowered
             return ext
         arg_types = [a.type for a in call.args]
         if not isinstance(call.type, TensorType) or not all(isinstance(t, TensorType) for t in arg_types):
