@@ -7,7 +7,11 @@ benchmark decodes. The other engines' files come from the same checkpoint:
 - ``hf_folder(model)``: the checkpoint as a Hugging Face folder (``save_pretrained`` of the model and a
   tokenizer), which onnxruntime-genai's model builder reads offline;
 - ``genai_folder(model)``: onnxruntime-genai's fp32 CPU model built from that folder (in a child process);
-- ``f32_gguf(model)``: an F32 GGUF for llama.cpp (SmolLM2: its Q4_1 GGUF dequantized tensor by tensor).
+- ``f32_gguf(model)``: an F32 GGUF for llama.cpp (SmolLM2: its Q4_1 GGUF dequantized tensor by tensor);
+- ``q4_0_gguf(model)``: the tiny Llama's float weights as a Q4_0 GGUF (tests/frontend/gguf_models.py's
+  writer: llama.cpp's converter layout, every 2-D weight Q4_0 but the token embedding, norms F32);
+- ``nbits_onnx(model)``: the export with every MatMul of a constant weight replaced by ONNX Runtime's
+  MatMulNBits (MatMulNBitsQuantizer: 4 bits, block 32, symmetric, accuracy_level 4).
 
 Everything lives under ``llm_cache_dir()/bench`` (~/.cache/relax_edge/llm/bench), written to a temporary
 name and renamed into place, so that an interrupted build leaves nothing half made.
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
 import os
 import shutil
 import subprocess
@@ -219,3 +224,32 @@ def dequantize_gguf(source: Path, dest: Path) -> None:
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+
+
+def q4_0_gguf(model: BenchModel) -> Path:
+    """The tiny Llama's float weights as a Q4_0 GGUF (llama.cpp's layout): every 2-D weight Q4_0 but the token
+    embedding, F32 as in the export (MatMulNBitsQuantizer quantizes MatMuls only), so that the two int4 files
+    hold the same weights."""
+    if model.name != "llama":
+        raise NotImplementedError(f"no Q4_0 GGUF for {model.name} (SmolLM2 has its own Q4_1 file)")
+    from tests.frontend.gguf_models import write_decoder
+
+    def make(tmp):
+        write_decoder(tmp / "tiny-llama.Q4_0.gguf", model.torch_model, "Q4_0", "llama", keep_f32=("token_embd.weight",))
+    return next(_made_once(bench_dir() / f"{model.name}-{model.onnx.stem}-q4_0-f32embd-gguf", make).glob("*.gguf"))
+
+
+def nbits_onnx(model: BenchModel, block: int = 32, accuracy_level: int = 4) -> Path:
+    """The export with its constant-weight MatMuls as MatMulNBits (4 bits, ``block``, symmetric: the Q4_0 scheme,
+    the scales kept in float32), ONNX Runtime's MatMulNBitsQuantizer."""
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    def make(tmp):
+        logging.getLogger("onnxruntime.quantization").setLevel(logging.WARNING)   # a line per node otherwise
+        quantizer = MatMulNBitsQuantizer(onnx.load(str(model.onnx)), bits=4, block_size=block, is_symmetric=True,
+                                         accuracy_level=accuracy_level)
+        quantizer.process()
+        quantizer.model.save_model_to_file(str(tmp / "model.onnx"), use_external_data_format=True)
+    folder = _made_once(bench_dir() / f"{model.name}-{model.onnx.stem}-nbits{block}-acc{accuracy_level}", make)
+    return folder / "model.onnx"

@@ -9,7 +9,9 @@ the reason, which the table prints instead of numbers.
   presents of a step are fed back as the next step's pasts (intra-op threads = N, sequential execution,
   all optimizations).
 - ``GenAI``: onnxruntime-genai on its model builder's fp32 CPU model of the same checkpoint.
-- ``LlamaCpp``: llama.cpp on an F32 GGUF through llama-cpp-python's generate() (greedy), when installed.
+- ``LlamaCpp``: llama.cpp on a GGUF through llama-cpp-python's generate() (greedy), when installed, timed by
+  llama.cpp's own counters; ``InChild(LlamaCpp, ...)`` runs it in a child process, so that a crash in
+  llama.cpp is reported (``EngineCrashed``) instead of ending the benchmark.
 - ``RelaxEdge``: the export imported with ``max_context`` and built for the host (``build_relax_edge``),
   loaded with ``threads``, and ``m.generate(...)`` (the runtime's generation loop in C: no Python between
   tokens). Its times are the ones the runtime reports (device clock), its memory the artifact's state,
@@ -150,21 +152,54 @@ class GenAI:
 
 
 # llama.cpp -------------------------------------------------------------------------------
+def _llama_default_params_without_extra_bufts(module):
+    """``module.llama_model_default_params`` with use_extra_bufts off (no weight repacking, no AMX buffers)."""
+    default = module.llama_model_default_params
+
+    def params():
+        p = default()
+        p.use_extra_bufts = False
+        return p
+    return params
+
+
 class LlamaCpp:
     """llama-cpp-python's generate() with its greedy sampler (temp=0, no repetition penalty), the cache
-    reset before each run so that no prompt prefix is reused."""
+    reset before each run so that no prompt prefix is reused.
+
+    Its times are llama.cpp's own (llama_perf_context: the prompt's llama_decode and the one-token ones,
+    no Python, no sampling) where the library gives them, else this process's clock around generate().
+    ``extra_bufts=False`` loads the weights without llama.cpp's extra buffer types (its runtime repacking
+    of Q4_0 / IQ4_NL / Q8_0 and the AMX buffers): where those crash, the plain ggml-cpu kernels still run.
+    ``logits_all=True`` keeps every position's logits, for ``logits(ids)``."""
     label = "llama.cpp"
 
-    def __init__(self, gguf_path, threads: int, n_ctx: int):
+    def __init__(self, gguf_path, threads: int, n_ctx: int, extra_bufts: bool = True, n_batch: int = 512,
+                 logits_all: bool = False):
         try:
             import llama_cpp
         except ImportError:
             raise Unavailable("not installed (pip install llama-cpp-python)") from None
-        self.llm = llama_cpp.Llama(model_path=str(gguf_path), n_ctx=n_ctx, n_batch=512, n_threads=threads,
-                                   n_threads_batch=threads, verbose=False)
+        self.module = getattr(llama_cpp, "llama_cpp", None)   # the ctypes bindings (absent in a stand-in)
+        if not extra_bufts:
+            if self.module is None or not hasattr(self.module, "llama_model_default_params"):
+                raise Unavailable("this llama-cpp-python cannot turn off the extra buffer types")
+            self.module.llama_model_default_params = _llama_default_params_without_extra_bufts(self.module)
+        kwargs = dict(logits_all=True) if logits_all else {}
+        self.llm = llama_cpp.Llama(model_path=str(gguf_path), n_ctx=n_ctx, n_batch=n_batch, n_threads=threads,
+                                   n_threads_batch=threads, verbose=False, **kwargs)
+
+    def _perf(self):
+        """llama.cpp's perf counters of the context, or None where this build or stand-in has none."""
+        ctx = getattr(getattr(self.llm, "_ctx", None), "ctx", None)
+        if ctx is None or self.module is None or not hasattr(self.module, "llama_perf_context"):
+            return None
+        return self.module.llama_perf_context(ctx)
 
     def run(self, prompt, new_tokens: int) -> Generation:
         self.llm.reset()
+        if self._perf() is not None:
+            self.module.llama_perf_context_reset(self.llm._ctx.ctx)
         tokens, times = [], []
         start = last = time.perf_counter()
         prefill = 0.0
@@ -178,10 +213,116 @@ class LlamaCpp:
             last = now
             if len(tokens) == new_tokens:
                 break
-        return Generation(tokens, len(prompt), prefill, sum(times), times)
+        gen = Generation(tokens, len(prompt), prefill, sum(times), times, wall_s=time.perf_counter() - start)
+        perf = self._perf()
+        if perf is not None and perf.n_p_eval == len(prompt) and perf.n_eval == len(tokens) - 1:
+            gen.prefill_s = perf.t_p_eval_ms / 1e3
+            gen.decode_s = perf.t_eval_ms / 1e3
+            gen.token_s = None
+        return gen
+
+    def logits(self, ids) -> np.ndarray:
+        """The logits of every position of ``ids`` run as one prompt on an empty cache ([len(ids), vocab])."""
+        self.llm.reset()
+        self.llm.eval(list(ids))
+        return np.array(self.llm.scores[:len(ids)], np.float32)
 
     def close(self):
         self.llm = None
+
+
+# any engine in a child process --------------------------------------------------------------
+class EngineCrashed(Unavailable):
+    """The child process running the engine died (a segfault, an abort): the message says how and where."""
+
+
+def _serve(factory, args, kwargs, pipe) -> None:
+    try:
+        engine = factory(*args, **kwargs)
+    except Unavailable as exc:
+        pipe.send(("unavailable", str(exc)))
+        return
+    except Exception as exc:
+        pipe.send(("error", f"{type(exc).__name__}: {exc}"))
+        return
+    pipe.send(("ready", None))
+    while True:
+        method, call_args = pipe.recv()
+        if method == "close":
+            engine.close()
+            return
+        try:
+            out = getattr(engine, method)(*call_args)
+            pipe.send(("ok", dataclasses.asdict(out) if isinstance(out, Generation) else out))
+        except Exception as exc:
+            pipe.send(("error", f"{type(exc).__name__}: {exc}"))
+
+
+def _death(exitcode) -> str:
+    import signal
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exited with status {exitcode}"
+
+
+class InChild:
+    """``factory(*args, **kwargs)`` (a module-level engine class) made and run in a spawned child process, so
+    that a crash of a native library (a segfault in llama_decode) ends that engine, not the benchmark: the
+    call that finds the child dead raises ``EngineCrashed``. ``run`` and ``logits`` go to the child's engine."""
+
+    def __init__(self, factory, *args, timeout: float = 1800, **kwargs):
+        self.label = getattr(factory, "label", factory.__name__)
+        self.timeout = timeout
+        ctx = multiprocessing.get_context("spawn")
+        self.pipe, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(factory, args, kwargs, child), daemon=True)
+        self.proc.start()
+        child.close()
+        status, payload = self._answer("loading")
+        if status == "unavailable":
+            self._reap()
+            raise Unavailable(payload)
+
+    def _reap(self):
+        self.proc.join(10)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+
+    def _answer(self, what: str):
+        try:
+            if not self.pipe.poll(self.timeout):
+                raise TimeoutError(f"{self.label}: no answer in {self.timeout:.0f} s while {what}")
+            status, payload = self.pipe.recv()
+        except (EOFError, ConnectionError, OSError):
+            self._reap()
+            raise EngineCrashed(f"the {self.label} child process {_death(self.proc.exitcode)} while {what}") from None
+        if status == "error":
+            raise RuntimeError(f"{self.label} (child process), while {what}: {payload}")
+        return status, payload
+
+    def _call(self, method: str, *args):
+        if not self.proc.is_alive():
+            raise EngineCrashed(f"the {self.label} child process {_death(self.proc.exitcode)} earlier")
+        self.pipe.send((method, args))
+        return self._answer(f"in {method}()")[1]
+
+    def run(self, prompt, new_tokens: int) -> Generation:
+        return Generation(**self._call("run", [int(t) for t in prompt], int(new_tokens)))
+
+    def logits(self, ids) -> np.ndarray:
+        return self._call("logits", [int(t) for t in ids])
+
+    def close(self):
+        if self.proc.is_alive():
+            try:
+                self.pipe.send(("close", ()))
+            except OSError:
+                pass
+        self._reap()
 
 
 # relax_edge ------------------------------------------------------------------------------

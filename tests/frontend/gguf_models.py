@@ -3,8 +3,8 @@
 ``write_decoder(path, model, weight_type)`` writes a seeded transformers
 Llama / Qwen2 model as llama.cpp's converter would (convert_hf_to_gguf.py:
 llama's attn_q / attn_k rows permuted for interleaved RoPE, norms and biases
-F32, the 2-D weights in ``weight_type`` via gguf.quants.quantize), with a
-byte-level BPE vocabulary of the model's size. ``decoder_config(arch)`` is
+F32, the 2-D weights in ``weight_type`` via gguf.quants.quantize, any of them
+kept F32 by name), with a byte-level BPE vocabulary of the model's size. ``decoder_config(arch)`` is
 the tiny config.
 """
 
@@ -52,9 +52,10 @@ def _permute(w: np.ndarray, heads: int) -> np.ndarray:
 
 
 def _byte_vocab(n: int):
-    """GPT-2's 256 byte symbols, merges of common letter pairs, filler tokens, then <s> and </s> (control)."""
+    """GPT-2's 256 byte symbols, merges of common letter pairs, filler tokens, then <s> and </s> (control):
+    ``n`` tokens (below 258, the last byte symbols make room for <s> and </s>)."""
     from tokenizers.pre_tokenizers import ByteLevel
-    tokens = sorted(ByteLevel.alphabet())
+    tokens = sorted(ByteLevel.alphabet())[:n - 2]
     merges = []
     for a in "etaoinshr":
         for b in "etaoinshr":
@@ -65,7 +66,9 @@ def _byte_vocab(n: int):
     return tokens, merges
 
 
-def write_decoder(path, model, weight_type: str = "F32", arch: str = "llama") -> Path:
+def write_decoder(path, model, weight_type: str = "F32", arch: str = "llama", keep_f32=()) -> Path:
+    """``model`` as a GGUF file, its 2-D weights in ``weight_type`` but those named in ``keep_f32`` (GGUF
+    names, e.g. "token_embd.weight") in F32."""
     import gguf
     from gguf.quants import quantize
     cfg = model.config
@@ -107,7 +110,7 @@ def write_decoder(path, model, weight_type: str = "F32", arch: str = "llama") ->
         if arch == "llama" and (".attn_q." in out or ".attn_k." in out):
             heads = cfg.num_attention_heads if ".attn_q." in out else cfg.num_key_value_heads
             data = _permute(data, heads)
-        if data.ndim == 2 and weight_type != "F32":
+        if data.ndim == 2 and weight_type != "F32" and out not in keep_f32:
             w.add_tensor(out, quantize(data, qtype), raw_dtype=qtype)
         else:
             w.add_tensor(out, data)
