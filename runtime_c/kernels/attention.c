@@ -113,22 +113,227 @@ typedef struct {
   int any, nan;
 } softmax_state;
 
-/* The g query heads h0.. of KV head kvh (in row i) over positions [j0, j1): one pass, each head with a
- * running maximum. A position masked out for every head (-FLT_MAX, -inf) is not read at all. */
-/* The query rows of `g` members (a head in a row each: q[h], its mask row m[h] or NULL) that share KV head
- * kvh, over positions [j0, j1), into o[h] (unnormalized) and st[h]. */
-static void attend_members(const attention_args* a, int64_t kvh, const float* const* q, const float* const* m,
-                           int g, int64_t j0, int64_t j1, float* const* o, softmax_state* st) {
-  const float* k = a->k + kvh * a->max_context * a->dim;
-  const float* v = a->v + kvh * a->max_context * a->dim;
-  float s[GROUP_CHUNK][SCORE_BLOCK];
-  int64_t j, d;
+/* o += p[t] v[j + t] over the block's positions that counted (s[t] >= -3e38), total += p[t]: each lane
+ * group of o kept in a register over the positions (no store between them). */
+static void weigh_rows(const attention_args* a, const float* v, int64_t j, int n, const float* s, const float* p,
+                       float* o, float* total) {
+  const float* rows[SCORE_BLOCK];
+  float w[SCORE_BLOCK];
+  int64_t d = 0;
+  int t, live = 0;
+  for (t = 0; t < n; ++t) {
+    if (s[t] < -3.0e38f) continue;
+    *total += p[t];
+    rows[live] = v + (j + t) * a->dim;
+    w[live++] = p[t];
+  }
+#if defined(__GNUC__)
+  for (; d + 8 <= a->dim; d += 8) {
+    lanes8 acc = load8(o + d);
+    for (t = 0; t < live; ++t) acc += load8(rows[t] + d) * w[t];
+    __builtin_memcpy(o + d, &acc, sizeof(acc));
+  }
+#endif
+  for (; d < a->dim; ++d) {
+    float acc = o[d];
+    for (t = 0; t < live; ++t) acc += rows[t][d] * w[t];
+    o[d] = acc;
+  }
+}
+
+/* The block's weights for each member whose scores s[h] (n of them; a masked one < -3e38) are in: one
+ * rescale of o[h] and st[h] when the block raises the maximum, eight weights in one vector exp, then
+ * o[h] += weight * v for each position that counted. */
+static void weigh_block(const attention_args* a, const float* v, int64_t j, int n, float s[][SCORE_BLOCK], int g,
+                        float* const* o, softmax_state* st) {
+  int64_t d;
+  int h, t;
+  for (h = 0; h < g; ++h) {
+    float best, p[SCORE_BLOCK];
+    int any = 0;
+    if (st[h].nan) continue;
+    best = st[h].best;
+    for (t = 0; t < n; ++t) {
+      if (s[h][t] < -3.0e38f) continue;
+      if ((!st[h].any && !any) || s[h][t] > best) best = s[h][t];
+      any = 1;
+    }
+    if (!any) continue;
+    if (st[h].any && best > st[h].best) { /* a new maximum: what was summed so far scales down */
+      const float c = rxe_f32_exp(st[h].best - best);
+      st[h].total *= c;
+      for (d = 0; d < a->dim; ++d) o[h][d] *= c;
+    }
+    st[h].best = best;
+    st[h].any = 1;
+    for (t = 0; t < SCORE_BLOCK; ++t) p[t] = t < n && s[h][t] >= -3.0e38f ? s[h][t] - best : -200.0f;
+    exp8(p, p);
+    weigh_rows(a, v, j, n, s[h], p, o[h], &st[h].total);
+  }
+}
+
+static void clear_members(const attention_args* a, int g, float* const* o, softmax_state* st) {
+  int64_t d;
   int h;
   for (h = 0; h < g; ++h) {
     st[h].best = st[h].total = 0.0f;
     st[h].any = st[h].nan = 0;
     for (d = 0; d < a->dim; ++d) o[h][d] = 0.0f;
   }
+}
+
+#if defined(__GNUC__) && !(defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M')
+#define WIDE_PATH 1
+/* Prefill: many members share each block of keys. The block's keys are laid out by dimension (kt[d][t],
+ * zeros past n) once, and each member's eight scores are then head_dim multiply-adds of a broadcast query
+ * element, with no horizontal sums. A masked position's score is its mask, whatever its key holds; a block
+ * masked for every member is not read. */
+#define WIDE_MIN_MEMBERS 4
+#define WIDE_MAX_DIM 64
+
+static inline int any_lane(lanes8_mask m) {
+  int t, any = 0;
+  for (t = 0; t < 8; ++t) any |= m[t] != 0;
+  return any;
+}
+
+static inline float max_lane(lanes8 x) {
+  const float a = x[0] > x[4] ? x[0] : x[4], b = x[1] > x[5] ? x[1] : x[5];
+  const float c = x[2] > x[6] ? x[2] : x[6], d = x[3] > x[7] ? x[3] : x[7];
+  const float ab = a > b ? a : b, cd = c > d ? c : d;
+  return ab > cd ? ab : cd;
+}
+
+/* o += sum_t w[t] v[t] over eight consecutive rows of v (row stride dim), o in registers over the rows */
+static inline void weigh_eight(const float* v, int64_t dim, lanes8 w, float* o) {
+  int64_t d = 0;
+  for (; d + 8 <= dim; d += 8) {
+    lanes8 x = load8(o + d), y = load8(v + d) * w[0];
+    x += load8(v + dim + d) * w[1];
+    y += load8(v + 2 * dim + d) * w[2];
+    x += load8(v + 3 * dim + d) * w[3];
+    y += load8(v + 4 * dim + d) * w[4];
+    x += load8(v + 5 * dim + d) * w[5];
+    y += load8(v + 6 * dim + d) * w[6];
+    x += load8(v + 7 * dim + d) * w[7];
+    x += y;
+    __builtin_memcpy(o + d, &x, sizeof(x));
+  }
+  for (; d < dim; ++d) {
+    int t;
+    for (t = 0; t < 8; ++t) o[d] += w[t] * v[t * dim + d];
+  }
+}
+
+static void attend_members_wide(const attention_args* a, int64_t kvh, const float* const* q, const float* const* m,
+                                int g, int64_t j0, int64_t j1, float* const* o, softmax_state* st) {
+  const float* k = a->k + kvh * a->max_context * a->dim;
+  const float* v = a->v + kvh * a->max_context * a->dim;
+  const lanes8 masked_out = {-3.4e38f, -3.4e38f, -3.4e38f, -3.4e38f, -3.4e38f, -3.4e38f, -3.4e38f, -3.4e38f};
+  const lanes8 zero = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  const lanes8 far_below = zero - 200.0f; /* exp of it is 0: the weight of a position that does not count */
+  float kt[WIDE_MAX_DIM * SCORE_BLOCK];
+  lanes8 add[GROUP_CHUNK]; /* a member's mask lanes, then its scores, then its weights */
+  int live[GROUP_CHUNK];     /* the positions of the block that count for it, as bits */
+  int64_t j, d;
+  int h, t;
+  clear_members(a, g, o, st);
+  for (j = j0; j < j1; j += SCORE_BLOCK) {
+    const int n = (int)(j1 - j < SCORE_BLOCK ? j1 - j : SCORE_BLOCK);
+    int open = 0;
+    for (h = 0; h < g; ++h) { /* the block's mask lanes, masked past n */
+      if (m[h] && n == SCORE_BLOCK) {
+        add[h] = load8(m[h] + j);
+      } else {
+        add[h] = masked_out;
+        for (t = 0; t < n; ++t) add[h][t] = m[h] ? m[h][j + t] : 0.0f;
+      }
+      for (t = 0; t < n; ++t) open |= add[h][t] >= -3.0e38f || add[h][t] != add[h][t];
+    }
+    if (!open) continue;
+    for (t = 0; t < n; ++t) {
+      const float* kr = k + (j + t) * a->dim;
+      for (d = 0; d < a->dim; ++d) kt[d * SCORE_BLOCK + t] = kr[d];
+    }
+    for (; t < SCORE_BLOCK; ++t) {
+      for (d = 0; d < a->dim; ++d) kt[d * SCORE_BLOCK + t] = 0.0f;
+    }
+    for (h = 0; h < g; ++h) { /* the scores of every member first: independent chains */
+      const float* qh = q[h];
+      lanes8 acc0 = zero, acc1 = zero;
+      d = 0;
+      for (; d + 2 <= a->dim; d += 2) {
+        acc0 += qh[d] * load8(kt + d * SCORE_BLOCK);
+        acc1 += qh[d + 1] * load8(kt + (d + 1) * SCORE_BLOCK);
+      }
+      if (d < a->dim) acc0 += qh[d] * load8(kt + d * SCORE_BLOCK);
+      add[h] = RXE_SEL_V(lanes8, add[h] < -3.0e38f, add[h], (acc0 + acc1) * a->scale + add[h]);
+    }
+    for (h = 0; h < g; ++h) {
+      const lanes8 sc = add[h];
+      lanes8 e;
+      lanes8_mask counted;
+      float best, sum;
+      int bits = 0;
+      live[h] = 0;
+      if (st[h].nan) continue;
+      if (any_lane(sc != sc)) { /* a NaN score makes the row NaN, as the softmax does */
+        st[h].nan = 1;
+        continue;
+      }
+      counted = sc >= -3.0e38f;
+      for (t = 0; t < SCORE_BLOCK; ++t) bits |= (counted[t] != 0) << t;
+      if (!bits) continue;
+      best = max_lane(sc); /* a position that does not count scores below every one that does */
+      if (!st[h].any) {
+        st[h].best = best;
+        st[h].any = 1;
+      } else if (best > st[h].best) { /* a new maximum: what was summed so far scales down */
+        const float c = rxe_f32_exp(st[h].best - best);
+        st[h].total *= c;
+        for (d = 0; d < a->dim; ++d) o[h][d] *= c;
+        st[h].best = best;
+      }
+      e = sc - st[h].best;
+      e = lanes8_exp(RXE_SEL_V(lanes8, counted, e, far_below));
+      e = RXE_SEL_V(lanes8, counted, e, zero);
+      sum = ((e[0] + e[4]) + (e[1] + e[5])) + ((e[2] + e[6]) + (e[3] + e[7]));
+      st[h].total += sum;
+      add[h] = e;
+      live[h] = bits;
+    }
+    for (h = 0; h < g; ++h) { /* then their weighted values */
+      if (live[h] == 0xff) {
+        weigh_eight(v + j * a->dim, a->dim, add[h], o[h]);
+      } else if (live[h]) {
+        float wts[SCORE_BLOCK];
+        __builtin_memcpy(wts, &add[h], sizeof(add[h]));
+        for (t = 0; t < n; ++t) {
+          if (live[h] >> t & 1) axpy(o[h], wts[t], v + (j + t) * a->dim, a->dim);
+        }
+      }
+    }
+  }
+}
+#endif
+
+/* The query rows of `g` members (a head in a row each: q[h], its mask row m[h] or NULL) that share KV head
+ * kvh, over positions [j0, j1), into o[h] (unnormalized) and st[h]. A position masked out for every member
+ * (-FLT_MAX, -inf) is not read at all. */
+static void attend_members(const attention_args* a, int64_t kvh, const float* const* q, const float* const* m,
+                           int g, int64_t j0, int64_t j1, float* const* o, softmax_state* st) {
+  const float* k = a->k + kvh * a->max_context * a->dim;
+  const float* v = a->v + kvh * a->max_context * a->dim;
+  float s[GROUP_CHUNK][SCORE_BLOCK];
+  int64_t j;
+  int h;
+#if defined(WIDE_PATH)
+  if (g >= WIDE_MIN_MEMBERS && a->dim <= WIDE_MAX_DIM) {
+    attend_members_wide(a, kvh, q, m, g, j0, j1, o, st);
+    return;
+  }
+#endif
+  clear_members(a, g, o, st);
   for (j = j0; j < j1; j += SCORE_BLOCK) {
     const int n = (int)(j1 - j < SCORE_BLOCK ? j1 - j : SCORE_BLOCK);
     int live = 0, t;
@@ -144,33 +349,7 @@ static void attend_members(const attention_args* a, int64_t kvh, const float* co
         else if (s[h][t] >= -3.0e38f) live = 1;
       }
     }
-    if (!live) continue;
-    for (h = 0; h < g; ++h) { /* one rescale per block: the block's maximum, then its eight weights at once */
-      float best, p[SCORE_BLOCK];
-      int any = 0;
-      if (st[h].nan) continue;
-      best = st[h].best;
-      for (t = 0; t < n; ++t) {
-        if (s[h][t] < -3.0e38f) continue;
-        if ((!st[h].any && !any) || s[h][t] > best) best = s[h][t];
-        any = 1;
-      }
-      if (!any) continue;
-      if (st[h].any && best > st[h].best) { /* a new maximum: what was summed so far scales down */
-        const float c = rxe_f32_exp(st[h].best - best);
-        st[h].total *= c;
-        for (d = 0; d < a->dim; ++d) o[h][d] *= c;
-      }
-      st[h].best = best;
-      st[h].any = 1;
-      for (t = 0; t < SCORE_BLOCK; ++t) p[t] = t < n && s[h][t] >= -3.0e38f ? s[h][t] - best : -200.0f;
-      exp8(p, p);
-      for (t = 0; t < n; ++t) {
-        if (s[h][t] < -3.0e38f) continue;
-        st[h].total += p[t];
-        axpy(o[h], p[t], v + (j + t) * a->dim, a->dim);
-      }
-    }
+    if (live) weigh_block(a, v, j, n, s, g, o, st);
   }
 }
 

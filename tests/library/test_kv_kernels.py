@@ -221,6 +221,32 @@ def test_kv_attention_reads_only_kv_len_positions(kv_module):
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"kv_len {kv_len}, fill {fill}")
 
 
+@pytest.mark.parametrize(("name", "seq"), [("attention_9_3_17_rows", 7), ("attention_4_2_64_rows", 5),
+                                         ("attention_9_3_16_rows", 1)])
+def test_kv_attention_does_not_read_masked_positions(kv_module, name, seq):
+    """Positions inside kv_len that the mask hides for every row hold NaN in the keys and values: the result
+    is the reference's with those positions' weights zero (prefill, where many rows share each block of keys,
+    and decode)."""
+    backend, art, dev = kv_module
+    heads, kv_heads, dim, _ = ATTENTION[name]
+    m = dev.load(art, function=name)
+    rng = np.random.default_rng(17)
+    k, v = _states(rng, kv_heads, dim)
+    kv_len = MAX_CONTEXT
+    hidden = np.zeros(kv_len, bool)
+    hidden[[2, 3, 9, kv_len - 1]] = True            # inside blocks that other positions keep open
+    hidden[16:24] = True                             # one whole block of eight
+    q = rng.standard_normal((1, heads, seq, dim)).astype(np.float32)
+    mask = _mask(rng, heads, seq, kv_len, "rows")
+    mask[..., hidden] = MASKED
+    mask[..., 0] = 0.5                               # every row keeps a position
+    want = attention_f64(q, k, v, mask, kv_len, 1.0 / np.sqrt(dim))
+    k[:, :, :kv_len][:, :, hidden] = np.nan
+    v[:, :, :kv_len][:, :, hidden] = np.nan
+    (got,) = m.run(q, k, v, mask)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"{name} ({backend}), seq {seq}")
+
+
 def test_kv_attention_with_large_scores(kv_module):
     """Scores far beyond exp's range (keys times 30): the running maximum keeps the softmax finite."""
     _, art, dev = kv_module

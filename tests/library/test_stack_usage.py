@@ -1,4 +1,4 @@
-"""The stack use stated in relax_edge/kernels.h against -fstack-usage.
+"""The stack use stated in relax_edge/kernels.h and kernels_kv.h against -fstack-usage.
 
 Each kernel source (runtime_c/kernels/*.c) is compiled with -fstack-usage
 and -fcallgraph-info=su (GCC 12) on the host (generic C, and the AVX2+FMA
@@ -23,6 +23,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 KERNELS = ROOT / "runtime_c" / "kernels"
 HEADER = ROOT / "runtime_c" / "include" / "relax_edge" / "kernels.h"
+KV_HEADER = ROOT / "runtime_c" / "include" / "relax_edge" / "kernels_kv.h"
 SOURCES = sorted(KERNELS.glob("*.c"))
 COMMON = ["-O2", "-std=c99", f"-I{ROOT / 'runtime_c' / 'include'}", "-fstack-usage", "-fcallgraph-info=su"]
 CORTEX_M4 = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16", "-DRXE_NO_THREADS"]
@@ -43,6 +44,13 @@ PACK_B = {
     "rxe_lib_depthwise_conv2d_f32": [],
 }
 
+# The KV-cache kernels (kernels_kv.h) and the functions they hand to the thread pool: with one thread the
+# pool runs them on the caller's stack, so each counts as called by its entry point.
+WORKERS = {
+    "rxe_lib_kv_append_f32": [],
+    "rxe_lib_kv_attention_f32": ["attention_rows", "attention_splits", "merge_splits"],
+}
+
 NODE = re.compile(r'node: \{ title: "([^"]+)" label: "([^"]*)"')
 EDGE = re.compile(r'edge: \{ sourcename: "([^"]+)" targetname: "([^"]+)"')
 FRAME = re.compile(r"(\d+) bytes \(([a-z,]+)\)")
@@ -58,7 +66,7 @@ def stated() -> tuple[dict[str, int], dict[str, int]]:
 
     Each rxe_lib_* prototype is preceded by a comment "stack: at most N bytes
     ... NAME (FILE.c) at most M ..."."""
-    text = HEADER.read_text()
+    text = HEADER.read_text() + KV_HEADER.read_text()
     entries, frames = {}, {}
     for m in re.finditer(r"/\* stack: at most (\d+) bytes(.*?)\*/\s*rxe_status_t (rxe_lib_\w+)\(", text, re.S):
         entries[m.group(3)] = int(m.group(1))
@@ -114,13 +122,16 @@ def deepest(fn: str, frames, calls, indirect: list[str], path: tuple[str, ...] =
 
 def figures(compiler: str, flags: list[str], out: Path):
     frames, calls = measure(compiler, flags, out)
-    return frames, {entry: deepest(entry, frames, calls, PACK_B[entry]) for entry in PACK_B}
+    for entry, workers in WORKERS.items():
+        calls.setdefault(entry, set()).update(workers)
+    indirect = {**PACK_B, **{entry: [] for entry in WORKERS}}
+    return frames, {entry: deepest(entry, frames, calls, indirect[entry]) for entry in indirect}
 
 
 def test_header_states_every_entry_point():
     entries, frames = stated()
-    declared = set(re.findall(r"rxe_status_t (rxe_lib_\w+)\(", HEADER.read_text()))
-    assert declared == set(PACK_B)
+    declared = set(re.findall(r"rxe_status_t (rxe_lib_\w+)\(", HEADER.read_text() + KV_HEADER.read_text()))
+    assert declared == set(PACK_B) | set(WORKERS)
     assert set(entries) == declared
     assert {"compute_panels", "pack_im2col", "dw_row"} <= set(frames)
 

@@ -30,16 +30,22 @@ rxe_status_t rxe_lib_kv_append_f32(float* state, const float* new_positions, flo
  * maximum updated once per block of 8 positions (their weights in one
  * vector exp), the query heads of a KV head, and in prefill several of its
  * rows, together so that its cache is read once for them all (up to 16
- * heads x rows); masked positions are not read;
+ * heads x rows); with 4 or more of them and head_dim <= 64 (but on
+ * microcontrollers) a block's keys are laid out by dimension once, so that
+ * each member's 8 scores are head_dim vector multiply-adds, and the members'
+ * scores, weights and weighted values are taken in three passes over the
+ * block (independent chains); positions masked for every member are not
+ * read, and a masked position's score is its mask whatever its key holds;
  * rows are split over the threads. At decode (seq = 1) with fewer rows than
  * the threads can share, the context is split too (flash-decoding): up to
  * RXE_KV_MAX_SPLITS shares of at least RXE_KV_SPLIT_MIN positions, each
  * with its own running maximum in `scratch`, then merged; scratch holds
  * RXE_KV_SCRATCH_FLOATS(kv_heads, heads / kv_heads, head_dim) floats. */
-/* stack: at most 1700 bytes: a pool worker's frames, attention_rows (or
- * attention_splits) with attend_members (the state and the block of 8
- * scores of up to 16 members). Measured 848 + 768 (x86-64) and 616 + 952
- * (Cortex-M4); the entry itself 304 and 248. */
+/* stack: at most 4800 bytes: the entry, then (on the caller's stack when one
+ * thread runs the pool's work) attention_rows or attention_splits with
+ * attend_members (the block's keys by dimension, up to 64 x 8 floats, and the
+ * scores of up to 16 members). Measured 304 + 864 + 3552 (x86-64, -O2),
+ * 304 + 784 + 3424 (aarch64) and 248 + 616 + 1088 (Cortex-M4). */
 rxe_status_t rxe_lib_kv_attention_f32(const float* q, const float* k, const float* v, const float* mask,
                                       const float* scale, float* out, float* scratch, int64_t heads,
                                       int64_t kv_heads, int64_t seq, int64_t kv_len, int64_t max_context,
