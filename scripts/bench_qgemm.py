@@ -12,10 +12,13 @@ is the mean of a loop of calls lasting about --sample-ms; the contenders are
 sampled in turn, round after round (--rounds), so that a change of load hits
 all alike; each cell is the median over rounds with the spread (min..max as %
 of the median), in GOP/s (2*M*N*K per call). The int8 result is checked bit
-for bit against a numpy mirror of the requantization. Nothing is promised
-about speed: it depends on the machine and its load.
+for bit against a numpy mirror of the requantization. --baseline REV adds
+the int8 kernel as of git revision REV (its runtime_c built the same way)
+as one more contender, sampled in the same rounds, its outputs checked
+within one step of the current kernel's. Nothing is promised about speed:
+it depends on the machine and its load.
 
-    python scripts/bench_qgemm.py [--rounds 5] [--sample-ms 30] [--shapes 0 3]
+    python scripts/bench_qgemm.py [--rounds 5] [--sample-ms 30] [--shapes 0 3] [--baseline main]
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import numpy as np  # noqa: E402
 
 from relax_edge.library import kernels as F  # noqa: E402
 from relax_edge.library import qint8 as Q  # noqa: E402
-from relax_edge.op.quant_int8 import quantize_multiplier, requantize  # noqa: E402
+from relax_edge.op.quant_int8 import quantize_multiplier, requantize_accumulator  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME = ROOT / "runtime_c"
@@ -70,12 +73,12 @@ double rxe_bench_dense(const float* x, const float* w, const float* b, float* y,
 """
 
 
-def build(out: Path) -> ctypes.CDLL:
+def build(out: Path, runtime: Path = RUNTIME) -> ctypes.CDLL:
     timer = out / "timer.c"
     timer.write_text(TIMER_C)
     lib = out / "libqbench.so"
     subprocess.run(["cc", "-O3", "-march=native", "-std=c99", "-shared", "-fPIC", "-pthread",
-                    f"-I{RUNTIME / 'include'}", str(timer), *[str(RUNTIME / s) for s in SOURCES], "-o", str(lib)],
+                    f"-I{runtime / 'include'}", str(timer), *[str(runtime / s) for s in SOURCES], "-o", str(lib)],
                    check=True)
     dll = ctypes.CDLL(str(lib))
     dll.rxe_bench_qdense.restype = ctypes.c_double
@@ -112,7 +115,16 @@ def ort_loop(sess, feeds):
     return run
 
 
-def contenders(dll, m, n, k, rng):
+def build_revision(out: Path, rev: str) -> ctypes.CDLL:
+    """The kernels of runtime_c as of git revision `rev`, built as `build` does."""
+    out.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "runtime_c"], check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
+    return build(out, out / "runtime_c")
+
+
+def contenders(dll, m, n, k, rng, baseline=None):
     from onnx import TensorProto, helper
     x = rng.integers(0, 256, (m, k)).astype(np.uint8)
     w = rng.integers(-127, 128, (n, k)).astype(np.int8)
@@ -122,9 +134,17 @@ def contenders(dll, m, n, k, rng):
     y = np.zeros((m, n), np.uint8)
     packed = Q.pack_qdense_weights(w)
     ptr = [a.ctypes.data_as(ctypes.c_void_p) for a in (x, packed, bias, q, s, y)]
-    expected = np.clip(requantize((x.astype(np.int64) - 128) @ w.astype(np.int64).T + bias, q, s) + 128, 0, 255)
+    acc = (x.astype(np.int64) - 128) @ w.astype(np.int64).T + bias
+    expected = np.clip(requantize_accumulator(acc, q, s) + 128, 0, 255)
     out = {"rxe int8": (lambda r: dll.rxe_bench_qdense(*ptr, *map(ctypes.c_int64, (m, n, k, r))),
                         lambda: np.testing.assert_array_equal(y, expected))}
+    if baseline is not None:
+        label, base = baseline
+        yb = np.zeros_like(y)
+        bptr = [*ptr[:5], yb.ctypes.data_as(ctypes.c_void_p)]
+        out[f"rxe int8 @{label}"] = (
+            lambda r: base.rxe_bench_qdense(*bptr, *map(ctypes.c_int64, (m, n, k, r))),
+            lambda: np.testing.assert_array_less(np.abs(yb.astype(np.int64) - expected), 2))
     xf, wf = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
     bf, yf, wp = np.zeros(n, np.float32), np.zeros((m, n), np.float32), F.pack_dense_weights(wf)
     fptr = [a.ctypes.data_as(ctypes.c_void_p) for a in (xf, wp, bf, yf)]
@@ -157,14 +177,17 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--sample-ms", type=float, default=30.0)
     ap.add_argument("--shapes", type=int, nargs="*", help="indices into the shape list (default all)")
+    ap.add_argument("--baseline", metavar="REV", help="also time the int8 kernel as of this git revision")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
         dll = build(Path(tmp))
+        baseline = None if args.baseline is None else (args.baseline,
+                                                       build_revision(Path(tmp) / "baseline", args.baseline))
         shapes = SHAPES if args.shapes is None else [SHAPES[i] for i in args.shapes]
         print(f"1 thread; GOP/s, median over {args.rounds} rounds (spread min..max)")
         for name, m, n, k in shapes:
-            runs = contenders(dll, m, n, k, rng)
+            runs = contenders(dll, m, n, k, rng, baseline)
             for fn, verify in runs.values():
                 fn(1)
                 verify()

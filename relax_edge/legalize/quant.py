@@ -7,11 +7,12 @@ Guaranteed:
 1. Results equal the numpy references bit for bit: accumulators are int32
    where a constant reduction length proves every sum of 8-bit products fits
    (K * 255 * 255 + bias < 2^31), else int64; requantization runs in int64
-   with the reference's steps (saturating left shift, rounding doubling high
-   multiply with C's truncating division, rounding right shift) written with
-   the tensor programs' shl / shr / bitand operations (and the single
-   rounding, half to even, of requantize_exact for qrequantize, qmul and the
-   pools).
+   with the reference's steps: the single rounding, half to even, of
+   acc * q * 2^(shift - 31) (requantize_exact; qdense and qconv2d saturate
+   the accumulator to int32 first) written with the tensor programs' shl /
+   shr / bitand operations, and for qadd TFLite's (saturating left shift,
+   rounding doubling high multiply with C's truncating division, rounding
+   right shift).
 2. Padding of qconv2d adds nothing (the padding holds x_zero); out-of-input
    taps are guarded by a select and their indices clamped, as legalize/nn.py.
 3. quantize / dequantize (ONNX Q / DQ left in float by the quantize pass)
@@ -64,6 +65,12 @@ def requant_exact_expr(acc, multiplier, shift):
     return low + up
 
 
+def requant_accumulator_expr(acc, multiplier, shift):
+    """op/quant_int8.requantize_accumulator: the accumulator saturated to int32, then requant_exact_expr."""
+    acc = minimum(maximum(cast(acc, _I64), _k(INT32_MIN)), _k(INT32_MAX))
+    return requant_exact_expr(acc, multiplier, shift)
+
+
 def _finish(ctx, value):
     lo, hi = QUANT_RANGES[ctx.attrs["out_dtype"]]
     amin = lo if ctx.attrs["act_min"] is None else int(ctx.attrs["act_min"])
@@ -101,7 +108,7 @@ def _requantized(ctx, acc, mult, shift, channel_axis):
     """The output from an accumulator tensor (a separate stage: requantization reads it several times)."""
     def element(*idx):
         n = idx[channel_axis]
-        return _finish(ctx, requant_expr(acc[idx], mult[n], shift[n]))
+        return _finish(ctx, requant_accumulator_expr(acc[idx], mult[n], shift[n]))
     return compute(ctx.out_shape, element, ctx.op_name, ctx.out_dtype)
 
 

@@ -2,19 +2,23 @@
 computes once its QuantizeLinear / DequantizeLinear pairs are folded away
 (transform/quantize.py) or imported from ONNX Runtime's QOperator ops.
 
-Requantization is TFLite's (gemmlowp), exactly. A real multiplier M > 0 is
-`quantize_multiplier(M) = (q, shift)`, q in [2^30, 2^31) an int32 and
-M ~= q * 2^(shift - 31). An int32 accumulator becomes
-`requant(acc, q, shift) = rdbpot(srdhm(acc * 2^max(shift, 0), q), max(-shift, 0))`
-with srdhm the saturating rounding doubling high multiply and rdbpot the
-rounding (half away from zero) divide by a power of two. The left shift
-saturates to int32 (TFLite leaves the overflow undefined; accumulators of
-8-bit operands with the multipliers the quantize pass builds never reach it).
-qdense, qconv2d and qadd requantize so (TFLite's kernels, bit for bit);
-qrequantize, qmul and the pools round acc * q * 2^(shift - 31) once, half
-to even, in int64 (`requantize_exact`): with a power-of-two multiplier (a
-2x2 pool, equal scales) their exact halves then fall as in the float
-QuantizeLinear. Outputs are `clamp(requant(...) + out_zero, act_min, act_max)` cast to
+Requantization rescales an int32 accumulator by a real multiplier M > 0
+held as `quantize_multiplier(M) = (q, shift)`: q in [2^30, 2^31) an int32,
+shift in [-31, 30], M ~= q * 2^(shift - 31). qdense, qconv2d, qrequantize,
+qmul and the pools round acc * q * 2^(shift - 31) once, half to even, in
+int64 (`requantize_exact`; qdense and qconv2d saturate their accumulator to
+int32 first, `requantize_accumulator`): the integer nearest the exact
+product, as the float DequantizeLinear -> op -> QuantizeLinear of the ONNX
+spec rounds it (to the precision of the 31-bit multiplier). The product is
+exact: |acc| <= 2^31 and q < 2^31 give |acc * q| < 2^62, and the right
+shift 31 - shift lies in [1, 62]; a positive shift (M >= 1) is only a
+shorter right shift (nothing is shifted left, nothing saturates before the
+final clamp). qadd alone keeps TFLite's (gemmlowp) arithmetic, bit for bit:
+`requantize(acc, q, shift) = rdbpot(srdhm(acc * 2^max(shift, 0), q),
+max(-shift, 0))` with srdhm the saturating rounding doubling high multiply
+and rdbpot the rounding (half away from zero) divide by a power of two, the
+left shift saturating to int32 (its final rescale therefore rounds twice).
+Outputs are `clamp(requant(...) + out_zero, act_min, act_max)` cast to
 out_dtype; [act_min, act_max] is out_dtype's range narrowed by a fused Relu
 or Clip.
 
@@ -67,7 +71,8 @@ from .nn import _out_sizes, _pool_windows, _window_attrs
 from .registry import REQUIRED, Op, RuleError, register
 from .rules import broadcast_shapes, check_equal, tensor
 
-__all__ = ["quantize_multiplier", "srdhm", "rdbpot", "requantize", "requantize_exact", "qdense_reference",
+__all__ = ["quantize_multiplier", "srdhm", "rdbpot", "requantize", "requantize_exact", "requantize_accumulator",
+           "qdense_reference",
            "qconv2d_reference", "lut_table", "add_multipliers", "QUANT_RANGES", "ADD_LEFT_SHIFT"]
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
@@ -122,9 +127,9 @@ def requantize(acc, multiplier, shift):
 
 
 def requantize_exact(acc, multiplier, shift):
-    """acc * q * 2^(shift - 31) rounded once, half to even, in int64 (|acc| < 2^31): the rescale of the
-    element-wise and pooling operators. A multiplier that is a power of two (a pool's 1/4, equal scales)
-    then rounds its exact halves as the float QuantizeLinear does."""
+    """acc * q * 2^(shift - 31) rounded once, half to even, in int64 (|acc| <= 2^31, |q| <= 2^31, shift in
+    [-31, 30]: the product is exact below 2^62). A multiplier that is a power of two (a pool's 1/4, equal
+    scales) then rounds its exact halves as the float QuantizeLinear does."""
     acc, q = np.asarray(acc, np.int64), np.asarray(multiplier, np.int64)
     total = np.int64(31) - np.asarray(shift, np.int64)
     product = acc * q
@@ -132,6 +137,16 @@ def requantize_exact(acc, multiplier, shift):
     rem = product & ((np.int64(1) << total) - 1)
     half = np.int64(1) << (total - 1)
     return low + ((rem > half) | ((rem == half) & (low & 1 == 1)))
+
+
+def requantize_accumulator(acc, multiplier, shift):
+    """The rescale of qdense and qconv2d: the accumulator saturated to int32 (only a reduction far deeper than
+    real layers reaches it), then `requantize_exact`. Shifts outside [-31, 30] are refused."""
+    shift = np.asarray(shift, np.int64)
+    if shift.size and (shift.min() < -31 or shift.max() > 30):
+        bad = int(shift[(shift < -31) | (shift > 30)].flat[0])
+        raise ValueError(f"a requantization shift must lie in [-31, 30], got {bad}")
+    return requantize_exact(np.clip(np.asarray(acc, np.int64), INT32_MIN, INT32_MAX), multiplier, shift)
 
 
 def _finish(value, out_zero, out_dtype, act_min, act_max):
@@ -231,7 +246,7 @@ def qdense_accumulator(x, w, bias, x_zero, w_zero):
 def qdense_reference(x, w, bias, multiplier, shift, *, x_zero, w_zero, out_zero, out_dtype, act_min=None,
                      act_max=None):
     acc = qdense_accumulator(x, w, bias, x_zero, w_zero)
-    return _finish(requantize(acc, multiplier, shift), out_zero, out_dtype, act_min, act_max)
+    return _finish(requantize_accumulator(acc, multiplier, shift), out_zero, out_dtype, act_min, act_max)
 
 
 # ------------------------------------------------------------------ qconv2d
@@ -282,7 +297,7 @@ def qconv2d_reference(x, w, bias, multiplier, shift, *, strides, padding, dilati
                               x_zero=x_zero, w_zero=w_zero)
     m = np.asarray(multiplier, np.int64)[:, None, None]
     s = np.asarray(shift, np.int64)[:, None, None]
-    return _finish(requantize(acc, m, s), out_zero, out_dtype, act_min, act_max)
+    return _finish(requantize_accumulator(acc, m, s), out_zero, out_dtype, act_min, act_max)
 
 
 # ------------------------------------------------------------------ element-wise, pooling, tables

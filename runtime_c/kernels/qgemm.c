@@ -60,22 +60,21 @@ static inline uint32_t ror8(uint32_t v) { return v >> 8 | v << 24; }
 #define MR 4
 #endif
 
+/* acc * q * 2^(shift - 31) rounded once, half to even: the product is exact in int64 (|acc|, |q| <= 2^31:
+ * below 2^62 in magnitude) and so is the right shift t = 31 - shift in [1, 62]; the result saturates to int32
+ * (a shift > 0, a multiplier >= 1, can leave it). Shifts the kernels refuse: 0 below -31 (|acc * q| / 2^63 is
+ * at most 1/2), saturated above 30. */
 int32_t rxe_qint8_requantize(int32_t acc, int32_t q, int32_t shift) {
-  int left = shift > 0 ? (int)shift : 0, right = shift > 0 ? 0 : (int)-shift;
-  int64_t scaled = (int64_t)acc * ((int64_t)1 << left); /* saturated to int32, as the reference does */
-  int32_t a = (int32_t)(scaled > INT32_MAX ? INT32_MAX : scaled < INT32_MIN ? INT32_MIN : scaled);
-  int32_t high, mask, rem, threshold;
-  if (a == INT32_MIN && q == INT32_MIN) {
-    high = INT32_MAX;
-  } else {
-    int64_t ab = (int64_t)a * (int64_t)q;
-    int64_t nudge = ab >= 0 ? ((int64_t)1 << 30) : 1 - ((int64_t)1 << 30);
-    high = (int32_t)((ab + nudge) / ((int64_t)1 << 31));
-  }
-  mask = (int32_t)((1u << right) - 1u);
-  rem = high & mask;
-  threshold = (mask >> 1) + (high < 0 ? 1 : 0);
-  return (high >> right) + (rem > threshold ? 1 : 0);
+  int64_t p = (int64_t)acc * (int64_t)q, low;
+  uint64_t rem, half;
+  int t;
+  if (shift < -31) return 0;
+  if (shift > 30) return p > 0 ? INT32_MAX : p < 0 ? INT32_MIN : 0;
+  t = 31 - (int)shift;
+  low = p >= 0 ? p >> t : ~(~p >> t); /* floor(p / 2^t), no negative value shifted */
+  rem = (uint64_t)p & (((uint64_t)1 << t) - 1u);
+  half = (uint64_t)1 << (t - 1);
+  return rxe_qint8_saturate(low + (rem > half || (rem == half && ((uint64_t)low & 1u)) ? 1 : 0));
 }
 
 int32_t rxe_qint8_saturate(int64_t acc) {
@@ -251,70 +250,143 @@ static void tile_one_row(const uint8_t* const* rows, const uint8_t* panel, const
 }
 
 static inline uint8_t requantize_out(int64_t acc, int32_t q, int32_t shift, const rxe_qgemm_t* g) {
-  int32_t v = rxe_qint8_requantize(rxe_qint8_saturate(acc), q, shift) + g->out_zero;
+  int64_t v = (int64_t)rxe_qint8_requantize(rxe_qint8_saturate(acc), q, shift) + g->out_zero;
   v = v < g->act_min ? g->act_min : v > g->act_max ? g->act_max : v;
   return (uint8_t)v;
 }
 
+/* The vector requantizations: columns with shift <= 0 (t = 31 - shift in [31, 62]), q != INT32_MIN and an
+ * exact int32 sum a, so that the rounded a * q / 2^t fits int32. Each lane forms the 64-bit product p = a * q
+ * (|p| < 2^62), adds 2^(t-1) - 1 and bit t of p (the parity of floor(p / 2^t): a tie then rounds to even) and
+ * takes floor(/ 2^t): rxe_qint8_requantize's result. The clamp runs before out_zero is added (to
+ * [act_min - out_zero, act_max - out_zero]), so that nothing overflows. */
 #if defined(QGEMM_VNNI) || defined(QGEMM_AVX2)
 #define QGEMM_VECTOR_REQUANT 1
-/* out[c] = clamp(requant(acc[c] + col[c] + row, q[c], -e[c]) + out_zero) for 8 columns, no left shift
- * (e >= 0) and exact int32 sums: srdhm(a, q) = (a*q + 2^30) >> 31 (floor) for q != INT32_MIN. */
-static inline void requantize_row(const int32_t* acc, const int32_t* col, int32_t row, const int32_t* q,
-                                  const int32_t* e, const rxe_qgemm_t* g, int32_t* out) {
+/* 8 columns' constants: q of the even columns (0, 2, 4, 6) in the 64-bit lanes' low halves and of the odd ones;
+ * t of each as a 64-bit count; round = 2^62 + 2^(t-1) - 1 (AVX2 has no 64-bit arithmetic shift: the value
+ * biased by 2^62 is non-negative, below 2^64, and shifted logically, then 2^(62-t) taken off). */
+typedef struct {
+  __m256i q, q_odd, t_even, t_odd, round_even, round_odd, unbias, lo, hi, zero;
+} rq8_t;
+
+static inline rq8_t rq8_setup(const int32_t* q, const int32_t* shift, int32_t out_zero, int32_t act_min,
+                              int32_t act_max) {
+  rq8_t c;
+  __m256i t = _mm256_sub_epi32(_mm256_set1_epi32(31), _mm256_loadu_si256((const __m256i*)(const void*)shift));
+  __m256i one = _mm256_set1_epi64x(1), base = _mm256_set1_epi64x(((int64_t)1 << 62) - 1);
+  c.q = _mm256_loadu_si256((const __m256i*)(const void*)q);
+  c.q_odd = _mm256_srli_epi64(c.q, 32);
+  c.t_even = _mm256_and_si256(t, _mm256_set1_epi64x(0xffffffff));
+  c.t_odd = _mm256_srli_epi64(t, 32);
+  c.round_even = _mm256_add_epi64(base, _mm256_sllv_epi64(one, _mm256_sub_epi64(c.t_even, one)));
+  c.round_odd = _mm256_add_epi64(base, _mm256_sllv_epi64(one, _mm256_sub_epi64(c.t_odd, one)));
+  c.unbias = _mm256_sllv_epi32(_mm256_set1_epi32(1), _mm256_sub_epi32(_mm256_set1_epi32(62), t)); /* mod 2^32 */
+  c.lo = _mm256_set1_epi32(act_min - out_zero);
+  c.hi = _mm256_set1_epi32(act_max - out_zero);
+  c.zero = _mm256_set1_epi32(out_zero);
+  return c;
+}
+
+/* clamp(requant(a) + out_zero) of 8 lanes. */
+static inline __m256i rq8_apply(__m256i a, const rq8_t* c) {
+  __m256i one = _mm256_set1_epi64x(1), x;
+  __m256i pe = _mm256_mul_epi32(a, c->q), po = _mm256_mul_epi32(_mm256_srli_epi64(a, 32), c->q_odd);
+  pe = _mm256_add_epi64(_mm256_add_epi64(pe, c->round_even), _mm256_and_si256(_mm256_srlv_epi64(pe, c->t_even), one));
+  po = _mm256_add_epi64(_mm256_add_epi64(po, c->round_odd), _mm256_and_si256(_mm256_srlv_epi64(po, c->t_odd), one));
+  pe = _mm256_srlv_epi64(pe, c->t_even);
+  po = _mm256_slli_epi64(_mm256_srlv_epi64(po, c->t_odd), 32);
+  x = _mm256_sub_epi32(_mm256_blend_epi32(pe, po, 0xaa), c->unbias);
+  x = _mm256_min_epi32(_mm256_max_epi32(x, c->lo), c->hi);
+  return _mm256_add_epi32(x, c->zero);
+}
+
+/* out[c] = clamp(requant(acc[c] + col[c] + row) + out_zero) for 8 columns. */
+static inline void requantize_row(const int32_t* acc, const int32_t* col, int32_t row, const rq8_t* c,
+                                  int32_t* out) {
   __m256i a = _mm256_add_epi32(_mm256_add_epi32(_mm256_loadu_si256((const __m256i*)(const void*)acc),
                                                 _mm256_loadu_si256((const __m256i*)(const void*)col)),
                                _mm256_set1_epi32(row));
-  __m256i qv = _mm256_loadu_si256((const __m256i*)(const void*)q);
-  __m256i ev = _mm256_loadu_si256((const __m256i*)(const void*)e);
-  __m256i half = _mm256_set1_epi64x((int64_t)1 << 30), one = _mm256_set1_epi32(1);
-  __m256i even = _mm256_srli_epi64(_mm256_add_epi64(_mm256_mul_epi32(a, qv), half), 31);
-  __m256i odd = _mm256_slli_epi64(
-      _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(a, 32), _mm256_srli_epi64(qv, 32)), half), 1);
-  __m256i x = _mm256_blend_epi32(even, odd, 0xaa);
-  __m256i mask = _mm256_sub_epi32(_mm256_sllv_epi32(one, ev), one);
-  __m256i threshold = _mm256_sub_epi32(_mm256_srli_epi32(mask, 1), _mm256_cmpgt_epi32(_mm256_setzero_si256(), x));
-  x = _mm256_sub_epi32(_mm256_srav_epi32(x, ev), _mm256_cmpgt_epi32(_mm256_and_si256(x, mask), threshold));
-  x = _mm256_add_epi32(x, _mm256_set1_epi32(g->out_zero));
-  x = _mm256_min_epi32(_mm256_max_epi32(x, _mm256_set1_epi32(g->act_min)), _mm256_set1_epi32(g->act_max));
-  _mm256_storeu_si256((__m256i*)(void*)out, x);
+  _mm256_storeu_si256((__m256i*)(void*)out, rq8_apply(a, c));
 }
 #elif defined(QGEMM_SDOT) || defined(QGEMM_NEON)
 #define QGEMM_VECTOR_REQUANT 1
-/* The same with vqrdmulh, which is srdhm exactly (INT32_MIN * INT32_MIN saturating too). */
-static inline void requantize_row(const int32_t* acc, const int32_t* col, int32_t row, const int32_t* q,
-                                  const int32_t* e, const rxe_qgemm_t* g, int32_t* out) {
+/* 8 columns' constants: q, and -t as 64-bit shift counts (vshl by -t: floor(/ 2^t); vrshl by -t: floor((v +
+ * 2^(t-1)) / 2^t), computed without overflow). */
+typedef struct {
+  int32x4_t q[2], lo, hi, zero;
+  int64x2_t neg_t[4];
+} rq8_t;
+
+static inline rq8_t rq8_setup(const int32_t* q, const int32_t* shift, int32_t out_zero, int32_t act_min,
+                              int32_t act_max) {
+  rq8_t c;
+  int half;
+  for (half = 0; half < 2; ++half) {
+    int32x4_t n = vsubq_s32(vld1q_s32(shift + 4 * half), vdupq_n_s32(31));
+    c.q[half] = vld1q_s32(q + 4 * half);
+    c.neg_t[2 * half] = vmovl_s32(vget_low_s32(n));
+    c.neg_t[2 * half + 1] = vmovl_s32(vget_high_s32(n));
+  }
+  c.lo = vdupq_n_s32(act_min - out_zero);
+  c.hi = vdupq_n_s32(act_max - out_zero);
+  c.zero = vdupq_n_s32(out_zero);
+  return c;
+}
+
+/* round half to even of p / 2^t: p - 1 + (bit t of p), then the rounding shift. */
+static inline int32x2_t rq_lanes(int64x2_t p, int64x2_t neg_t) {
+  int64x2_t not_odd = vbicq_s64(vdupq_n_s64(1), vshlq_s64(p, neg_t));
+  return vmovn_s64(vrshlq_s64(vsubq_s64(p, not_odd), neg_t));
+}
+
+/* out[c] = clamp(requant(acc[c] + col[c] + row) + out_zero) for 8 columns. */
+static inline void requantize_row(const int32_t* acc, const int32_t* col, int32_t row, const rq8_t* c,
+                                  int32_t* out) {
   int half;
   for (half = 0; half < 2; ++half) {
     int32x4_t a = vaddq_s32(vaddq_s32(vld1q_s32(acc + 4 * half), vld1q_s32(col + 4 * half)), vdupq_n_s32(row));
-    int32x4_t ev = vld1q_s32(e + 4 * half), one = vdupq_n_s32(1);
-    int32x4_t mask = vsubq_s32(vshlq_s32(one, ev), one), threshold, rem;
-    a = vqrdmulhq_s32(a, vld1q_s32(q + 4 * half));
-    rem = vandq_s32(a, mask);
-    threshold = vaddq_s32(vshrq_n_s32(mask, 1), vreinterpretq_s32_u32(vshrq_n_u32(vreinterpretq_u32_s32(a), 31)));
-    a = vaddq_s32(vshlq_s32(a, vnegq_s32(ev)), vreinterpretq_s32_u32(vshrq_n_u32(vcgtq_s32(rem, threshold), 31)));
-    a = vaddq_s32(a, vdupq_n_s32(g->out_zero));
-    a = vminq_s32(vmaxq_s32(a, vdupq_n_s32(g->act_min)), vdupq_n_s32(g->act_max));
-    vst1q_s32(out + 4 * half, a);
+    int32x4_t q = c->q[half], x;
+    x = vcombine_s32(rq_lanes(vmull_s32(vget_low_s32(a), vget_low_s32(q)), c->neg_t[2 * half]),
+                     rq_lanes(vmull_s32(vget_high_s32(a), vget_high_s32(q)), c->neg_t[2 * half + 1]));
+    x = vminq_s32(vmaxq_s32(x, c->lo), c->hi);
+    vst1q_s32(out + 4 * half, vaddq_s32(x, c->zero));
   }
 }
 #endif
 
 #if defined(QGEMM_VNNI512)
-/* requantize_row's arithmetic on 16 lanes: clamp(requant(a, q, -e) + out_zero) for e >= 0. */
-static inline __m512i requant16(__m512i a, __m512i qv, __m512i ev, __m512i out_zero, __m512i lo, __m512i hi) {
-  __m512i half = _mm512_set1_epi64((int64_t)1 << 30), one = _mm512_set1_epi32(1);
-  __m512i even = _mm512_srli_epi64(_mm512_add_epi64(_mm512_mul_epi32(a, qv), half), 31);
-  __m512i odd = _mm512_slli_epi64(
-      _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(a, 32), _mm512_srli_epi64(qv, 32)), half), 1);
-  __m512i x = _mm512_mask_blend_epi32((__mmask16)0xaaaa, even, odd);
-  __m512i mask = _mm512_sub_epi32(_mm512_sllv_epi32(one, ev), one), half_mask = _mm512_srli_epi32(mask, 1);
-  __m512i threshold = _mm512_mask_add_epi32(half_mask, _mm512_cmplt_epi32_mask(x, _mm512_setzero_si512()),
-                                            half_mask, one);
-  __m512i shifted = _mm512_srav_epi32(x, ev);
-  x = _mm512_mask_add_epi32(shifted, _mm512_cmpgt_epi32_mask(_mm512_and_si512(x, mask), threshold), shifted, one);
-  x = _mm512_add_epi32(x, out_zero);
-  return _mm512_min_epi32(_mm512_max_epi32(x, lo), hi);
+/* The same on 16 lanes with AVX-512's 64-bit arithmetic shift (no bias): round = 2^(t-1) - 1, bit t of p
+ * tested into a mask that adds the 1, and the two halves' low words interleaved by one permute. */
+typedef struct {
+  __m512i q, q_odd, t_even, t_odd, bit_even, bit_odd, round_even, round_odd, lo, hi, zero, interleave;
+} rq16_t;
+
+static inline rq16_t rq16_setup(__m512i q, __m512i shift, int32_t out_zero, int32_t act_min, int32_t act_max) {
+  rq16_t c;
+  __m512i t = _mm512_sub_epi32(_mm512_set1_epi32(31), shift), one = _mm512_set1_epi64(1);
+  c.q = q;
+  c.q_odd = _mm512_srli_epi64(q, 32);
+  c.t_even = _mm512_and_si512(t, _mm512_set1_epi64(0xffffffff));
+  c.t_odd = _mm512_srli_epi64(t, 32);
+  c.bit_even = _mm512_sllv_epi64(one, c.t_even);
+  c.bit_odd = _mm512_sllv_epi64(one, c.t_odd);
+  c.round_even = _mm512_sub_epi64(_mm512_srli_epi64(c.bit_even, 1), one);
+  c.round_odd = _mm512_sub_epi64(_mm512_srli_epi64(c.bit_odd, 1), one);
+  c.lo = _mm512_set1_epi32(act_min - out_zero);
+  c.hi = _mm512_set1_epi32(act_max - out_zero);
+  c.zero = _mm512_set1_epi32(out_zero);
+  c.interleave = _mm512_set_epi32(30, 14, 28, 12, 26, 10, 24, 8, 22, 6, 20, 4, 18, 2, 16, 0);
+  return c;
+}
+
+static inline __m512i requant16(__m512i a, const rq16_t* c) {
+  __m512i one = _mm512_set1_epi64(1);
+  __m512i pe = _mm512_mul_epi32(a, c->q), po = _mm512_mul_epi32(_mm512_srli_epi64(a, 32), c->q_odd);
+  __m512i se = _mm512_add_epi64(pe, c->round_even), so = _mm512_add_epi64(po, c->round_odd);
+  se = _mm512_srav_epi64(_mm512_mask_add_epi64(se, _mm512_test_epi64_mask(pe, c->bit_even), se, one), c->t_even);
+  so = _mm512_srav_epi64(_mm512_mask_add_epi64(so, _mm512_test_epi64_mask(po, c->bit_odd), so, one), c->t_odd);
+  se = _mm512_permutex2var_epi32(se, c->interleave, so); /* lane 2j: se's qword j, 2j + 1: so's */
+  return _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(se, c->lo), c->hi), c->zero);
 }
 #endif
 
@@ -322,35 +394,33 @@ void rxe_qint8_requantize_bytes(const int32_t* acc, int64_t count, int32_t offse
                                 int32_t out_zero, int32_t act_min, int32_t act_max, uint8_t* out) {
   int64_t i = 0, j;
 #if defined(QGEMM_VECTOR_REQUANT)
-  if (shift <= 0 && q != INT32_MIN && offset < (1 << 30) && offset > -(1 << 30)) { /* acc + offset exact */
-    rxe_qgemm_t g;
-    int32_t zero[NR], qv[NR], ev[NR], v[NR];
+  if (shift <= 0 && shift >= -31 && q != INT32_MIN && offset < (1 << 30) && offset > -(1 << 30)) {
+    int32_t zero[NR], qv[NR], sv[NR], v[NR];
+    rq8_t c;
 #if defined(QGEMM_VNNI512)
     {
-      __m512i q16 = _mm512_set1_epi32(q), e16 = _mm512_set1_epi32(-shift), off = _mm512_set1_epi32(offset);
-      __m512i oz = _mm512_set1_epi32(out_zero), lo = _mm512_set1_epi32(act_min), hi = _mm512_set1_epi32(act_max);
+      rq16_t c16 = rq16_setup(_mm512_set1_epi32(q), _mm512_set1_epi32(shift), out_zero, act_min, act_max);
+      __m512i off = _mm512_set1_epi32(offset);
       for (; i + 16 <= count; i += 16) {
         __m512i a = _mm512_add_epi32(_mm512_loadu_si512((const void*)(acc + i)), off);
-        _mm_storeu_si128((__m128i*)(void*)(out + i), _mm512_cvtepi32_epi8(requant16(a, q16, e16, oz, lo, hi)));
+        _mm_storeu_si128((__m128i*)(void*)(out + i), _mm512_cvtepi32_epi8(requant16(a, &c16)));
       }
     }
 #endif
-    g.out_zero = out_zero;
-    g.act_min = act_min;
-    g.act_max = act_max;
     for (j = 0; j < NR; ++j) {
       zero[j] = 0;
       qv[j] = q;
-      ev[j] = -shift;
+      sv[j] = shift;
     }
+    c = rq8_setup(qv, sv, out_zero, act_min, act_max);
     for (; i + NR <= count; i += NR) {
-      requantize_row(acc + i, zero, offset, qv, ev, &g, v);
+      requantize_row(acc + i, zero, offset, &c, v);
       for (j = 0; j < NR; ++j) out[i + j] = (uint8_t)v[j];
     }
   }
 #endif
   for (; i < count; ++i) {
-    int32_t v = rxe_qint8_requantize(rxe_qint8_saturate((int64_t)acc[i] + offset), q, shift) + out_zero;
+    int64_t v = (int64_t)rxe_qint8_requantize(rxe_qint8_saturate((int64_t)acc[i] + offset), q, shift) + out_zero;
     out[i] = (uint8_t)(v < act_min ? act_min : v > act_max ? act_max : v);
   }
   (void)j;
@@ -492,16 +562,18 @@ static void epilogue(const rxe_qgemm_t* g, int vector, const int32_t* acc, int64
   int r;
 #if defined(QGEMM_VECTOR_REQUANT)
   if (vector) {
-    int32_t col[NR], q[NR], e[NR], out[NR];
+    int32_t col[NR], q[NR], s[NR], out[NR];
+    rq8_t rc;
     for (c = 0; c < NR; ++c) {
       int64_t n = n0 + (c < columns ? c : 0);
       col[c] = (int32_t)((int64_t)g->bias[n] - (int64_t)g->xz * wsum[n] + g->k * (int64_t)g->xz * g->wz);
       q[c] = g->multiplier[n];
-      e[c] = -g->shift[n];
+      s[c] = g->shift[n];
     }
+    rc = rq8_setup(q, s, g->out_zero, g->act_min, g->act_max);
     for (r = 0; r < MR && m0 + r < g->m; ++r) {
       uint8_t* dst = g->out + (m0 + r) * g->ldm + n0 * g->ldn;
-      requantize_row(acc + r * stride, col, (int32_t)(-(int64_t)g->wz * xsum[r]), q, e, g, out);
+      requantize_row(acc + r * stride, col, (int32_t)(-(int64_t)g->wz * xsum[r]), &rc, out);
       for (c = 0; c < columns; ++c) dst[c * g->ldn] = (uint8_t)out[c];
     }
     return;
@@ -555,26 +627,26 @@ static inline void store_columns(const __m128i* rows, uint8_t* dst, int64_t ld, 
  * convolution's (ldm == 1) 8 bytes at a time. */
 static void epilogue_wide(const rxe_qgemm_t* g, int32_t (*acc)[WIDE * NR], int64_t m0, int64_t n0, int64_t n1,
                           const int64_t* xsum, const int32_t* wsum) {
-  __m512i oz = _mm512_set1_epi32(g->out_zero), lo = _mm512_set1_epi32(g->act_min);
-  __m512i hi = _mm512_set1_epi32(g->act_max), xz = _mm512_set1_epi32(g->xz);
+  __m512i xz = _mm512_set1_epi32(g->xz);
   __m512i kzz = _mm512_set1_epi32((int32_t)(g->k * (int64_t)g->xz * g->wz));
   int64_t half, r, c;
   for (half = 0; half < 2; ++half) {
     int64_t c0 = n0 + 16 * half, count = n1 - c0 < 16 ? n1 - c0 : 16;
     __mmask16 valid;
-    __m512i col, qv, ev;
+    __m512i col;
+    rq16_t rc;
     __m128i bytes[MR];
     if (count <= 0) break;
     valid = (__mmask16)(count == 16 ? 0xffffu : (1u << count) - 1u);
     col = _mm512_add_epi32(_mm512_sub_epi32(_mm512_maskz_loadu_epi32(valid, g->bias + c0),
                                             _mm512_mullo_epi32(xz, _mm512_maskz_loadu_epi32(valid, wsum + c0))),
                            kzz);
-    qv = _mm512_maskz_loadu_epi32(valid, g->multiplier + c0);
-    ev = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_maskz_loadu_epi32(valid, g->shift + c0));
+    rc = rq16_setup(_mm512_maskz_loadu_epi32(valid, g->multiplier + c0), _mm512_maskz_loadu_epi32(valid, g->shift + c0),
+                    g->out_zero, g->act_min, g->act_max);
     for (r = 0; r < MR; ++r) {
       __m512i a = _mm512_add_epi32(_mm512_add_epi32(_mm512_loadu_si512((const void*)(acc[r] + 16 * half)), col),
                                    _mm512_set1_epi32((int32_t)(-(int64_t)g->wz * xsum[r])));
-      bytes[r] = _mm512_cvtepi32_epi8(requant16(a, qv, ev, oz, lo, hi));
+      bytes[r] = _mm512_cvtepi32_epi8(requant16(a, &rc));
     }
     if (g->ldn == 1) {
       for (r = 0; r < MR; ++r) _mm_mask_storeu_epi8(g->out + (m0 + r) * g->ldm + c0, valid, bytes[r]);

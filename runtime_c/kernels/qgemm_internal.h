@@ -28,13 +28,13 @@ typedef struct {
 
 void rxe_qgemm_run(const rxe_qgemm_t* g);
 
-/* acc saturated to int32 (an accumulator beyond int32 requantizes as the
- * reference's saturating left shift does). */
+/* acc saturated to int32 (the contract saturates an accumulator beyond int32
+ * before it requantizes). */
 int32_t rxe_qint8_saturate(int64_t acc);
 
 /* out[i] = clamp(requant(saturate(acc[i] + offset), q, shift) + out_zero, act_min, act_max) for
- * i < count, one multiplier for all (8 at a time on the vector paths when shift <= 0 and |offset| <
- * 2^30); every |acc[i]| must be below 2^30. */
+ * i < count, one multiplier for all (8 or 16 at a time on the vector paths when -31 <= shift <= 0,
+ * q != INT32_MIN and |offset| < 2^30); every |acc[i]| must be below 2^30. */
 void rxe_qint8_requantize_bytes(const int32_t* acc, int64_t count, int32_t offset, int32_t q, int32_t shift,
                                 int32_t out_zero, int32_t act_min, int32_t act_max, uint8_t* out);
 

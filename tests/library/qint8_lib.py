@@ -2,8 +2,9 @@
 the host cc into a shared library called through ctypes, or with a board's
 cross compiler into qint8_driver.c run under QEMU (semihosting files on the
 Cortex-M4). Random cases carry their expectation from a numpy mirror of the
-contract's formulas (int64 accumulators, TFLite's requantization), written
-here from the contract, not from the kernels or the operator module."""
+contract's formulas (int64 accumulators, one rounding half to even of
+acc * q * 2^(shift - 31)), written here from the contract, not from the
+kernels or the operator module."""
 
 import ctypes
 import subprocess
@@ -33,27 +34,14 @@ def compile_c(cmd):
 
 # ------------------------------------------------------------ the contract in numpy
 
-def srdhm(a, b):
-    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
-    ab = a * b
-    nudged = ab + np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
-    result = np.sign(nudged) * (np.abs(nudged) // (1 << 31))     # C division, toward zero
-    return np.where((a == INT32_MIN) & (b == INT32_MIN), INT32_MAX, result)
-
-
-def rdbpot(x, e):
-    x, e = np.asarray(x, np.int64), np.asarray(e, np.int64)
-    mask = (np.int64(1) << e) - 1
-    rem = x & mask
-    threshold = (mask >> 1) + (x < 0)
-    return (x >> e) + (rem > threshold)
-
-
 def requant(acc, q, shift):
-    """rdbpot(srdhm(acc * 2^max(shift, 0), q), max(-shift, 0)), acc * 2^shift saturated to int32."""
-    acc, shift = np.asarray(acc, np.int64), np.asarray(shift, np.int64)
-    scaled = np.clip(np.clip(acc, INT32_MIN, INT32_MAX) * (np.int64(1) << np.maximum(shift, 0)), INT32_MIN, INT32_MAX)
-    return rdbpot(srdhm(scaled, q), np.maximum(-shift, 0))
+    """acc (saturated to int32) * q / 2^(31 - shift) rounded half to even, by floor division."""
+    acc = np.clip(np.asarray(acc, np.int64), INT32_MIN, INT32_MAX)
+    product = acc * np.asarray(q, np.int64)
+    divisor = np.int64(2) ** (31 - np.asarray(shift, np.int64))
+    low = product // divisor
+    twice_rem = 2 * (product - low * divisor)        # in [0, 2 * divisor)
+    return low + ((twice_rem > divisor) | ((twice_rem == divisor) & (low % 2 == 1)))
 
 
 def finish(acc, q, shift, out_zero, act_min, act_max, out_dtype):
@@ -158,7 +146,8 @@ def conv_case(rng, n, c, h, wd, o, kh, kw, stride=(1, 1), padding=(0, 0, 0, 0), 
 
 def requantize_case(acc, q, shift):
     acc, q, shift = (np.asarray(a, np.int32) for a in (acc, q, shift))
-    return "requantize", [acc, q, shift, np.zeros_like(acc)], [], requant(acc, q, shift).astype(np.int32)
+    expected = np.clip(requant(acc, q, shift), INT32_MIN, INT32_MAX).astype(np.int32)   # the C result saturates
+    return "requantize", [acc, q, shift, np.zeros_like(acc)], [], expected
 
 
 def output_of(case):

@@ -10,8 +10,8 @@ import pytest
 
 from relax_edge.ir.shape import SizeVar, as_expr
 from relax_edge.library import qint8 as Q
-from tests.library.qint8_lib import HostKernels, check, check_on_board, conv_case
-from tests.library.test_qgemm import HOST_BUILDS
+from tests.library.qint8_lib import INT32_MIN, HostKernels, check, check_on_board, conv_case, requant
+from tests.library.test_qgemm import HOST_BUILDS, edge_requantizations
 
 
 @pytest.fixture(scope="module", params=list(HOST_BUILDS))
@@ -69,6 +69,26 @@ def test_depthwise_matches_the_mirror(kernels):
         check(case, kernels.run(case))
 
 
+def depthwise_edge_case():
+    """A 1x1 depthwise of zero weights over 8 x 8 pixels, so that every output of channel c is requant(bias[c]):
+    the edge multipliers, shifts and ties through the depthwise requantization's 16- and 8-lane loops."""
+    acc, q, shift = edge_requantizations()
+    keep = (np.abs(acc) < (1 << 30)) & (shift <= 0) & (q != INT32_MIN)
+    bias, q, shift = acc[keep].astype(np.int32), q[keep].astype(np.int32), shift[keep].astype(np.int32)
+    c = bias.size
+    x, w, out = np.zeros((1, c, 8, 8), np.int8), np.zeros((c, 1, 1, 1), np.int8), np.zeros((1, c, 8, 8), np.int8)
+    expected = np.broadcast_to(np.clip(requant(bias, q, shift), -128, 127).astype(np.int8)[None, :, None, None],
+                               out.shape)
+    scratch = np.zeros(int(Q.depthwise_scratch_bytes(1, 1, 8, 8, (1, 1), (1, 1))), np.uint8)
+    sizes = [1, c, 8, 8, 1, 1, 8, 8, 1, 1, 0, 0, 1, 1, 0, 0, 0, -128, 127, 0]
+    return Q.DEPTHWISE, [x, Q.pack_qdepthwise_weights(w), bias, q, shift, out, scratch], sizes, expected
+
+
+def test_depthwise_requantizes_edge_values(kernels):
+    case = depthwise_edge_case()
+    check(case, kernels.run(case))
+
+
 def test_a_missing_scratch_is_an_error(kernels):
     for kernel in (1, 3):
         symbol, arrays, sizes, _ = conv_case(np.random.default_rng(3), 1, 16, 6, 6, 8, kernel, kernel)
@@ -118,4 +138,5 @@ EMULATED = ["qemu-aarch64", "qemu-aarch64-dotprod", "qemu-armv7", "qemu-riscv64"
 @pytest.mark.emu
 @pytest.mark.parametrize("board_name", EMULATED)
 def test_emulated_convolutions_match_the_mirror(tmp_path, board_name):
-    check_on_board(board_name, cases(CONVS[:5] + CONVS[6:], 6) + cases(DEPTHWISE, 7), tmp_path)
+    check_on_board(board_name, cases(CONVS[:5] + CONVS[6:], 6) + cases(DEPTHWISE, 7) + [depthwise_edge_case()],
+                   tmp_path)

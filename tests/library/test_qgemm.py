@@ -9,6 +9,7 @@ QEMU in one driver run per board: aarch64 (smlal), aarch64 with dotprod
 (sdot), armv7 NEON, riscv64 (portable C) and the Cortex-M4 (SMLAD)."""
 
 import itertools
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -45,40 +46,72 @@ def edge_requantizations():
     qs = [0, 1 << 30, (1 << 30) + 1, 1518500250, INT32_MAX]
     shifts = list(range(-31, 31))
     acc, q, shift = (np.array(v, np.int64) for v in zip(*itertools.product(accs, qs, shifts)))
-    # ties: acc * q an odd multiple of 2^30 (srdhm's nudge), and remainders of exactly half (rdbpot)
-    ties = np.array([1, -1, 3, -3, 5, -5], np.int64)
-    tie_cases = (ties << 1, np.full(6, 1 << 30), np.zeros(6)), (ties, np.full(6, 1 << 30), np.full(6, -1))
+    # ties: acc * q / 2^(31 - shift) an odd multiple of 1/2 (q = 2^30: acc / 2^(1 - shift)), positive and
+    # negative, with an even and an odd integer below; and values a unit of the product off a tie
+    odd = np.array([1, -1, 3, -3, 5, -5, 7, -7], np.int64)
+    tie_cases = [(odd << max(-s, 0), np.full(odd.size, 1 << 30), np.full(odd.size, s)) for s in (0, -1, -5, -27)]
+    tie_cases.append((np.array([3, -3, 3, -3]), np.array([(1 << 30) + 1, (1 << 30) + 1, (1 << 30) - 1, (1 << 30) - 1]),
+                      np.zeros(4)))
     for a, b, c in tie_cases:
         acc, q, shift = np.concatenate([acc, a]), np.concatenate([q, b]), np.concatenate([shift, c])
-    return acc, q, shift
+    return acc.astype(np.int64), q.astype(np.int64), shift.astype(np.int64)
 
 
-def test_the_mirror_agrees_with_the_operator_module():
+def exact_requantization(acc, q, shift):
+    """round_half_even(acc * q * 2^(shift - 31)) in rationals, acc and the result saturated to int32."""
+    acc = np.clip(acc, INT32_MIN, INT32_MAX)
+    want = [round(Fraction(int(a) * int(m) * 2 ** (int(s) + 32), 1 << 63)) for a, m, s in zip(acc, q, shift)]
+    return np.array([min(max(w, INT32_MIN), INT32_MAX) for w in want], np.int64)
+
+
+def test_the_mirror_and_the_operator_module_agree_with_exact_rationals():
+    """Python's round() of a Fraction rounds halves to even: the spec's QuantizeLinear of the exact product."""
     acc, q, shift = edge_requantizations()
-    np.testing.assert_array_equal(requant(acc, q, shift), quant_int8.requantize(acc, q, shift))
+    want = exact_requantization(acc, q, shift)
+    np.testing.assert_array_equal(np.clip(requant(acc, q, shift), INT32_MIN, INT32_MAX), want)
+    np.testing.assert_array_equal(np.clip(quant_int8.requantize_accumulator(acc, q, shift), INT32_MIN, INT32_MAX),
+                                  want)
+    # float64 agrees wherever the product is exact in it (below 2^53)
+    small = np.abs(acc * q) < (1 << 53)
+    real = acc[small].astype(np.float64) * q[small].astype(np.float64) * np.exp2(shift[small] - 31.0)
+    np.testing.assert_array_equal(np.clip(np.rint(real), INT32_MIN, INT32_MAX).astype(np.int64), want[small])
+    ties = np.array([1, -1, 3, -3, 5, -5])
+    assert list(requant(ties, 1 << 30, 0)) == [0, 0, 2, -2, 2, -2]
+    assert list(requant(ties << 1, 1 << 30, -1)) == [0, 0, 2, -2, 2, -2]
 
 
 def test_requantize_matches_the_contract_bit_for_bit(kernels):
-    case = requantize_case(*edge_requantizations())
+    acc, q, shift = edge_requantizations()
+    # outside the quantize pass's range but defined: q = INT32_MIN (|acc * q| up to 2^62)
+    extra = np.array([INT32_MIN, INT32_MAX, -1, 1, 3]), np.full(5, INT32_MIN), np.array([0, 0, 0, -31, 30])
+    acc, q, shift = (np.concatenate([u, v]) for u, v in zip((acc, q, shift), extra))
+    case = requantize_case(acc, q, shift)
+    np.testing.assert_array_equal(case[3], exact_requantization(acc, q, shift))
     check(case, kernels.run(case))
 
 
-def epilogue_case(positive_shifts):
+def test_requantize_refuses_shifts_outside_the_range():
+    with pytest.raises(ValueError, match=r"\[-31, 30\], got 31"):
+        quant_int8.requantize_accumulator(np.array([1, 2]), 1 << 30, np.array([0, 31]))
+
+
+def epilogue_case(positive_shifts, m):
     """qdense with k = 1 and zero operands, so that acc = bias: edge accumulators, multipliers and shifts
-    through the vector epilogue (every shift <= 0, |bias| + 65536 below 2^31) or, with a positive shift
-    among them, the scalar one."""
+    through the vector epilogue (every shift <= 0, |bias| + 65536 below 2^31; m = 8 full rows: the 512-bit
+    tile's too) or, with a positive shift among them, the scalar one."""
     acc, q, shift = edge_requantizations()
     keep = (np.abs(acc) < INT32_MAX - 65536) & (shift > 0 if positive_shifts else shift <= 0)
     acc, q, shift = acc[keep].astype(np.int32), q[keep].astype(np.int32), shift[keep].astype(np.int32)
     n = acc.size
-    x, w, out = np.zeros((1, 1), np.int8), np.zeros((n, 1), np.int8), np.zeros((1, n), np.int8)
-    expected = np.clip(requant(acc, q, shift), -128, 127).astype(np.int8).reshape(1, n)
-    return Q.DENSE, [x, Q.pack_qdense_weights(w), acc, q, shift, out], [1, n, 1, 0, 0, 0, -128, 127, 0], expected
+    x, w, out = np.zeros((m, 1), np.int8), np.zeros((n, 1), np.int8), np.zeros((m, n), np.int8)
+    expected = np.repeat(np.clip(requant(acc, q, shift), -128, 127).astype(np.int8).reshape(1, n), m, axis=0)
+    return Q.DENSE, [x, Q.pack_qdense_weights(w), acc, q, shift, out], [m, n, 1, 0, 0, 0, -128, 127, 0], expected
 
 
 @pytest.mark.parametrize("positive_shifts", [False, True])
-def test_the_epilogues_match_over_edge_values(kernels, positive_shifts):
-    case = epilogue_case(positive_shifts)
+@pytest.mark.parametrize("m", [1, 8])
+def test_the_epilogues_match_over_edge_values(kernels, positive_shifts, m):
+    case = epilogue_case(positive_shifts, m)
     check(case, kernels.run(case))
 
 
@@ -202,5 +235,6 @@ EMULATED = ["qemu-aarch64", "qemu-aarch64-dotprod", "qemu-armv7", "qemu-riscv64"
 @pytest.mark.emu
 @pytest.mark.parametrize("board_name", EMULATED)
 def test_emulated_dense_matches_the_mirror(tmp_path, board_name):
-    cases = [requantize_case(*edge_requantizations()), epilogue_case(False), epilogue_case(True)] + dense_cases(4)
+    cases = [requantize_case(*edge_requantizations()), epilogue_case(False, 1), epilogue_case(True, 1),
+             epilogue_case(False, 8)] + dense_cases(4)
     check_on_board(board_name, cases, tmp_path)

@@ -27,14 +27,14 @@ SIZE = 32            # the image side of the compiled rows (the build costs the 
 ACCURACY_SIZE = 64   # the accuracy rows: at 32 x 32 the last feature maps are 1 x 1
 SEEDS = range(4)
 
-# TFLite's requantization (the op's definition in op/quant_int8.py) rounds twice: srdhm to an integer
-# at 2^shift of the output step, then the rounding right shift. Each qconv2d so rounds values 0.493-0.4996
-# of a step up (0.25% of MobileNetV2's first conv outputs land one step above the spec's QuantizeLinear);
-# over 52 convolutions MobileNetV2 ends 16-24% of its output range from the spec result (top-1 lost on 1
-# of 4 inputs), ResNet-18 2-4% (top-1 lost on 1 of 4). One rounding of acc * M (requantize_exact) gives
-# 0-3.3% and 0-3.9% (top-1 kept on all 4; ResNet-18's 3.9% on one input is over the bound still: these
-# random-weight networks amplify one-step flips), ONNX Runtime's own default session 0-7.3% and 0-2%.
-DOUBLE_ROUNDING = pytest.mark.xfail(strict=True, reason="qconv2d requantizes with TFLite's double rounding")
+# qconv2d and qdense round acc * M once, half to even (op/quant_int8.py), as the spec's QuantizeLinear of the
+# float result does. (TFLite's double rounding, srdhm then a rounding shift, rounded values 0.493-0.4996 of a
+# step up and ended MobileNetV2 16-24% and ResNet-18 2-4% of the output range from the spec result, top-1
+# lost on 1 of 4 inputs each.) Now ResNet-18 ends 0-2.6% away and MobileNetV2 0-3.3% (top-1 kept on all 4):
+# what is left are values next to a half step that the spec's float32 arithmetic (DequantizeLinear's
+# rounded products, float32 sums) puts on the other side, one step each, which these random-weight networks
+# amplify over 52 convolutions; ONNX Runtime's own optimized session is 0-7.3% and 0-2% from its spec run.
+NEAR_TIES = pytest.mark.xfail(strict=True, reason="MobileNetV2 ends 3.3% of its range from the spec on one input")
 
 
 def _spec_session(path):
@@ -103,9 +103,8 @@ def test_compiled_cnn_equals_the_integer_graph(arch, board, backend, tmp_path):
     np.testing.assert_array_equal(got[0], rxe.interpret(quantize_int8(rxe.from_onnx(str(path))), x))
 
 
-@DOUBLE_ROUNDING
 @pytest.mark.slow
-@pytest.mark.parametrize("arch", qz.CNNS)
+@pytest.mark.parametrize("arch", [pytest.param(a, marks=[NEAR_TIES] if a == "mobilenet_v2" else []) for a in qz.CNNS])
 def test_cnn_within_the_bound_of_onnxruntime(arch, host_runs):
     path, xs, got = host_runs(arch)
     sess = _spec_session(path)

@@ -1,7 +1,7 @@
 /*
  * The int8 kernels (kernels/qgemm.c, kernels/qconv.c): requantized integer
- * GEMM, convolution and depthwise convolution with TFLite's (gemmlowp's)
- * requantization. See relax_edge/op/quant_int8.py (qdense, qconv2d) for
+ * GEMM, convolution and depthwise convolution, each output rounded once from
+ * the exact rescaled accumulator. See relax_edge/op/quant_int8.py (qdense, qconv2d) for
  * their meaning and relax_edge/library/qint8.py for how the compiler calls
  * them and packs their weights.
  *
@@ -12,10 +12,18 @@
  *   acc = bias[n] + sum_k (x[m,k] - x_zero) * (w[n,k] - w_zero)
  * in int32, and the output is
  *   clamp(requant(acc, multiplier[n], shift[n]) + out_zero, act_min, act_max)
- * with requant = rdbpot(srdhm(acc * 2^max(shift,0), q), max(-shift,0))
- * (rxe_qint8_requantize below; acc * 2^shift saturates to int32, and so
- * does an accumulator beyond int32, as in relax_edge/op/quant_int8.py).
- * 0 < k <= RXE_QINT8_MAX_K so that the int32 sums cannot overflow.
+ * with requant(acc, q, shift) = acc * q * 2^(shift - 31) rounded to the
+ * nearest integer, ties to even (rxe_qint8_requantize below;
+ * requantize_accumulator in relax_edge/op/quant_int8.py): acc is first
+ * saturated to int32, so |acc| <= 2^31, and q is below 2^31 in magnitude,
+ * so the int64 product is exact (below 2^62); shift in [-31, 30] (others
+ * are refused) makes the right shift 31 - shift one of [1, 62]. A shift > 0
+ * (a multiplier of 1 or more) is a shorter right shift, nothing saturates
+ * before the clamp (the scalar form's int32 result saturates). The vector
+ * epilogues (32 x 32 -> 64-bit products, then the half-even shift) cover
+ * columns with shift <= 0 and q != INT32_MIN, where the rounded value fits
+ * int32; other columns take the scalar form. Every path gives the same
+ * bits. 0 < k <= RXE_QINT8_MAX_K so that the int32 sums cannot overflow.
  *
  * Packed GEMM weights (relax_edge.library.qint8.pack_qdense_weights), for
  * n columns of k: first ceil(n/8)*8 int32 column sums sum_k w[n,k] (0 past
@@ -71,7 +79,8 @@ extern "C" {
         ? 0                                                                                             \
         : (uint64_t)(RXE_QCONV_BLOCK_ROWS(oh, ow) * RXE_QCONV_BLOCK_COLS(ow)) * ((c) / (groups) * (kh) * (kw))))
 
-/* requant(acc, q, shift) of the contract, exactly. */
+/* requant(acc, q, shift) of the contract, exactly, saturated to int32 (shifts outside [-31, 30]: 0 below,
+ * saturated above). */
 int32_t rxe_qint8_requantize(int32_t acc, int32_t q, int32_t shift);
 
 /* out (m,n) = requantized x (m,k) @ W^T, x and out row-major; w_packed as
