@@ -37,6 +37,7 @@ set(RXE_KERNEL_SOURCES
   kernels/gemm.c
   kernels/gemv.c
   kernels/qconv.c
+  kernels/qdepthwise_dsp.c
   kernels/qeltwise.c
   kernels/qgemm.c
   kernels/matmul_nbits.c

@@ -129,6 +129,28 @@ def counts(art, board, repeat: int):
     return stats["median_instructions"], prof, kernels
 
 
+def kind_totals(prof) -> dict:
+    """{layer kind: instructions} of one profile, the rows no kind names under "other"."""
+    totals = dict.fromkeys([*MACS, "other"], 0)
+    for row in prof["rows"]:
+        totals[layer_kind(row) or "other"] += row["total_instructions"]
+    return totals
+
+
+def print_kinds(profiles) -> None:
+    """Instructions per layer kind side by side (and per multiply-add), one column a build."""
+    keys = list(profiles)
+    totals = {key: kind_totals(profiles[key][1]) for key in keys}
+    print(f"\n{'instructions (per multiply-add)':<30}" + "".join(f"{' '.join(k):>26}" for k in keys))
+    for kind in [*MACS, "other"]:
+        cells = []
+        for key in keys:
+            n = totals[key][kind]
+            cells.append(f"{n:>14,} ({n / MACS[kind]:5.2f})" if kind in MACS else f"{n:>22,}")
+        print(f"{kind:<30}" + "".join(f"{c:>26}" for c in cells))
+    print(f"{'run':<30}" + "".join(f"{profiles[k][0]:>22,}    " for k in keys))
+
+
 def build(path: Path, board, backend: str, folder: Path, name: str):
     return rxe.build(rxe.from_onnx(str(path)), board=board, backend=backend, out_dir=folder / name, name="kws")
 
@@ -168,6 +190,7 @@ def report(args) -> int:
         for key, path in paths.items():
             print(f"  {' '.join(key)}: {' -> '.join(p.rsplit(':', 1)[-1] for p in path)}")
         print("\nmultiply-adds per layer kind: " + ", ".join(f"{k} {v:,}" for k, v in MACS.items()))
+        print_kinds(profiles)
         for key, (total, prof, kernels) in profiles.items():
             print(f"\n== {' '.join(key)}: {total:,} instructions per run "
                   f"(kernels {prof['kernels_instructions']:,} of {prof['run_instructions']:,} profiled)")

@@ -13,6 +13,7 @@
  * planes' full rows (the columns past ow dropped), each tap added over the
  * block (a loop that vectorizes for every stride), then the block
  * requantized 8 at a time. Any kernel size up to 64 taps. */
+#include "qdepthwise_dsp.h"
 #include "qgemm_internal.h"
 #include "relax_edge/runtime.h"
 
@@ -169,6 +170,12 @@ rxe_status_t rxe_lib_qdepthwise_conv2d_s8(const void* x, const void* w, const in
   if (!scratch) return rxe_error_set(err, RXE_ERR_NULL, "%s: scratch is NULL", what);
   st = rxe_qint8_check(what, kh * kw, c, shift, x_zero, w_zero, out_zero, act_min, act_max, dtypes, err);
   if (st != RXE_OK) return st;
+#if defined(__ARM_FEATURE_DSP) && !defined(__ARM_NEON) /* Cortex-M: SMLAD over tap pairs (qdepthwise_dsp.c) */
+  rxe_qint8_depthwise_dsp((const uint8_t*)x, (const int8_t*)w, bias, multiplier, shift, (uint8_t*)y, plane, n, c, h, w_,
+                          kh, kw, oh, ow, stride_h, stride_w, pad_top, pad_left, dil_h, dil_w, x_zero, w_zero,
+                          out_zero, act_min, act_max, dtypes);
+  return RXE_OK;
+#endif
   /* planes[rp][cp][r][j] = x[r * stride_h + rp - pad_top][j * stride_w + cp - pad_left] - x_zero (0 outside):
    * output (oy, ox) of tap (ky, kx) reads plane ((ky*dil_h) % stride_h, (kx*dil_w) % stride_w) at row
    * oy + ky*dil_h / stride_h, column ox + kx*dil_w / stride_w. Outputs are computed at j = oy * cols + ox

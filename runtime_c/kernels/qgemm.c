@@ -90,6 +90,89 @@ static inline uint32_t load_word(const uint8_t* p, int64_t left) {
   return v;
 }
 
+#if defined(QGEMM_DSP)
+/* The word at p (any alignment: the M-profile LDR takes unaligned addresses). */
+static inline uint32_t dsp_word(const uint8_t* p) {
+  uint32_t v;
+  __builtin_memcpy(&v, p, 4);
+  return v;
+}
+
+/* Bytes 1 and 3 of v as an int16 pair: SXTB16 with its operand rotated, one instruction (GCC would rotate
+ * first). */
+static inline int16x2_t dsp_odd(uint32_t v) {
+  int16x2_t r;
+  __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v));
+  return r;
+}
+
+/* Column c's sums s0c (and s1c) += its products with the split x words (column c's word at wp + 4c):
+ * SXTB16 splits a word into its even and its odd bytes as int16 pairs, the same split for x and w, so
+ * SMLAD adds the matching products two at a time. */
+#define QGEMM_DSP_COLUMN(c)                                    \
+  w = dsp_word(wp + 4 * (c));                                  \
+  we = __sxtb16((int8x4_t)w);                                  \
+  wo = dsp_odd(w);                                             \
+  s0##c = __smlad(xe0, we, __smlad(xo0, wo, s0##c));           \
+  if (nrows == 2) s1##c = __smlad(xe1, we, __smlad(xo1, wo, s1##c))
+
+/* One k group: x0's word (and x1's), then the 2 columns. */
+#define QGEMM_DSP_GROUP(word0, word1) \
+  u = (word0) ^ flip;                 \
+  xe0 = __sxtb16((int8x4_t)u);        \
+  xo0 = dsp_odd(u);                   \
+  if (nrows == 2) {                   \
+    u = (word1) ^ flip;               \
+    xe1 = __sxtb16((int8x4_t)u);      \
+    xo1 = dsp_odd(u);                 \
+  }                                   \
+  QGEMM_DSP_COLUMN(0);                \
+  QGEMM_DSP_COLUMN(1)
+
+/* a0[c], a1[c] (c < 2) = the sums of rows x0, x1 (x1 unused for nrows 1) with 2 columns of a panel (the
+ * first one's group g at wp + 32 g): a tile of 2 rows x 2 columns, its 4 int32 sums, the split x words
+ * and w's in registers (14 with the pointers: no spills), the k loop over whole groups, then the last
+ * k % 4 (x bytes past k meet zero weights). Per group: 2 x 3 instructions to load and split x, 2 x 3 for
+ * w, 8 SMLAD and the loop's 3, for 16 multiply-adds. flip is a constant where this is inlined. */
+QGEMM_INLINE void dsp_rows(const uint8_t* x0, const uint8_t* x1, const uint8_t* wp, int64_t k, uint32_t flip,
+                           int32_t* a0, int32_t* a1, int nrows) {
+  int32_t s00 = 0, s01 = 0, s10 = 0, s11 = 0;
+  int16x2_t xe0, xo0, xe1 = 0, xo1 = 0, we, wo;
+  uint32_t u, w;
+  const uint8_t* end = x0 + (k & ~(int64_t)3);
+  for (; x0 < end; x0 += 4, x1 += 4, wp += 32) {
+    QGEMM_DSP_GROUP(dsp_word(x0), dsp_word(x1));
+  }
+  if (k & 3) {
+    QGEMM_DSP_GROUP(load_word(x0, k & 3), load_word(x1, k & 3));
+  }
+  a0[0] = s00;
+  a0[1] = s01;
+  if (nrows == 2) {
+    a1[0] = s10;
+    a1[1] = s11;
+  }
+}
+#undef QGEMM_DSP_GROUP
+#undef QGEMM_DSP_COLUMN
+
+/* The panel's 8 columns for rows x0, x1 (nrows 2) or x0 (nrows 1), 2 columns at a time. */
+QGEMM_INLINE void dsp_panel(const uint8_t* x0, const uint8_t* x1, const uint8_t* panel, int64_t k, uint32_t flip,
+                            int32_t* a0, int32_t* a1, int nrows) {
+  int c;
+  for (c = 0; c < NR; c += 2) dsp_rows(x0, x1, panel + 4 * c, k, flip, a0 + c, a1 + c, nrows);
+}
+
+/* The same with flip a constant (no register for it in the k loop). */
+QGEMM_INLINE void dsp_tile(const uint8_t* x0, const uint8_t* x1, const uint8_t* panel, int64_t k, uint32_t flip,
+                           int32_t* a0, int32_t* a1, int nrows) {
+  if (flip)
+    dsp_panel(x0, x1, panel, k, 0x80808080u, a0, a1, nrows);
+  else
+    dsp_panel(x0, x1, panel, k, 0, a0, a1, nrows);
+}
+#endif
+
 /* acc[r][c] = sum_k x_r[k] w_c[k] over one panel (k in groups of 4). */
 /* acc[r][c] = sum_k x_r[k] w_c[k] over one panel (k in groups of 4), r < nrows (MR or 1: the
  * function is inlined into both callers, the loops over rows unrolled). */
@@ -191,37 +274,12 @@ QGEMM_INLINE void tile_rows(const uint8_t* const* rows, const uint8_t* panel, co
     }
   }
 #elif defined(QGEMM_DSP)
-  /* CMSIS-NN's 1 x 4 inner loop: SXTB16 splits 4 bytes into the even and the
-   * odd pairs of int16, SMLAD multiplies and adds a pair */
-  for (r = 0; r < nrows; ++r) {
-    int half;
-    for (half = 0; half < 2; ++half) {
-      int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-      const uint8_t* wp = panel + 16 * half;
-      for (g = 0; g < groups; ++g, wp += 32) {
-        uint32_t xw = load_word(rows[r] + 4 * g, k - 4 * g) ^ flip;
-        int16x2_t xe = __sxtb16((int8x4_t)xw), xo = __sxtb16((int8x4_t)ror8(xw));
-        uint32_t w;
-        w = load_word(wp, 4);
-        s0 = __smlad(xe, __sxtb16((int8x4_t)w), s0);
-        s0 = __smlad(xo, __sxtb16((int8x4_t)ror8(w)), s0);
-        w = load_word(wp + 4, 4);
-        s1 = __smlad(xe, __sxtb16((int8x4_t)w), s1);
-        s1 = __smlad(xo, __sxtb16((int8x4_t)ror8(w)), s1);
-        w = load_word(wp + 8, 4);
-        s2 = __smlad(xe, __sxtb16((int8x4_t)w), s2);
-        s2 = __smlad(xo, __sxtb16((int8x4_t)ror8(w)), s2);
-        w = load_word(wp + 12, 4);
-        s3 = __smlad(xe, __sxtb16((int8x4_t)w), s3);
-        s3 = __smlad(xo, __sxtb16((int8x4_t)ror8(w)), s3);
-      }
-      acc[r][4 * half] = s0;
-      acc[r][4 * half + 1] = s1;
-      acc[r][4 * half + 2] = s2;
-      acc[r][4 * half + 3] = s3;
-    }
-  }
+  /* rows in pairs (one for an odd last) */
+  for (r = 0; r + 2 <= nrows; r += 2) dsp_tile(rows[r], rows[r + 1], panel, k, flip, acc[r], acc[r + 1], 2);
+  if (r < nrows) dsp_tile(rows[r], rows[r], panel, k, flip, acc[r], acc[r], 1);
   (void)c;
+  (void)g;
+  (void)groups;
 #else
   int j;
   for (r = 0; r < nrows; ++r)

@@ -17,8 +17,8 @@ from relax_edge.target import load_board
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "runtime_c"
-SOURCES = [RUNTIME / "kernels" / "qgemm.c", RUNTIME / "kernels" / "qconv.c", RUNTIME / "src" / "status.c",
-           RUNTIME / "src" / "threads.c"]
+KERNELS = [RUNTIME / "kernels" / f for f in ("qgemm.c", "qconv.c", "qdepthwise_dsp.c")]
+SOURCES = [*KERNELS, RUNTIME / "src" / "status.c", RUNTIME / "src" / "threads.c"]
 DRIVER = Path(__file__).with_name("qint8_driver.c")
 WARNINGS = ["-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror"]
 KIND = {Q.DENSE: 0, Q.CONV2D: 1, Q.DEPTHWISE: 2, "requantize": 3}

@@ -13,7 +13,7 @@ from tests.library import test_stack_usage
 from tests.library.test_stack_usage import CORTEX_M4, ROOT, deepest, measure
 
 HEADER = ROOT / "runtime_c" / "include" / "relax_edge" / "kernels_qint8.h"
-SOURCES = [ROOT / "runtime_c" / "kernels" / "qgemm.c", ROOT / "runtime_c" / "kernels" / "qconv.c"]
+SOURCES = [ROOT / "runtime_c" / "kernels" / f for f in ("qgemm.c", "qconv.c", "qdepthwise_dsp.c")]
 COMPILERS = {
     "host": ("gcc", [], False), "host_avx2": ("gcc", ["-mavx2", "-mfma"], False),
     "host_native": ("gcc", ["-march=native"], False),

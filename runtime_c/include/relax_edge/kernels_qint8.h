@@ -1,7 +1,8 @@
 /*
- * The int8 kernels (kernels/qgemm.c, kernels/qconv.c): requantized integer
- * GEMM, convolution and depthwise convolution, each output rounded once from
- * the exact rescaled accumulator. See relax_edge/op/quant_int8.py (qdense, qconv2d) for
+ * The int8 kernels (kernels/qgemm.c, kernels/qconv.c and on a Cortex-M
+ * kernels/qdepthwise_dsp.c): requantized integer GEMM, convolution and
+ * depthwise convolution, each output rounded once from the exact rescaled
+ * accumulator. See relax_edge/op/quant_int8.py (qdense, qconv2d) for
  * their meaning and relax_edge/library/qint8.py for how the compiler calls
  * them and packs their weights.
  *
@@ -38,7 +39,8 @@
  * AVX512-VNNI+VL (256-bit vpdpbusd), else AVX2 (int8 widened to int16, vpmaddwd: no saturation);
  * aarch64 with __ARM_FEATURE_DOTPROD (sdot); other NEON (aarch64, armv7:
  * vmull_s8 + vpadal, no saturation); Cortex-M with __ARM_FEATURE_DSP
- * (SXTB16 + SMLAD, 1 row x 4 columns); else portable C. Every path gives
+ * (SXTB16 + SMLAD, tiles of 2 rows x 2 columns; the depthwise SMLAD over
+ * pairs of taps, qdepthwise_dsp.c); else portable C. Every path gives
  * the same bits. The GEMM splits its row blocks (or, with fewer blocks than
  * threads, its panels) over the thread pool (threads.h) above 65536
  * multiply-adds; results do not depend on the thread count. Each worker
@@ -123,7 +125,8 @@ rxe_status_t rxe_lib_qconv2d_s8(const void* x, const void* w_packed, const int32
 /* stack: at most 3072 bytes: the 64 int32 tap weights, their 64 int64
  * offsets, a block of 256 int32 sums and their 256 bytes in
  * rxe_lib_qdepthwise_conv2d_s8 (qconv.c), and the requantization's
- * vectors. */
+ * vectors; on a Cortex-M with the DSP extension the tap tables and 128
+ * int32 sums of qdepthwise_dsp.c instead (measured 2592). */
 rxe_status_t rxe_lib_qdepthwise_conv2d_s8(const void* x, const void* w, const int32_t* bias,
                                           const int32_t* multiplier, const int32_t* shift, void* y, void* scratch,
                                           int64_t n, int64_t c, int64_t h, int64_t w_, int64_t kh, int64_t kw,
