@@ -13,7 +13,8 @@ transform/legalize.py asks `lower_call` for them.
    runtime_c/include/relax_edge/kernels_qint8.h, led by the column sums that
    fold x_zero into the bias at run time. One layout for every target.
 3. Depthwise convolutions (groups == c == o) of up to 64 taps take their
-   own kernel (no packing beyond the uint8 fold; scratch for one channel's
+   own kernel (no packing beyond the uint8 fold; scratch for the image
+   channels last when the output plane is small, else for one channel's
    window as int16, `depthwise_scratch_bytes`); others
    (larger depthwise kernels too, one channel per group) go through im2col
    into the int8 GEMM with scratch for one block of output pixels (an NHWC
@@ -41,6 +42,7 @@ NR, KG = 8, 4            # RXE_QINT8_NR, RXE_QINT8_KG
 MAX_K = 65536            # RXE_QINT8_MAX_K
 CONV_PIXELS = 64         # RXE_QCONV_PIXELS
 DEPTHWISE_MAX_TAPS = 64  # DW_MAX_TAPS (qconv.c)
+DEPTHWISE_NHWC_PIXELS, DEPTHWISE_NHWC_TAPS = 1024, 25   # RXE_QDEPTHWISE_NHWC_PIXELS / _TAPS
 X_UNSIGNED, OUT_UNSIGNED = 1, 2
 DENSE = "rxe_lib_qdense_s8"
 CONV2D = "rxe_lib_qconv2d_s8"
@@ -139,12 +141,36 @@ def conv_scratch_bytes(cg, kh, kw, oh, ow, strides=(1, 1), dilation=(1, 1)):
     return slice_bound + (0 if pointwise else pixels * cg * kh * kw)
 
 
-def depthwise_scratch_bytes(kh, kw, oh, ow, strides=(1, 1), dilation=(1, 1)):
-    """Bytes of scratch of rxe_lib_qdepthwise_conv2d_s8 (RXE_LIB_QDEPTHWISE_SCRATCH_BYTES): one
-    channel's window as int16 in stride_h * stride_w phase planes of (oh + (kh-1)*dh // sh + 1) rows
-    x (ow + (kw-1)*dw // sw) columns."""
+def depthwise_nhwc(kh, kw, oh, ow):
+    """RXE_QDEPTHWISE_NHWC: does the depthwise kernel take its channels-last path (True, False, or None
+    when oh / ow are symbolic)?"""
+    if not (isinstance(oh, int) and isinstance(ow, int)):
+        return None
+    return oh * ow <= DEPTHWISE_NHWC_PIXELS and kh * kw <= DEPTHWISE_NHWC_TAPS
+
+
+def depthwise_scratch_bytes(kh, kw, oh, ow, strides=(1, 1), dilation=(1, 1), c=None, h=None, w=None):
+    """Bytes of scratch of rxe_lib_qdepthwise_conv2d_s8 (RXE_LIB_QDEPTHWISE_SCRATCH_BYTES): small output
+    planes (depthwise_nhwc) one image NHWC as bytes, the channels padded to 16, or the planes where they
+    are larger (a Cortex-M with DSP takes them for every size); others one channel's window as int16 in
+    stride_h * stride_w phase planes of (oh + (kh-1)*dh // sh + 1) rows x (ow + (kw-1)*dw // sw)
+    columns. With symbolic sizes, a bound (both together). c, h and w (the input's channels and size)
+    are needed where the channels-last path may run."""
     (sh, sw), (dh, dw) = strides, dilation
-    return sh * sw * (as_expr(oh) + (kh - 1) * dh // sh + 1) * (as_expr(ow) + (kw - 1) * dw // sw) * 2
+    oh, ow = _const(oh), _const(ow)
+    planes = sh * sw * (as_expr(oh) + (kh - 1) * dh // sh + 1) * (as_expr(ow) + (kw - 1) * dw // sw) * 2
+    path = depthwise_nhwc(kh, kw, oh, ow)
+    if path is not False and (c is None or h is None or w is None):
+        raise ValueError(f"depthwise_scratch_bytes: a {oh}x{ow} output may take the channels-last path, "
+                         "which needs the input's c, h and w")
+    nhwc = None if path is False else as_expr(_const(h)) * _const(w) * ((as_expr(_const(c)) + 15) // 16 * 16)
+    if path is False:
+        total = planes
+    elif nhwc.is_const and planes.is_const:   # either may run (a Cortex-M with DSP takes the planes)
+        total = as_expr(max(nhwc.value, planes.value))
+    else:
+        total = nhwc + planes
+    return total.value if total.is_const else total
 
 
 # ------------------------------------------------------------------ lowering
@@ -206,7 +232,7 @@ def _qconv2d(call: Call):
     (dh, dw), groups = a.get("dilation", (1, 1)), int(a.get("groups", 1))
     tail = _common(call, cg * kh * kw)
     if groups == o and cg == 1 and c.is_const and c.value == o and kh * kw <= DEPTHWISE_MAX_TAPS:
-        scratch = depthwise_scratch_bytes(kh, kw, oh, ow, (int(sh), int(sw)), (int(dh), int(dw)))
+        scratch = depthwise_scratch_bytes(kh, kw, oh, ow, (int(sh), int(sw)), (int(dh), int(dw)), c, h, wd)
         return (DEPTHWISE, [nb, c, h, wd, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw, *tail], ((1, "qdepthwise"),),
                 scratch)
     scratch = conv_scratch_bytes(cg, kh, kw, _const(oh), _const(ow), (int(sh), int(sw)), (int(dh), int(dw)))

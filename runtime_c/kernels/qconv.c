@@ -6,7 +6,8 @@
  * bytes at a time (the packed weights' k order is (ky, kx, ci)), and the
  * rows multiplied by the packed weights with the int8 GEMM (qgemm.c), which
  * stores the result transposed (NCHW). A 1x1 kernel of stride 1 has no
- * window: its slice is the GEMM's input. rxe_lib_qdepthwise_conv2d_s8: per
+ * window: its slice is the GEMM's input. rxe_lib_qdepthwise_conv2d_s8: small output
+ * planes channels last (dw_group_task below); others per
  * channel, the window's input as int16 x - x_zero (0 outside) in scratch,
  * split by row and column phase (index % stride) so that every tap reads
  * consecutive values; the outputs in blocks of 256 int32 sums over the
@@ -16,6 +17,7 @@
 #include "qdepthwise_dsp.h"
 #include "qgemm_internal.h"
 #include "relax_edge/runtime.h"
+#include "relax_edge/threads.h"
 
 /* dst[0..count) = src[0..count), 8 bytes at a time. */
 static inline void copy_bytes(uint8_t* dst, const uint8_t* src, int64_t count) {
@@ -146,36 +148,174 @@ QCONV_NOINLINE static void dw_tap(int32_t* restrict acc, const int16_t* restrict
   for (j = 0; j < count; ++j) acc[j] += wt * (int32_t)in[j];
 }
 
-rxe_status_t rxe_lib_qdepthwise_conv2d_s8(const void* x, const void* w, const int32_t* bias,
-                                          const int32_t* multiplier, const int32_t* shift, void* y, void* scratch,
-                                          int64_t n, int64_t c, int64_t h, int64_t w_, int64_t kh, int64_t kw,
-                                          int64_t oh, int64_t ow, int64_t stride_h, int64_t stride_w,
-                                          int64_t pad_top, int64_t pad_left, int64_t dil_h, int64_t dil_w,
-                                          int64_t x_zero, int64_t w_zero, int64_t out_zero, int64_t act_min,
-                                          int64_t act_max, int64_t dtypes, rxe_error_t* err) {
-  const char* what = "rxe_lib_qdepthwise_conv2d_s8";
-  int x_unsigned = (dtypes & RXE_QINT8_X_UNSIGNED) != 0;
+/* ---- channels last, for small output planes (RXE_QDEPTHWISE_NHWC): the image transposed once into
+ * scratch as NHWC int8 (uint8 x flipped by 128), channels padded to DW_LANES; groups of DW_LANES channels
+ * are the thread pool's units; per group, DW_PIX pixels at a time, the lanes' sums over the window's
+ * taps inside the input, transposed so that each channel's run is requantized by the shared helper. */
+#define DW_LANES 16
+#define DW_PIX 64 /* pixels per run of a channel's sums */
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#define QCONV_AVX512 1
+#include <immintrin.h>
+#elif defined(__AVX2__)
+#define QCONV_AVX2 1
+#include <immintrin.h>
+#endif
+
+typedef struct {
+  int8_t* xt;             /* h * w * c16 */
+  const int8_t* w;        /* c * taps */
+  const int32_t *bias, *multiplier, *shift;
+  uint8_t* out;           /* the image's output, NCHW */
+  const uint8_t* x;       /* the image's input, NCHW (for the transpose) */
+  int64_t c, c16, h, w_, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw;
+  int32_t xz, wz, out_zero, act_min, act_max;
+  uint8_t flip;
+} dw_nhwc_t;
+
+#if defined(QCONV_AVX512) || defined(QCONV_AVX2)
+/* 16 rows of 16 bytes (src + r * ld) transposed into dst + r * ld_out, each byte ^ flip. */
+static inline void transpose16(const uint8_t* src, int64_t ld, int8_t* dst, int64_t ld_out, uint8_t flip) {
+  __m128i a[16], b[16], f = _mm_set1_epi8((char)flip);
+  int r;
+  for (r = 0; r < 16; ++r) a[r] = _mm_xor_si128(_mm_loadu_si128((const __m128i*)(const void*)(src + r * ld)), f);
+  for (r = 0; r < 8; ++r) { /* bytes of rows 2r, 2r+1 interleaved */
+    b[2 * r] = _mm_unpacklo_epi8(a[2 * r], a[2 * r + 1]);
+    b[2 * r + 1] = _mm_unpackhi_epi8(a[2 * r], a[2 * r + 1]);
+  }
+  for (r = 0; r < 4; ++r) { /* pairs of rows 4r.. 4r+3 */
+    a[4 * r] = _mm_unpacklo_epi16(b[4 * r], b[4 * r + 2]);
+    a[4 * r + 1] = _mm_unpackhi_epi16(b[4 * r], b[4 * r + 2]);
+    a[4 * r + 2] = _mm_unpacklo_epi16(b[4 * r + 1], b[4 * r + 3]);
+    a[4 * r + 3] = _mm_unpackhi_epi16(b[4 * r + 1], b[4 * r + 3]);
+  }
+  for (r = 0; r < 2; ++r) { /* quads of rows 8r.. 8r+7 */
+    int j;
+    for (j = 0; j < 4; ++j) {
+      b[8 * r + 2 * j] = _mm_unpacklo_epi32(a[8 * r + j], a[8 * r + 4 + j]);
+      b[8 * r + 2 * j + 1] = _mm_unpackhi_epi32(a[8 * r + j], a[8 * r + 4 + j]);
+    }
+  }
+  for (r = 0; r < 8; ++r) { /* b[r] holds columns 2r, 2r+1 of rows 0..7, b[8 + r] of rows 8..15 */
+    _mm_storeu_si128((__m128i*)(void*)(dst + (2 * r) * ld_out), _mm_unpacklo_epi64(b[r], b[8 + r]));
+    _mm_storeu_si128((__m128i*)(void*)(dst + (2 * r + 1) * ld_out), _mm_unpackhi_epi64(b[r], b[8 + r]));
+  }
+}
+#endif
+
+/* xt[p * c16 + ch] = x[ch][p] ^ flip for the channel groups [begin, end) (the pad channels: 0). */
+static void dw_transpose_task(void* ctx, int64_t begin, int64_t end, int thread) {
+  const dw_nhwc_t* d = (const dw_nhwc_t*)ctx;
+  int64_t hw = d->h * d->w_, grp, ch, p;
+  int8_t* xt = d->xt;
+  (void)thread;
+  for (grp = begin; grp < end; ++grp) {
+    int64_t c0 = grp * DW_LANES, p0 = 0;
+#if defined(QCONV_AVX512) || defined(QCONV_AVX2)
+    if (c0 + DW_LANES <= d->c)
+      for (; p0 + 16 <= hw; p0 += 16) transpose16(d->x + c0 * hw + p0, hw, xt + p0 * d->c16 + c0, d->c16, d->flip);
+#endif
+    for (ch = c0; ch < c0 + DW_LANES; ++ch) {
+      int8_t* dst = xt + ch;
+      if (ch >= d->c) {
+        for (p = p0; p < hw; ++p) dst[p * d->c16] = 0;
+      } else {
+        const uint8_t* src = d->x + ch * hw;
+        for (p = p0; p < hw; ++p) dst[p * d->c16] = (int8_t)(src[p] ^ d->flip);
+      }
+    }
+  }
+}
+
+static void dw_group_task(void* ctx, int64_t begin, int64_t end, int thread) {
+  const dw_nhwc_t* d = (const dw_nhwc_t*)ctx;
+  int64_t taps = d->kh * d->kw, pixels = d->oh * d->ow, grp, t, l, p0, pp;
+  int16_t wv[RXE_QDEPTHWISE_NHWC_TAPS][DW_LANES]; /* w - w_zero */
+  int32_t runs[DW_LANES][DW_PIX]; /* the sums of each channel's run of pixels */
+#if defined(QCONV_AVX512)
+  const __m512i lane_at = _mm512_mullo_epi32(_mm512_set1_epi32(DW_PIX), _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8,
+                                                                                         7, 6, 5, 4, 3, 2, 1, 0));
+#endif
+  (void)thread;
+  for (grp = begin; grp < end; ++grp) {
+    int64_t c0 = grp * DW_LANES, lanes = d->c - c0 < DW_LANES ? d->c - c0 : DW_LANES;
+    for (t = 0; t < taps; ++t)
+      for (l = 0; l < DW_LANES; ++l) wv[t][l] = (int16_t)(l < lanes ? (int32_t)d->w[(c0 + l) * taps + t] - d->wz : 0);
+    for (p0 = 0; p0 < pixels; p0 += DW_PIX) {
+      int64_t count = pixels - p0 < DW_PIX ? pixels - p0 : DW_PIX, oy = p0 / d->ow, ox = p0 % d->ow;
+      for (pp = 0; pp < count; ++pp) {
+        int64_t iy0 = oy * d->sh - d->pt, ix0 = ox * d->sw - d->pl, ky, kx;
+        int64_t ky0 = 0, ky1 = d->kh, kx0 = 0, kx1 = d->kw; /* the taps inside the input */
+        const int8_t* base = d->xt + c0;
+        int32_t sum[DW_LANES];
+#if defined(QCONV_AVX512)
+        __m512i s16 = _mm512_setzero_si512(), xz16 = _mm512_set1_epi32(d->xz);
+#elif defined(QCONV_AVX2)
+        __m256i s_lo = _mm256_setzero_si256(), s_hi = _mm256_setzero_si256(), xz8 = _mm256_set1_epi32(d->xz);
+#else
+        for (l = 0; l < DW_LANES; ++l) sum[l] = 0;
+#endif
+        while (ky0 < ky1 && iy0 + ky0 * d->dh < 0) ++ky0;
+        while (ky1 > ky0 && iy0 + (ky1 - 1) * d->dh >= d->h) --ky1;
+        while (kx0 < kx1 && ix0 + kx0 * d->dw < 0) ++kx0;
+        while (kx1 > kx0 && ix0 + (kx1 - 1) * d->dw >= d->w_) --kx1;
+        for (ky = ky0; ky < ky1; ++ky) {
+          const int8_t* row = base + ((iy0 + ky * d->dh) * d->w_ + ix0) * d->c16;
+          for (kx = kx0; kx < kx1; ++kx) {
+            const int8_t* xp = row + kx * d->dw * d->c16;
+            const int16_t* wt = wv[ky * d->kw + kx];
+#if defined(QCONV_AVX512)
+            s16 = _mm512_add_epi32(s16, _mm512_mullo_epi32(
+                _mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(const void*)xp)), xz16),
+                _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)wt))));
+#elif defined(QCONV_AVX2)
+            {
+              __m128i bytes = _mm_loadu_si128((const __m128i*)(const void*)xp);
+              s_lo = _mm256_add_epi32(s_lo, _mm256_mullo_epi32(_mm256_sub_epi32(_mm256_cvtepi8_epi32(bytes), xz8),
+                                                               _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i*)(const void*)wt))));
+              s_hi = _mm256_add_epi32(
+                  s_hi, _mm256_mullo_epi32(_mm256_sub_epi32(_mm256_cvtepi8_epi32(_mm_srli_si128(bytes, 8)), xz8),
+                                           _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i*)(const void*)(wt + 8)))));
+            }
+#else
+            for (l = 0; l < DW_LANES; ++l) sum[l] += ((int32_t)xp[l] - d->xz) * wt[l];
+#endif
+          }
+        }
+#if defined(QCONV_AVX2)
+        _mm256_storeu_si256((__m256i*)(void*)sum, s_lo);
+        _mm256_storeu_si256((__m256i*)(void*)(sum + 8), s_hi);
+#endif
+#if defined(QCONV_AVX512)
+        (void)sum;
+        _mm512_i32scatter_epi32((void*)&runs[0][pp], lane_at, s16, 4);
+#else
+        for (l = 0; l < DW_LANES; ++l) runs[l][pp] = sum[l];
+#endif
+        if (++ox == d->ow) {
+          ox = 0;
+          ++oy;
+        }
+      }
+      for (l = 0; l < lanes; ++l) {
+        rxe_qint8_requantize_bytes(runs[l], count, d->bias[c0 + l], d->multiplier[c0 + l], d->shift[c0 + l],
+                                   d->out_zero, d->act_min, d->act_max, d->out + (c0 + l) * pixels + p0);
+      }
+    }
+  }
+}
+
+/* The per-channel path over phase planes (its own frame, apart from the channels-last path's). */
+QCONV_NOINLINE static void dw_planes(const void* x, const void* w, const int32_t* bias, const int32_t* multiplier,
+                                     const int32_t* shift, void* y, void* scratch, int64_t n, int64_t c,
+                                     int64_t h, int64_t w_, int64_t kh, int64_t kw, int64_t oh, int64_t ow,
+                                     int64_t stride_h, int64_t stride_w, int64_t pad_top, int64_t pad_left,
+                                     int64_t dil_h, int64_t dil_w, int64_t x_zero, int64_t w_zero,
+                                     int64_t out_zero, int64_t act_min, int64_t act_max, int x_unsigned) {
   int32_t xz = (int32_t)x_zero;
   int64_t b, ch, t, rows, cols, phase_cols, r, col, ph;
   int16_t* plane = (int16_t*)scratch;
   int64_t tap_at[DW_MAX_TAPS]; /* each tap's offset in the planes */
-  rxe_status_t st;
-  if (n < 0 || c < 0 || h < 0 || w_ < 0 || kh < 1 || kw < 1 || kh * kw > DW_MAX_TAPS || oh < 0 || ow < 0 ||
-      stride_h < 1 || stride_w < 1 || dil_h < 1 || dil_w < 1)
-    return rxe_error_set(err, RXE_ERR_SHAPE, "%s: bad sizes (kernel %dx%d: at most %d taps)", what,
-                         (int64_t)kh, (int64_t)kw, (int64_t)DW_MAX_TAPS);
-  if (n == 0 || c == 0 || oh == 0 || ow == 0) return RXE_OK;
-  if (!x || !w || !bias || !multiplier || !shift || !y)
-    return rxe_error_set(err, RXE_ERR_NULL, "%s: a pointer argument is NULL", what);
-  if (!scratch) return rxe_error_set(err, RXE_ERR_NULL, "%s: scratch is NULL", what);
-  st = rxe_qint8_check(what, kh * kw, c, shift, x_zero, w_zero, out_zero, act_min, act_max, dtypes, err);
-  if (st != RXE_OK) return st;
-#if defined(__ARM_FEATURE_DSP) && !defined(__ARM_NEON) /* Cortex-M: SMLAD over tap pairs (qdepthwise_dsp.c) */
-  rxe_qint8_depthwise_dsp((const uint8_t*)x, (const int8_t*)w, bias, multiplier, shift, (uint8_t*)y, plane, n, c, h, w_,
-                          kh, kw, oh, ow, stride_h, stride_w, pad_top, pad_left, dil_h, dil_w, x_zero, w_zero,
-                          out_zero, act_min, act_max, dtypes);
-  return RXE_OK;
-#endif
   /* planes[rp][cp][r][j] = x[r * stride_h + rp - pad_top][j * stride_w + cp - pad_left] - x_zero (0 outside):
    * output (oy, ox) of tap (ky, kx) reads plane ((ky*dil_h) % stride_h, (kx*dil_w) % stride_w) at row
    * oy + ky*dil_h / stride_h, column ox + kx*dil_w / stride_w. Outputs are computed at j = oy * cols + ox
@@ -251,5 +391,60 @@ rxe_status_t rxe_lib_qdepthwise_conv2d_s8(const void* x, const void* w, const in
       }
     }
   }
+}
+
+rxe_status_t rxe_lib_qdepthwise_conv2d_s8(const void* x, const void* w, const int32_t* bias,
+                                          const int32_t* multiplier, const int32_t* shift, void* y, void* scratch,
+                                          int64_t n, int64_t c, int64_t h, int64_t w_, int64_t kh, int64_t kw,
+                                          int64_t oh, int64_t ow, int64_t stride_h, int64_t stride_w,
+                                          int64_t pad_top, int64_t pad_left, int64_t dil_h, int64_t dil_w,
+                                          int64_t x_zero, int64_t w_zero, int64_t out_zero, int64_t act_min,
+                                          int64_t act_max, int64_t dtypes, rxe_error_t* err) {
+  const char* what = "rxe_lib_qdepthwise_conv2d_s8";
+  int x_unsigned = (dtypes & RXE_QINT8_X_UNSIGNED) != 0;
+  int64_t b;
+  rxe_status_t st;
+  if (n < 0 || c < 0 || h < 0 || w_ < 0 || kh < 1 || kw < 1 || kh * kw > DW_MAX_TAPS || oh < 0 || ow < 0 ||
+      stride_h < 1 || stride_w < 1 || dil_h < 1 || dil_w < 1)
+    return rxe_error_set(err, RXE_ERR_SHAPE, "%s: bad sizes (kernel %dx%d: at most %d taps)", what,
+                         (int64_t)kh, (int64_t)kw, (int64_t)DW_MAX_TAPS);
+  if (n == 0 || c == 0 || oh == 0 || ow == 0) return RXE_OK;
+  if (!x || !w || !bias || !multiplier || !shift || !y)
+    return rxe_error_set(err, RXE_ERR_NULL, "%s: a pointer argument is NULL", what);
+  if (!scratch) return rxe_error_set(err, RXE_ERR_NULL, "%s: scratch is NULL", what);
+  st = rxe_qint8_check(what, kh * kw, c, shift, x_zero, w_zero, out_zero, act_min, act_max, dtypes, err);
+  if (st != RXE_OK) return st;
+#if defined(__ARM_FEATURE_DSP) && !defined(__ARM_NEON) /* Cortex-M: SMLAD over tap pairs (qdepthwise_dsp.c) */
+  rxe_qint8_depthwise_dsp((const uint8_t*)x, (const int8_t*)w, bias, multiplier, shift, (uint8_t*)y,
+                          (int16_t*)scratch, n, c, h, w_, kh, kw, oh, ow, stride_h, stride_w, pad_top, pad_left,
+                          dil_h, dil_w, x_zero, w_zero, out_zero, act_min, act_max, dtypes);
+  return RXE_OK;
+#endif
+  if (RXE_QDEPTHWISE_NHWC(kh, kw, oh, ow)) {
+    int64_t groups = (c + DW_LANES - 1) / DW_LANES, serial = c * oh * ow * kh * kw < 65536;
+    dw_nhwc_t d = {(int8_t*)scratch, (const int8_t*)w, bias, multiplier, shift, NULL, NULL, c, 0, h, w_, kh, kw,
+                   oh, ow, stride_h, stride_w, pad_top, pad_left, dil_h, dil_w, 0, 0, 0, 0, 0, 0};
+    d.c16 = groups * DW_LANES; /* the image's channels, padded */
+    d.flip = x_unsigned ? 0x80 : 0;
+    d.xz = (int32_t)(x_unsigned ? x_zero - 128 : x_zero);
+    d.wz = (int32_t)w_zero;
+    d.out_zero = (int32_t)out_zero;
+    d.act_min = (int32_t)act_min;
+    d.act_max = (int32_t)act_max;
+    for (b = 0; b < n; ++b) {
+      d.x = (const uint8_t*)x + b * c * h * w_;
+      d.out = (uint8_t*)y + b * c * oh * ow;
+      if (serial) {
+        dw_transpose_task(&d, 0, groups, 0);
+        dw_group_task(&d, 0, groups, 0);
+      } else {
+        rxe_threads_parallel_for(groups, dw_transpose_task, &d);
+        rxe_threads_parallel_for(groups, dw_group_task, &d);
+      }
+    }
+    return RXE_OK;
+  }
+  dw_planes(x, w, bias, multiplier, shift, y, scratch, n, c, h, w_, kh, kw, oh, ow, stride_h, stride_w, pad_top,
+            pad_left, dil_h, dil_w, x_zero, w_zero, out_zero, act_min, act_max, x_unsigned);
   return RXE_OK;
 }

@@ -135,7 +135,8 @@ def conv_case(rng, n, c, h, wd, o, kh, kw, stride=(1, 1), padding=(0, 0, 0, 0), 
             _dtypes(x_dtype, out_dtype)]
     window = [*stride, padding[0], padding[1], *dilation]
     if groups == c == o:
-        scratch = np.full(max(int(Q.depthwise_scratch_bytes(kh, kw, oh, ow, stride, dilation)), 1), 0x33, np.uint8)
+        scratch_bytes = int(Q.depthwise_scratch_bytes(kh, kw, oh, ow, stride, dilation, c, h, wd))
+        scratch = np.full(max(scratch_bytes, 1), 0x33, np.uint8)
         return (Q.DEPTHWISE, [x, Q.pack_qdepthwise_weights(w), bias, q, shift, out, scratch],
                 [n, c, h, wd, kh, kw, oh, ow, *window, *tail], expected)
     scratch_bytes = int(Q.conv_scratch_bytes(c // groups, kh, kw, oh, ow, stride, dilation))

@@ -79,7 +79,7 @@ def depthwise_edge_case():
     x, w, out = np.zeros((1, c, 8, 8), np.int8), np.zeros((c, 1, 1, 1), np.int8), np.zeros((1, c, 8, 8), np.int8)
     expected = np.broadcast_to(np.clip(requant(bias, q, shift), -128, 127).astype(np.int8)[None, :, None, None],
                                out.shape)
-    scratch = np.zeros(int(Q.depthwise_scratch_bytes(1, 1, 8, 8, (1, 1), (1, 1))), np.uint8)
+    scratch = np.zeros(int(Q.depthwise_scratch_bytes(1, 1, 8, 8, (1, 1), (1, 1), c, 8, 8)), np.uint8)
     sizes = [1, c, 8, 8, 1, 1, 8, 8, 1, 1, 0, 0, 1, 1, 0, 0, 0, -128, 127, 0]
     return Q.DEPTHWISE, [x, Q.pack_qdepthwise_weights(w), bias, q, shift, out, scratch], sizes, expected
 

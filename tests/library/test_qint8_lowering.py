@@ -64,8 +64,8 @@ def test_legalize_calls_the_int8_kernels():
     calls = [b.value for blk in main.body.blocks for b in blk.bindings if isinstance(b.value, CallExtern)]
     assert [c.name for c in calls] == [Q.CONV2D, Q.DEPTHWISE, Q.CONV2D, Q.DENSE]
     assert [c.attrs.get("scratch_bytes") is not None for c in calls] == [True, True, True, False]
-    # the depthwise 3x3 stride 1 to 5x4: one channel's window, 5+2+1 rows x 4+2 columns of int16
-    assert int(calls[1].attrs["scratch_bytes"]) == 8 * 6 * 2
+    # the depthwise 3x3 stride 1 to 5x4, a small plane: the 5x4 image channels last, 8 channels padded to 16
+    assert int(calls[1].attrs["scratch_bytes"]) == 5 * 4 * 16
     # 5x4 output pixels, one block: the NHWC slice (4*2+3 rows x 3*2+3 columns x 3 channels), 20 im2col rows
     assert int(calls[0].attrs["scratch_bytes"]) == 11 * 9 * 3 + 20 * 27
     assert int(calls[2].attrs["scratch_bytes"]) == 20 * 8     # 1x1: the 20 pixels of 8 channels transposed

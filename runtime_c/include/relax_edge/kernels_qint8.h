@@ -114,19 +114,40 @@ rxe_status_t rxe_lib_qconv2d_s8(const void* x, const void* w_packed, const int32
 
 /* Depthwise (groups == c == o): y (n,c,oh,ow), W (c,1,kh,kw) as c*kh*kw
  * int8 (uint8 weights stored as w - 128), per-channel requantization, up to
- * 64 taps. scratch: RXE_LIB_QDEPTHWISE_SCRATCH_BYTES bytes: one channel's
- * window as int16 x - x_zero, split by row and column phase (index %
- * stride) into stride_h * stride_w planes of (oh + (kh-1)*dil_h/stride_h + 1)
- * rows x (ow + (kw-1)*dil_w/stride_w) columns, so that every tap is a run
- * over consecutive values (vectorized), in blocks of 256 outputs. */
-#define RXE_LIB_QDEPTHWISE_SCRATCH_BYTES(kh, kw, oh, ow, sh, sw, dh, dw)                                     \
+ * 64 taps. Two paths, by RXE_QDEPTHWISE_NHWC:
+ * - small output planes (up to RXE_QDEPTHWISE_NHWC_PIXELS pixels, up to
+ *   RXE_QDEPTHWISE_NHWC_TAPS taps): scratch holds one image transposed to
+ *   NHWC bytes, the channels padded to 16 (h * w * round16(c) bytes); 16
+ *   channels are the vector lanes and groups of 16 channels are split over
+ *   the thread pool;
+ * - else one channel's window as int16 x - x_zero, split by row and column
+ *   phase (index % stride) into stride_h * stride_w planes of (oh +
+ *   (kh-1)*dil_h/stride_h + 1) rows x (ow + (kw-1)*dil_w/stride_w) columns,
+ *   so that every tap is a run over consecutive values (vectorized), in
+ *   blocks of 256 outputs.
+ * scratch: RXE_LIB_QDEPTHWISE_SCRATCH_BYTES bytes. */
+#define RXE_QDEPTHWISE_NHWC_PIXELS 1024
+#define RXE_QDEPTHWISE_NHWC_TAPS 25
+#define RXE_QDEPTHWISE_NHWC(kh, kw, oh, ow) \
+  ((oh) * (ow) <= RXE_QDEPTHWISE_NHWC_PIXELS && (kh) * (kw) <= RXE_QDEPTHWISE_NHWC_TAPS)
+#define RXE_QDEPTHWISE_NHWC_BYTES(c, h, w) ((uint64_t)(h) * (uint64_t)(w) * (uint64_t)(((c) + 15) / 16 * 16))
+#define RXE_QDEPTHWISE_PLANE_BYTES(kh, kw, oh, ow, sh, sw, dh, dw)                                             \
   ((uint64_t)(sh) * (uint64_t)(sw) * (uint64_t)((oh) + ((kh) - 1) * (dh) / (sh) + 1) *                       \
    (uint64_t)((ow) + ((kw) - 1) * (dw) / (sw)) * 2u)
-/* stack: at most 3072 bytes: the 64 int32 tap weights, their 64 int64
- * offsets, a block of 256 int32 sums and their 256 bytes in
- * rxe_lib_qdepthwise_conv2d_s8 (qconv.c), and the requantization's
- * vectors; on a Cortex-M with the DSP extension the tap tables and 128
- * int32 sums of qdepthwise_dsp.c instead (measured 2592). */
+/* the larger of the two where either may run (a Cortex-M with DSP takes the planes for every size) */
+#define RXE_LIB_QDEPTHWISE_SCRATCH_BYTES(c, h, w, kh, kw, oh, ow, sh, sw, dh, dw)                            \
+  (RXE_QDEPTHWISE_NHWC(kh, kw, oh, ow) &&                                                                \
+           RXE_QDEPTHWISE_NHWC_BYTES(c, h, w) > RXE_QDEPTHWISE_PLANE_BYTES(kh, kw, oh, ow, sh, sw, dh, dw)  \
+       ? RXE_QDEPTHWISE_NHWC_BYTES(c, h, w)                                                              \
+       : RXE_QDEPTHWISE_PLANE_BYTES(kh, kw, oh, ow, sh, sw, dh, dw))
+/* stack: at most 6656 bytes: on the channels-last path the 25 x 16 int16
+ * tap weights and 16 channels x 64 pixels of int32 sums in dw_group_task
+ * (qconv.c), under the requantization's frame (measured 5872 to 6088 on
+ * x86-64, aarch64, armv7 and the Cortex-M4); on the other, the 64 int32
+ * tap weights, their 64 int64 offsets, a block of 256 int32 sums and their
+ * 256 bytes in dw_planes, and the requantization's vectors; on a Cortex-M
+ * with the DSP extension the tap tables and 128 int32 sums of
+ * qdepthwise_dsp.c for every size (measured 2592). */
 rxe_status_t rxe_lib_qdepthwise_conv2d_s8(const void* x, const void* w, const int32_t* bias,
                                           const int32_t* multiplier, const int32_t* shift, void* y, void* scratch,
                                           int64_t n, int64_t c, int64_t h, int64_t w_, int64_t kh, int64_t kw,
