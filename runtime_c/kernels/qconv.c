@@ -2,7 +2,7 @@
  * per image and group, blocks of output pixels (whole rows of up to
  * RXE_QCONV_PIXELS pixels, or RXE_QCONV_PIXELS columns of a wider row): the
  * block's input window is transposed into scratch as an NHWC slice (x_zero
- * outside the input), its im2col rows copied from the slice kw * C/groups
+ * outside the input; 16 channels x 16 columns at a time on x86), its im2col rows copied from the slice kw * C/groups
  * bytes at a time (the packed weights' k order is (ky, kx, ci)), and the
  * rows multiplied by the packed weights with the int8 GEMM (qgemm.c), which
  * stores the result transposed (NCHW). A 1x1 kernel of stride 1 has no
@@ -26,6 +26,44 @@ static inline void copy_bytes(uint8_t* dst, const uint8_t* src, int64_t count) {
   for (; i < count; ++i) dst[i] = src[i];
 }
 
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#define QCONV_AVX512 1
+#include <immintrin.h>
+#elif defined(__AVX2__)
+#define QCONV_AVX2 1
+#include <immintrin.h>
+#endif
+
+#if defined(QCONV_AVX512) || defined(QCONV_AVX2)
+/* 16 rows of 16 bytes (src + r * ld) transposed into dst + r * ld_out, each byte ^ flip. */
+static inline void transpose16(const uint8_t* src, int64_t ld, int8_t* dst, int64_t ld_out, uint8_t flip) {
+  __m128i a[16], b[16], f = _mm_set1_epi8((char)flip);
+  int r;
+  for (r = 0; r < 16; ++r) a[r] = _mm_xor_si128(_mm_loadu_si128((const __m128i*)(const void*)(src + r * ld)), f);
+  for (r = 0; r < 8; ++r) { /* bytes of rows 2r, 2r+1 interleaved */
+    b[2 * r] = _mm_unpacklo_epi8(a[2 * r], a[2 * r + 1]);
+    b[2 * r + 1] = _mm_unpackhi_epi8(a[2 * r], a[2 * r + 1]);
+  }
+  for (r = 0; r < 4; ++r) { /* pairs of rows 4r.. 4r+3 */
+    a[4 * r] = _mm_unpacklo_epi16(b[4 * r], b[4 * r + 2]);
+    a[4 * r + 1] = _mm_unpackhi_epi16(b[4 * r], b[4 * r + 2]);
+    a[4 * r + 2] = _mm_unpacklo_epi16(b[4 * r + 1], b[4 * r + 3]);
+    a[4 * r + 3] = _mm_unpackhi_epi16(b[4 * r + 1], b[4 * r + 3]);
+  }
+  for (r = 0; r < 2; ++r) { /* quads of rows 8r.. 8r+7 */
+    int j;
+    for (j = 0; j < 4; ++j) {
+      b[8 * r + 2 * j] = _mm_unpacklo_epi32(a[8 * r + j], a[8 * r + 4 + j]);
+      b[8 * r + 2 * j + 1] = _mm_unpackhi_epi32(a[8 * r + j], a[8 * r + 4 + j]);
+    }
+  }
+  for (r = 0; r < 8; ++r) { /* b[r] holds columns 2r, 2r+1 of rows 0..7, b[8 + r] of rows 8..15 */
+    _mm_storeu_si128((__m128i*)(void*)(dst + (2 * r) * ld_out), _mm_unpacklo_epi64(b[r], b[8 + r]));
+    _mm_storeu_si128((__m128i*)(void*)(dst + (2 * r + 1) * ld_out), _mm_unpackhi_epi64(b[r], b[8 + r]));
+  }
+}
+#endif
+
 /* x_zero outside the input: slice[r][c][ci] = x[ci][iy0 + r][ix0 + c] of one group (NHWC). */
 static void fill_slice(uint8_t* slice, const uint8_t* xg, int64_t cg, int64_t h, int64_t w, int64_t iy0, int64_t ix0,
                        int64_t rows, int64_t cols, uint8_t xz) {
@@ -40,7 +78,19 @@ static void fill_slice(uint8_t* slice, const uint8_t* xg, int64_t cg, int64_t h,
     }
     for (col = 0; col < lo * cg; ++col) dst[col] = xz;
     for (col = hi * cg; col < cols * cg; ++col) dst[col] = xz;
-    for (ci = 0; ci < cg; ++ci) {
+    ci = 0;
+#if defined(QCONV_AVX512) || defined(QCONV_AVX2)
+    for (; ci + 16 <= cg; ci += 16) { /* 16 channels x 16 columns at a time */
+      const uint8_t* src = xg + (ci * h + iy) * w + ix0;
+      for (col = lo; col + 16 <= hi; col += 16)
+        transpose16(src + col, h * w, (int8_t*)(void*)(dst + col * cg + ci), cg, 0);
+      for (; col < hi; ++col) {
+        int64_t j;
+        for (j = 0; j < 16; ++j) dst[col * cg + ci + j] = src[j * h * w + col];
+      }
+    }
+#endif
+    for (; ci < cg; ++ci) {
       const uint8_t* src = xg + (ci * h + iy) * w + ix0;
       uint8_t* d = dst + ci;
       for (col = lo; col < hi; ++col) d[col * cg] = src[col];
@@ -154,13 +204,6 @@ QCONV_NOINLINE static void dw_tap(int32_t* restrict acc, const int16_t* restrict
  * taps inside the input, transposed so that each channel's run is requantized by the shared helper. */
 #define DW_LANES 16
 #define DW_PIX 64 /* pixels per run of a channel's sums */
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-#define QCONV_AVX512 1
-#include <immintrin.h>
-#elif defined(__AVX2__)
-#define QCONV_AVX2 1
-#include <immintrin.h>
-#endif
 
 typedef struct {
   int8_t* xt;             /* h * w * c16 */
@@ -173,35 +216,6 @@ typedef struct {
   uint8_t flip;
 } dw_nhwc_t;
 
-#if defined(QCONV_AVX512) || defined(QCONV_AVX2)
-/* 16 rows of 16 bytes (src + r * ld) transposed into dst + r * ld_out, each byte ^ flip. */
-static inline void transpose16(const uint8_t* src, int64_t ld, int8_t* dst, int64_t ld_out, uint8_t flip) {
-  __m128i a[16], b[16], f = _mm_set1_epi8((char)flip);
-  int r;
-  for (r = 0; r < 16; ++r) a[r] = _mm_xor_si128(_mm_loadu_si128((const __m128i*)(const void*)(src + r * ld)), f);
-  for (r = 0; r < 8; ++r) { /* bytes of rows 2r, 2r+1 interleaved */
-    b[2 * r] = _mm_unpacklo_epi8(a[2 * r], a[2 * r + 1]);
-    b[2 * r + 1] = _mm_unpackhi_epi8(a[2 * r], a[2 * r + 1]);
-  }
-  for (r = 0; r < 4; ++r) { /* pairs of rows 4r.. 4r+3 */
-    a[4 * r] = _mm_unpacklo_epi16(b[4 * r], b[4 * r + 2]);
-    a[4 * r + 1] = _mm_unpackhi_epi16(b[4 * r], b[4 * r + 2]);
-    a[4 * r + 2] = _mm_unpacklo_epi16(b[4 * r + 1], b[4 * r + 3]);
-    a[4 * r + 3] = _mm_unpackhi_epi16(b[4 * r + 1], b[4 * r + 3]);
-  }
-  for (r = 0; r < 2; ++r) { /* quads of rows 8r.. 8r+7 */
-    int j;
-    for (j = 0; j < 4; ++j) {
-      b[8 * r + 2 * j] = _mm_unpacklo_epi32(a[8 * r + j], a[8 * r + 4 + j]);
-      b[8 * r + 2 * j + 1] = _mm_unpackhi_epi32(a[8 * r + j], a[8 * r + 4 + j]);
-    }
-  }
-  for (r = 0; r < 8; ++r) { /* b[r] holds columns 2r, 2r+1 of rows 0..7, b[8 + r] of rows 8..15 */
-    _mm_storeu_si128((__m128i*)(void*)(dst + (2 * r) * ld_out), _mm_unpacklo_epi64(b[r], b[8 + r]));
-    _mm_storeu_si128((__m128i*)(void*)(dst + (2 * r + 1) * ld_out), _mm_unpackhi_epi64(b[r], b[8 + r]));
-  }
-}
-#endif
 
 /* xt[p * c16 + ch] = x[ch][p] ^ flip for the channel groups [begin, end) (the pad channels: 0). */
 static void dw_transpose_task(void* ctx, int64_t begin, int64_t end, int thread) {
