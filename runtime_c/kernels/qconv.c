@@ -386,8 +386,22 @@ QCONV_NOINLINE static void dw_planes(const void* x, const void* w, const int32_t
         int64_t count = total - j0 < DW_BLOCK ? total - j0 : DW_BLOCK, j;
         int32_t acc[DW_BLOCK]; /* |acc| <= 64 taps * 255 * 255 < 2^30 */
         uint8_t bytes[DW_BLOCK];
-        for (j = 0; j < count; ++j) acc[j] = 0;
-        for (t = 0; t < kh * kw; ++t) dw_tap(acc, plane + tap_at[t] + j0, count, wv[t]);
+        j = 0;
+#if defined(QCONV_AVX512)
+        for (; j + 16 <= count; j += 16) { /* 16 sums in a register over every tap */
+          __m512i sum = _mm512_setzero_si512();
+          for (t = 0; t < kh * kw; ++t)
+            sum = _mm512_add_epi32(sum, _mm512_mullo_epi32(_mm512_cvtepi16_epi32(_mm256_loadu_si256(
+                                                               (const __m256i*)(const void*)(plane + tap_at[t] + j0 + j))),
+                                                           _mm512_set1_epi32(wv[t])));
+          _mm512_storeu_si512((void*)(acc + j), sum);
+        }
+#endif
+        if (j < count) {
+          int64_t done = j;
+          for (; j < count; ++j) acc[j] = 0;
+          for (t = 0; t < kh * kw; ++t) dw_tap(acc + done, plane + tap_at[t] + j0 + done, count - done, wv[t]);
+        }
         rxe_qint8_requantize_bytes(acc, count, bias[ch], multiplier[ch], shift[ch], (int32_t)out_zero,
                                    (int32_t)act_min, (int32_t)act_max, bytes);
         for (j = 0; j < count;) { /* j0 + j is (oy_at, ox_at): the outputs of the row's first ow columns */
