@@ -26,8 +26,8 @@ DEBIAN_PACKAGES=(
   clang lld llvm lld-19 libclang-rt-14-dev
   # bare-metal Cortex-M
   gcc-arm-none-eabi picolibc-arm-none-eabi
-  # Vulkan on the CPU (lavapipe)
-  mesa-vulkan-drivers libvulkan-dev glslc spirv-tools vulkan-tools
+  # Vulkan on the CPU (lavapipe), and the validation layer the Vulkan tests enable
+  mesa-vulkan-drivers libvulkan-dev glslc spirv-tools vulkan-tools vulkan-validationlayers
   # a real sshd on loopback for the remote harness tests; adb for phones
   openssh-server adb
 )

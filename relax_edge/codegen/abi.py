@@ -15,6 +15,7 @@ STATUS_NAMES = {
     0: "RXE_OK", 1: "RXE_ERR_ARGUMENT_COUNT", 2: "RXE_ERR_DTYPE", 3: "RXE_ERR_RANK", 4: "RXE_ERR_SHAPE",
     5: "RXE_ERR_BOUND", 6: "RXE_ERR_WORKSPACE", 7: "RXE_ERR_NULL", 8: "RXE_ERR_NOT_FOUND",
     9: "RXE_ERR_ABI", 10: "RXE_ERR_INTERNAL", 11: "RXE_ERR_INDEX", 12: "RXE_ERR_PROTOCOL", 13: "RXE_ERR_NO_MEMORY",
+    14: "RXE_ERR_DEVICE", 15: "RXE_ERR_TIMEOUT", 16: "RXE_ERR_NO_VULKAN",
 }
 
 # dtype name -> (DLPack code, bits, C storage type); float16 and bfloat16 are bits, computed as float

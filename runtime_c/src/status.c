@@ -17,6 +17,9 @@ const char* rxe_status_name(rxe_status_t status) {
     case RXE_ERR_INDEX: return "RXE_ERR_INDEX";
     case RXE_ERR_PROTOCOL: return "RXE_ERR_PROTOCOL";
     case RXE_ERR_NO_MEMORY: return "RXE_ERR_NO_MEMORY";
+    case RXE_ERR_DEVICE: return "RXE_ERR_DEVICE";
+    case RXE_ERR_TIMEOUT: return "RXE_ERR_TIMEOUT";
+    case RXE_ERR_NO_VULKAN: return "RXE_ERR_NO_VULKAN";
   }
   return "RXE_ERR_UNKNOWN";
 }

@@ -7,7 +7,7 @@ from pathlib import Path
 
 HEADERS = Path(__file__).resolve().parents[2] / "runtime_c" / "include" / "relax_edge"
 MODULES = ("arena", "tensor", "dim", "threads", "mem", "profile", "error", "status", "module", "rpc", "half", "bfloat",
-           "decoder", "sampling", "rng", "qint8")
+           "decoder", "sampling", "rng", "qint8", "vk")
 CONTRACT_NAMES = {"rxe_generate"}  # the generation loop, named by the decoder step contract (generate.h)
 LIBM = {"exp", "log", "sqrt", "tanh", "erf", "pow", "floor", "ceil", "round"}
 LIBM |= {"sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "fmod"}

@@ -74,7 +74,10 @@ typedef enum {
   RXE_ERR_INTERNAL = 10,
   RXE_ERR_INDEX = 11,         /* an index read from a tensor is out of range */
   RXE_ERR_PROTOCOL = 12,      /* a malformed RPC frame, or a request out of order */
-  RXE_ERR_NO_MEMORY = 13      /* an allocation failed (the RPC server's inputs, outputs, replies) */
+  RXE_ERR_NO_MEMORY = 13,     /* an allocation failed (the RPC server's inputs, outputs, replies) */
+  RXE_ERR_DEVICE = 14,        /* no usable Vulkan device, a requirement the device lacks, or a failed Vulkan call */
+  RXE_ERR_TIMEOUT = 15,       /* a fence wait timed out */
+  RXE_ERR_NO_VULKAN = 16      /* libvulkan could not be loaded */
 } rxe_status_t;
 
 /* DLPack-compatible dtype: code 0 int, 1 uint, 2 float, 4 bfloat, 6 bool. */
