@@ -26,6 +26,14 @@
 #define DWD_MAX_TAPS 64
 #define DWD_BLOCK 128 /* sums of one row at a time; even */
 
+#if defined(__GNUC__)
+#define DWD_NOINLINE __attribute__((noinline)) /* registers of its own, not spilled for the caller's */
+#define DWD_INLINE static inline __attribute__((always_inline))
+#else
+#define DWD_NOINLINE
+#define DWD_INLINE static inline
+#endif
+
 /* A tap pair (two int16 weights, the first in the low half) or a single tap, at a plane offset. */
 typedef struct {
   int32_t at;
@@ -70,7 +78,7 @@ static inline uint32_t dwd_high_halves(uint32_t lo, uint32_t hi) {
 
 /* dst[j] = src[j * step] - xz for j < count, the bytes int8 or (is_unsigned) uint8; with step 1 four at a
  * time: the even bytes' and the odd bytes' int16 pairs minus (xz, xz) (within int16), put back in order. */
-static void dwd_widen(int16_t* dst, const uint8_t* src, int32_t count, int32_t step, int32_t xz, int is_unsigned) {
+DWD_INLINE void dwd_widen(int16_t* dst, const uint8_t* src, int32_t count, int32_t step, int32_t xz, int is_unsigned) {
   int16x2_t zz = (int16x2_t)dwd_pack(xz, xz);
   uint32_t u, e, o;
   int32_t j = 0;
@@ -97,9 +105,39 @@ static void dwd_widen(int16_t* dst, const uint8_t* src, int32_t count, int32_t s
   }
 }
 
-static void dwd_zero(int16_t* dst, int32_t count) {
+DWD_INLINE void dwd_zero(int16_t* dst, int32_t count) {
   int32_t j;
   for (j = 0; j < count; ++j) dst[j] = 0;
+}
+
+/* One phase plane, rows x cols int16: row r from input row iy0 + r * sh (zeros outside the input), its
+ * columns [j0, j1) from input columns ix0 + j * sw (zeros outside [j0, j1)); inlined with is_unsigned
+ * and sw == 1 constant where it can be. */
+DWD_INLINE void dwd_fill_rows(int16_t* dst, const uint8_t* src, int32_t rows, int32_t cols, int32_t iy0, int32_t sh,
+                              int32_t in_h, int32_t in_w, int32_t ix0, int32_t sw, int32_t j0, int32_t j1, int32_t xz,
+                              int is_unsigned) {
+  int32_t r;
+  for (r = 0; r < rows; ++r, dst += cols) {
+    int32_t iy = iy0 + r * sh;
+    if (iy < 0 || iy >= in_h) {
+      dwd_zero(dst, cols);
+      continue;
+    }
+    dwd_zero(dst, j0);
+    dwd_zero(dst + j1, cols - j1);
+    dwd_widen(dst + j0, src + iy * in_w + ix0 + j0 * sw, j1 - j0, sw, xz, is_unsigned);
+  }
+}
+
+static DWD_NOINLINE void dwd_fill_plane(int16_t* dst, const uint8_t* src, int32_t rows, int32_t cols, int32_t iy0,
+                                        int32_t sh, int32_t in_h, int32_t in_w, int32_t ix0, int32_t sw, int32_t j0,
+                                        int32_t j1, int32_t xz, int is_unsigned) {
+  if (sw == 1 && is_unsigned)
+    dwd_fill_rows(dst, src, rows, cols, iy0, sh, in_h, in_w, ix0, 1, j0, j1, xz, 1);
+  else if (sw == 1)
+    dwd_fill_rows(dst, src, rows, cols, iy0, sh, in_h, in_w, ix0, 1, j0, j1, xz, 0);
+  else
+    dwd_fill_rows(dst, src, rows, cols, iy0, sh, in_h, in_w, ix0, sw, j0, j1, xz, is_unsigned);
 }
 
 /* The sum of one output whose first tap reads p[0]: the pairs by SMLAD, then the single taps. */
@@ -117,7 +155,7 @@ static inline int32_t dwd_one(const int16_t* p, const dwd_tap_t* pairs, int32_t 
  * words:
  *   output j:     v0 w0 + v1 w1 (SMLAD v01, e) + v2 w2 (SMLABT v23, o)
  *   output j + 1: v1 w0 (SMLATB v01, e) + v2 w1 + v3 w2 (SMLAD v23, o) */
-static void dwd_rows3x3(int32_t* acc, const int16_t* p, int32_t nrows, int32_t count, int32_t cols,
+static DWD_NOINLINE void dwd_rows3x3(int32_t* acc, const int16_t* p, int32_t nrows, int32_t count, int32_t cols,
                         const int32_t* row, const uint32_t* e, const uint32_t* o) {
   const int16_t *r0 = p + row[0], *r1 = p + row[1], *r2 = p + row[2];
   const int16x2_t e0 = (int16x2_t)e[0], e1 = (int16x2_t)e[1], e2 = (int16x2_t)e[2];
@@ -213,16 +251,7 @@ void rxe_qint8_depthwise_dsp(const uint8_t* x, const int8_t* w, const int32_t* b
         j1 = ix0 < in_w ? (in_w - ix0 + sw - 1) / sw : 0; /* one past the last */
         if (j1 > cols) j1 = cols;
         if (j0 > j1) j0 = j1;
-        for (r = 0; r < rows; ++r, dst += cols) {
-          int32_t iy = r * sh + rp - top;
-          if (iy < 0 || iy >= in_h) {
-            dwd_zero(dst, cols);
-            continue;
-          }
-          dwd_zero(dst, j0);
-          dwd_zero(dst + j1, cols - j1);
-          dwd_widen(dst + j0, src + iy * in_w + ix0 + j0 * sw, j1 - j0, sw, xz, is_unsigned);
-        }
+        dwd_fill_plane(dst, src, rows, cols, rp - top, sh, in_h, in_w, ix0, sw, j0, j1, xz, is_unsigned);
       }
     }
     /* blocks of whole output rows (consecutive in y), or of up to DWD_BLOCK columns of one */
