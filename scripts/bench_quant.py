@@ -1,6 +1,7 @@
 """relax_edge's int8 models against ONNX Runtime on the same quantized ONNX files.
 
     python scripts/bench_quant.py [--threads 1 2] [--rounds 5] [--repeat 20] [--models mobilenet_v2 resnet18 bert]
+                                  [--profile] [--build-dir D [--reuse]] [--json F]
 
 The models (tests/quant_zoo.py, cached): MobileNetV2 and ResNet-18 at
 224x224 quantized by ONNX Runtime's quantize_static (QDQ, per-channel int8
@@ -17,12 +18,16 @@ its spread the lowest and highest round median. Ratios: relax_edge int8 /
 ONNX Runtime int8 (below 1.0: relax_edge is faster) and relax_edge fp32 /
 relax_edge int8 (the speedup of quantizing). `err` is the largest difference
 of relax_edge's int8 output from ONNX Runtime's, over the output's range.
+`--profile` adds the int8 builds' per-kernel profile: per kernel (library
+symbol or tensor program), its calls in one run and the median of its summed
+time over the rounds, with its share of their total.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -86,14 +91,48 @@ def bench_model(name, args, root: Path) -> list:
                 for key, m in loaded.items():
                     rounds[key].append(m.benchmark(*feeds.values(), warmup=args.warmup,
                                                    repeat=per_round)["samples_ms"])
+            profile = kernel_shares(loaded["int8"], feeds, args.rounds) if args.profile else None
         row = {"model": name if name != "bert" else f"bert seq={SEQ}", "threads": threads, "err": err}
+        if profile is not None:
+            row["profile"] = profile
         for key, samples in rounds.items():
             row[f"{key}_ms"], row[f"{key}_lo"], row[f"{key}_hi"] = spread(samples)
         row["int8_vs_ort"] = row["int8_ms"] / row["ort_ms"]
         row["fp32_vs_int8"] = row["fp32_ms"] / row["int8_ms"]
         rows.append(row)
-        say("  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
+        say("  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()
+                      if k != "profile"))
     return rows
+
+
+def kernel_shares(module, feeds, runs) -> list:
+    """The int8 build's per-kernel profile: per kernel (the program or library symbol, numbered programs
+    together), the calls of one run and the median over `runs` runs of their summed ms, largest first."""
+    totals, calls = {}, {}
+    for _ in range(max(runs, 1)):
+        run, count = {}, {}
+        for r in module.profile(*feeds.values())["rows"]:
+            kernel = re.sub(r"_\d+$", "", r["kernel"])
+            run[kernel] = run.get(kernel, 0.0) + r["total_ms"]
+            count[kernel] = count.get(kernel, 0) + int(r["calls"])
+        for kernel, ms in run.items():
+            totals.setdefault(kernel, []).append(ms)
+        calls = count
+    medians = {k: statistics.median(v) for k, v in totals.items()}
+    whole = sum(medians.values()) or 1.0
+    return [{"kernel": k, "calls": calls[k], "ms": ms, "share": ms / whole}
+            for k, ms in sorted(medians.items(), key=lambda kv: -kv[1])]
+
+
+def profile_table(rows) -> str:
+    lines = []
+    for r in rows:
+        if "profile" not in r:
+            continue
+        lines.append(f"{r['model']} int8, {r['threads']} thread(s): per-kernel profile (median of the runs)")
+        for p in r["profile"][:8]:
+            lines.append(f"  {p['kernel']:<36}{p['calls']:>5}{p['ms']:>9.3f} ms{p['share']:>7.1%}")
+    return "\n".join(lines)
 
 
 def table(rows) -> str:
@@ -118,6 +157,8 @@ def main(argv=None) -> int:
     parser.add_argument("--json", help="write the rows to this file")
     parser.add_argument("--build-dir", help="keep the builds here (default: a temporary directory)")
     parser.add_argument("--reuse", action="store_true", help="load the builds --build-dir holds (same sources)")
+    parser.add_argument("--profile", action="store_true",
+                        help="also print the int8 builds' per-kernel profile (median of --rounds runs)")
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-quant-") as tmp:
@@ -126,6 +167,8 @@ def main(argv=None) -> int:
         for name in args.models:
             rows += bench_model(name, args, root)
     print(table(rows))
+    if args.profile:
+        print(profile_table(rows))
     if args.json:
         write_atomic(Path(args.json), json.dumps(rows, indent=1))
     return 0
