@@ -1,0 +1,541 @@
+"""One tensor program as a GLSL 450 compute shader, and its kernel record.
+
+The shader ABI (what runtime_c/vulkan binds):
+1. `layout(local_size_x = L, local_size_x_id = 0) in;`: 1-D workgroups whose
+   size is specialization constant 0 (default L, the record's local_size_x).
+2. Binding i of set 0 is the i-th of `program.params` (inputs readonly,
+   outputs never loaded writeonly): `buffer B<i> { T v[]; } b<i>;`. Element
+   types: float32 (float), int32 (int), uint32 (uint); anything else is
+   refused naming the buffer and its dtype (no int64, float64, float16, bool
+   or 8/16-bit storage yet).
+3. The std430 block `pc`: `uint groups_x; uint items; uint off[NB];
+   int size[NS];` (2 + NB + NS words): a push-constant block up to 128 bytes,
+   past that a readonly storage buffer at binding NB with the same members.
+   `off[i]` is buffer i's first element inside its binding; `size[k]` the
+   k-th size parameter.
+4. `gid` (the invocation index over the dispatch folded into x, y, z) is
+   checked first: `if (gid >= pc.items) return;`. The kernel has no
+   barriers, so returning early is safe; kernels with shared memory will
+   guard their body with `if (gid < pc.items)` instead and keep the barrier
+   outside it.
+5. The grid (grid.py) is the leading independent loop nest, collapsed; the
+   record's `items` is the product of its extents (an IntExpr over the size
+   parameters, and `items_c`, the same as C text over their names); the
+   invocation recovers its loop variables from gid by division and modulo,
+   the innermost loop fastest. Everything else is serial in the invocation.
+
+Integers: index arithmetic (int64 in the IR) is 32-bit `int` here. Every
+index expression emitted is proven to lie in [-2^31, 2^31) from the size
+variables' bounds (a loop variable ranges over [0, extent - 1]); sums and
+products wrap modulo 2^32, so only the final value of each expression, and
+of every division, modulo, min and max operand, needs the bound. Each
+buffer's element count must be proven below 2^31 as well: give the size
+variables upper bounds (`SizeVar("n", upper=...)`), or the kernel is refused
+naming the buffer. Other int64 values (data, casts to int64) are refused,
+except casts of 32-bit integers and booleans.
+
+Statements: Store, Let, Allocate (local arrays of constant size, at most
+LOCAL_BYTES bytes), IfThenElse and the loops. Vectorized and unrolled loops
+are emitted as plain scalar loops in this version. Assert: the device cannot
+raise an error, so a failed condition ends the invocation before the access
+it guards (`if (!(cond)) return;`), leaving that invocation's remaining
+outputs unwritten; the record lists the asserts' messages (`asserts`) so the
+host knows the checks it has to make itself (data-dependent indices, e.g.
+take and gather, whose index buffers are int64 and so refused today anyway).
+
+Math (float32 only): exp, sqrt, floor, ceil, fabs (abs) and round
+(roundEven: the IR rounds half to even, like rint) are GLSL built-ins;
+log, sqrt and pow go through helpers that give the C library's values where
+GLSL leaves them undefined (log of 0 and of negatives, sqrt of negatives,
+pow of negative or zero bases); tanh is a helper: an odd series below
+|x| = 0.25, else 1 - 2 / (exp(2|x|) + 1), 1 past |x| = 9; erf is a helper:
+the Maclaurin series to x^11 below |x| = 0.5, else Abramowitz and Stegun
+7.1.26 (absolute error 1.5e-7 by the formula), 1 past |x| = 4. Evaluated in
+float32 with a correctly rounded exp, these stay within 3.1e-7 relative
+(tanh) and 3.3e-7 absolute, 5.7e-7 relative (erf) on (0, 6]; a device's exp
+adds its own error (Vulkan allows 3 + 2|x| ulp). The trigonometric and hyperbolic intrinsics and
+fmod are refused (GLSL's sin/cos only promise 2^-11 absolute in Vulkan).
+Integer floor division and modulo follow the IR (floor, the sign of the
+divisor), through helpers unless the prover shows both operands
+non-negative; &, |, ^, << and >> on int32 / uint32 (see BIT_OPS); min and
+max are `a > b ? a : b` as in C (NaN behaves as there).
+Float constants are printed with 9 significant digits (exact for float32);
+infinities and NaN through uintBitsToFloat.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...errors import RelaxEdgeError
+from ...ir.shape import IntExpr, SizeVar, bounds, substitute
+from ...tir.expr import Load
+from ...tir.program import TensorProgram
+from ...tir.render import IndentedLines, Renderer
+from ...tir.stmt import Allocate, Assert, For, IfThenElse, Let, Store
+from ...tir.visit import StmtVisitor, map_expr
+from ..c.kernel import CRenderer
+from ..kernel_skeleton import KernelSkeleton
+from .grid import map_grid
+
+__all__ = ["emit_glsl", "KernelRecord", "GlslUnsupported", "GLSL_TYPES", "PUSH_CONSTANT_WORDS", "LOCAL_BYTES"]
+
+PUSH_CONSTANT_WORDS = 32   # 128 bytes: Vulkan's guaranteed maxPushConstantsSize
+LOCAL_BYTES = 4096         # the largest local array an invocation declares
+INT32 = 2 ** 31
+
+# buffer element types of this version
+GLSL_TYPES = {"float32": "float", "int32": "int", "uint32": "uint"}
+# types of values in expressions: int64 values are 32-bit (see the module docstring)
+VALUE_TYPES = {**GLSL_TYPES, "bool": "bool", "int64": "int"}
+
+GLSL_RESERVED = frozenset("""attribute const uniform varying buffer shared coherent volatile restrict readonly
+writeonly layout centroid flat smooth noperspective patch sample break continue do for while switch case default
+if else subroutine in out inout float double int void bool true false invariant precise discard return mat2 mat3
+mat4 vec2 vec3 vec4 ivec2 ivec3 ivec4 bvec2 bvec3 bvec4 uint uvec2 uvec3 uvec4 dvec2 dvec3 dvec4 lowp mediump
+highp precision struct common partition active asm class union enum typedef template this resource goto inline
+noinline public static extern external interface long short half fixed unsigned superp input output filter
+sizeof cast namespace using main gid pc abs sign floor ceil trunc round roundEven fract mod min max clamp mix step
+exp log exp2 log2 sqrt inversesqrt pow sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh isnan isinf
+length dot cross normalize any all not uintBitsToFloat floatBitsToUint intBitsToFloat floatBitsToInt
+v off size items groups_x""".split())
+
+
+class GlslUnsupported(RelaxEdgeError):
+    """A construct the GLSL emitter does not handle yet; `reason` is a short
+    key for it (e.g. "dtype int64", "intrinsic sin")."""
+
+    def __init__(self, program: str, reason: str, detail: str):
+        super().__init__(f"GLSL kernel {program}: {detail} (not supported yet: {reason})")
+        self.reason = reason
+
+
+@dataclass
+class KernelRecord:
+    """The Python side of runtime_c's rxe_vk_kernel_t, plus what the host needs
+    to dispatch it: `items` (IntExpr over `size_params`), `items_c` (the same as
+    C text over their names), `grid` (the loop variables mapped to the grid),
+    `push_in_buffer` (the block is a storage buffer at binding num_buffers)
+    and `asserts` (the messages of the checks the device skips, see Assert)."""
+    name: str
+    num_buffers: int
+    push_words: int
+    local_size_x: int
+    shared_bytes: int
+    flags: int
+    items: IntExpr
+    items_c: str
+    size_params: tuple
+    grid: tuple
+    push_in_buffer: bool
+    asserts: list = field(default_factory=list)
+
+
+def _f32_literal(value: float) -> str:
+    if math.isnan(value):
+        return "uintBitsToFloat(0x7fc00000u)"
+    if math.isinf(value):
+        return f"uintBitsToFloat({'0xff800000u' if value < 0 else '0x7f800000u'})"
+    f = np.float32(value)
+    if np.isinf(f):   # a double past float32's range: C's `f` suffix rounds it to infinity too
+        return _f32_literal(float(f))
+    text = f"{float(f):.9g}"
+    return text if any(c in text for c in ".en") else text + ".0"
+
+
+HELPERS = {
+    "floordiv": """int rxe_floordiv(int a, int b) {
+    int q = a / b;
+    return (a - q * b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+""",
+    "floormod": """int rxe_floormod(int a, int b) {
+    int r = a - (a / b) * b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+""",
+    "minmax": """float rxe_min(float a, float b) { return a < b ? a : b; }
+float rxe_max(float a, float b) { return a > b ? a : b; }
+int rxe_min(int a, int b) { return a < b ? a : b; }
+int rxe_max(int a, int b) { return a > b ? a : b; }
+uint rxe_min(uint a, uint b) { return a < b ? a : b; }
+uint rxe_max(uint a, uint b) { return a > b ? a : b; }
+""",
+    "log": """float rxe_log(float x) {
+    if (x == 0.0) return uintBitsToFloat(0xff800000u);
+    if (!(x > 0.0)) return uintBitsToFloat(0x7fc00000u);
+    return log(x);
+}
+""",
+    "sqrt": """float rxe_sqrt(float x) {
+    return x < 0.0 ? uintBitsToFloat(0x7fc00000u) : sqrt(x);
+}
+""",
+    "pow": """float rxe_pow(float x, float y) {
+    if (y == 0.0) return 1.0;
+    if (isnan(x) || isnan(y)) return uintBitsToFloat(0x7fc00000u);
+    if (x == 0.0) {
+        bool odd = floor(y) == y && mod(y, 2.0) == 1.0;
+        float mag = y > 0.0 ? 0.0 : uintBitsToFloat(0x7f800000u);
+        return odd && floatBitsToUint(x) != 0u ? -mag : mag;
+    }
+    if (x > 0.0) return pow(x, y);
+    if (floor(y) != y) return uintBitsToFloat(0x7fc00000u);
+    float m = pow(-x, y);
+    return mod(y, 2.0) == 1.0 ? -m : m;
+}
+""",
+    "tanh": """float rxe_tanh(float x) {
+    float a = abs(x);
+    float t;
+    if (a < 0.25) {
+        float z = a * a;
+        t = a * (1.0 + z * (-0.333333333 + z * (0.133333333 + z * (-0.0539682540
+            + z * (0.0218694885 + z * -0.00886323552)))));
+    } else if (a < 9.0) {
+        t = 1.0 - 2.0 / (exp(2.0 * a) + 1.0);
+    } else {
+        t = 1.0;
+    }
+    return x < 0.0 ? -t : t;
+}
+""",
+    "erf": """float rxe_erf(float x) {
+    float a = abs(x);
+    float e;
+    if (a < 0.5) {
+        float z = a * a;
+        e = 1.12837917 * a * (1.0 + z * (-0.333333333 + z * (0.1 + z * (-0.0238095238
+            + z * (0.00462962963 + z * -0.000757575758)))));
+    } else if (a < 4.0) {
+        float t = 1.0 / (1.0 + 0.3275911 * a);
+        float p = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
+        e = 1.0 - p * exp(-a * a);
+    } else {
+        e = 1.0;
+    }
+    return x < 0.0 ? -e : e;
+}
+""",
+}
+BUILTIN_MATH = {"exp": "exp", "floor": "floor", "ceil": "ceil", "fabs": "abs", "round": "roundEven"}
+HELPER_MATH = ("log", "sqrt", "pow", "tanh", "erf")
+# int32 / uint32 bit operations; shift counts past 31 give what the C backend's 64-bit shifts leave in the
+# low 32 bits (0, or the sign for >> of an int), where GLSL leaves them undefined
+BIT_OPS = {"bitand": "({a} & {b})", "bitor": "({a} | {b})", "bitxor": "({a} ^ {b})",
+           "shl": "(uint({b}) > 31u ? 0{u} : {a} << uint({b}))", "shr": "({a} >> min(uint({b}), 31u))",
+           "shr_u": "(uint({b}) > 31u ? 0u : {a} >> uint({b}))"}
+
+
+class GlslRenderer(Renderer):
+    """The expression table: tir/render.py's walk with GLSL's operators and types."""
+
+    BINARY = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "div": "({a} / {b})"}
+    LOGICAL = {"and": "({a} && {b})", "or": "({a} || {b})"}
+    NOT = "(!{a})"
+    SELECT = "({c} ? {a} : {b})"
+    RESERVED = GLSL_RESERVED
+
+    def __init__(self, kernel: GlslKernel):
+        super().__init__()
+        self.k = kernel
+
+    def refuse(self, reason: str, detail: str):
+        raise GlslUnsupported(self.k.program.name, reason, detail)
+
+    def value_type(self, dtype: str) -> str:
+        if dtype not in VALUE_TYPES:
+            self.refuse(f"dtype {dtype}", f"a {dtype} value")
+        return VALUE_TYPES[dtype]
+
+    def helper(self, key: str, call: str) -> str:
+        self.k.helpers.setdefault(key, HELPERS[key])
+        return call
+
+    # integers --------------------------------------------------------------
+    def int_expr(self, e):
+        """Index arithmetic as 32-bit int, once its value is proven to fit."""
+        lo, hi = bounds(substitute(e, self.k.loop_bounds))
+        if lo < -INT32 or hi >= INT32:
+            self.refuse("index may exceed 32 bits",
+                        f"index expression {e} lies in [{lo}, {hi}] under the size bounds, outside 32-bit int "
+                        f"(bound the size variables with SizeVar(name, upper=...))")
+        return super().int_expr(e)
+
+    def size_value(self, var: SizeVar) -> str:
+        return self.name(var, var.name)
+
+    def int_const(self, k: int) -> str:
+        if not -INT32 <= k < INT32:
+            self.refuse("constant exceeds 32 bits", f"integer constant {k}")
+        return str(k)
+
+    def int_division(self, kind, x, y, nonneg):
+        if nonneg:
+            return f"({x} / {y})" if kind == "div" else f"({x} % {y})"
+        name = "floordiv" if kind == "div" else "floormod"
+        return self.helper(name, f"rxe_{name}({x}, {y})")
+
+    def int_minmax(self, kind, x, y):
+        return f"{kind}({x}, {y})"
+
+    # expressions -----------------------------------------------------------
+    def visit_BinOp(self, e) -> str:
+        self.value_type(e.dtype)
+        if e.dtype == "int64":
+            self.refuse("int64 arithmetic on data", f"int64 {e.op} of data values (only index arithmetic is int64)")
+        return super().visit_BinOp(e)
+
+    def binary(self, op, a, b, dtype):
+        if op in ("floordiv", "floormod"):
+            if dtype == "uint32":
+                return f"({a} {'/' if op == 'floordiv' else '%'} {b})"
+            if dtype != "int32":
+                self.refuse(f"{op} on {dtype}", f"{op} of {dtype} values")
+            return self.helper(op, f"rxe_{op}({a}, {b})")
+        if op in ("min", "max"):
+            return self.helper("minmax", f"rxe_{op}({a}, {b})")
+        if op == "pow":
+            return self.intrinsic("pow", [a, b], dtype)
+        if op in BIT_OPS and dtype in ("int32", "uint32"):
+            key = "shr_u" if op == "shr" and dtype == "uint32" else op
+            return BIT_OPS[key].format(a=a, b=b, u="u" if dtype == "uint32" else "")
+        if op not in self.BINARY:
+            self.refuse(f"operator {op}", f"binary operator {op} on {dtype}")
+        return super().binary(op, a, b, dtype)
+
+    def constant(self, value, dtype):
+        self.value_type(dtype)
+        if dtype == "bool":
+            return "true" if value else "false"
+        if dtype == "float32":
+            return _f32_literal(float(value))
+        if dtype == "uint32":
+            return f"{int(value)}u"
+        return self.int_const(int(value))
+
+    def cast(self, x, src, dst):
+        self.value_type(src)
+        t = self.value_type(dst)
+        if dst == "int64" and src not in ("int32", "bool", "int64"):
+            self.refuse(f"cast {src} to int64", f"a cast of {src} to int64 (may not fit 32 bits)")
+        if dst == "bool":
+            zero = {"float32": "0.0", "uint32": "0u", "bool": "false"}.get(src, "0")
+            return f"({x} != {zero})"
+        return f"{t}({x})"
+
+    def reinterpret(self, x, src, dst):
+        fn = {("float32", "int32"): "floatBitsToInt", ("float32", "uint32"): "floatBitsToUint",
+              ("int32", "float32"): "intBitsToFloat", ("uint32", "float32"): "uintBitsToFloat",
+              ("int32", "uint32"): "uint", ("uint32", "int32"): "int"}.get((src, dst))
+        if fn is None:
+            self.refuse(f"reinterpret {src} as {dst}", f"the bits of a {src} read as {dst}")
+        return f"{fn}({x})"
+
+    def intrinsic(self, name, args, dtype):
+        if dtype != "float32":
+            self.refuse(f"intrinsic {name} on {dtype}", f"{name} of {dtype}")
+        if name in BUILTIN_MATH:
+            return f"{BUILTIN_MATH[name]}({', '.join(args)})"
+        if name in HELPER_MATH:
+            return self.helper(name, f"rxe_{name}({', '.join(args)})")
+        return self.refuse(f"intrinsic {name}", f"float32 {name} has no GLSL version here")
+
+    def load(self, e: Load) -> str:
+        return self.k.element(e.buffer, e.indices)
+
+
+class _Loaded(StmtVisitor):
+    """The buffers a statement loads from."""
+
+    def __init__(self):
+        self.buffers: set = set()
+
+    def visit_expr(self, e):
+        map_expr(e, lambda n: self.buffers.add(n.buffer) if isinstance(n, Load) else None)
+
+
+class GlslKernel(IndentedLines, KernelSkeleton):
+    """One tensor program as GLSL text (see emit_glsl)."""
+
+    def __init__(self, program: TensorProgram, local_size_x: int, inplace: bool):
+        super().__init__(program, program.name, inplace)
+        self.local_size_x = local_size_x
+        self.r = GlslRenderer(self)
+        self.grid = map_grid(program)
+        self.loop_bounds: dict = {}   # loop variable -> a variable bounded by its extent, for the 32-bit proofs
+        self.helpers: dict = {}
+        self.asserts: list = []
+        self.locals: set = set()
+        self.temps: list = []
+        self.lines: list = []
+        self.depth = 1
+        self.task = "invocation"      # a parallel loop inside the grid runs serially in the invocation
+
+    def refuse(self, reason: str, detail: str):
+        raise GlslUnsupported(self.program.name, reason, detail)
+
+    def emit(self):
+        self.begin()
+        self.visit(self.grid.body)
+        return self.end()
+
+    def element(self, buffer, indices) -> str:
+        index = self.r.expr(buffer.flat_index(indices))
+        if buffer in self.locals:
+            return f"{self.r.name(buffer, buffer.name)}[{index}]"
+        k = self.slot[buffer]
+        return f"b{k}.v[pc.off[{k}] + uint({index})]"
+
+    def bind(self, var, extent) -> None:
+        """Bound loop variable `var` by its extent for the 32-bit proofs."""
+        hi = bounds(substitute(extent, self.loop_bounds))[1]
+        upper = None if hi == math.inf else max(int(hi) - 1, 0)
+        self.loop_bounds[var] = SizeVar(var.name, upper=upper, lower=0)
+
+    # the kernel ----------------------------------------------------------------
+    def begin(self) -> None:
+        p = self.program
+        self.slot = {b: k for k, b in enumerate(p.params)}
+        for b in p.params:
+            if b.dtype not in GLSL_TYPES:
+                self.refuse(f"dtype {b.dtype}", f"buffer {b.name} is {b.dtype} (supported: {', '.join(GLSL_TYPES)})")
+        for b in p.params:
+            hi = bounds(b.numel())[1]
+            if hi >= INT32:
+                self.refuse("buffer may exceed 2^31 elements",
+                            f"buffer {b.name} has up to {hi} elements under the size bounds; 32-bit indexing needs "
+                            f"fewer than 2^31 (bound the size variables with SizeVar(name, upper=...))")
+        self.r.used.update(f"b{k}" for k in range(len(p.params)))   # the buffers' block names
+        self.r.used.update(f"rxe_{h}" for h in HELPERS)
+        for v in p.size_params:
+            self.r.name(v, v.name)
+        items = self.grid.items
+        if bounds(items)[1] >= INT32:
+            self.refuse("grid may exceed 2^31 invocations", f"the grid has up to {bounds(items)[1]} invocations")
+        self.items_text = self.r.int_expr(items) if self.grid.loops else "1"
+        self.line("uint gid = (gl_WorkGroupID.y + gl_WorkGroupID.z * gl_NumWorkGroups.y) * pc.groups_x "
+                  "* gl_WorkGroupSize.x")
+        self.line("    + gl_WorkGroupID.x * gl_WorkGroupSize.x + gl_LocalInvocationID.x;")
+        self.line("if (gid >= pc.items) return;")
+        for k, v in enumerate(p.size_params):
+            self.line(f"int {self.r.name(v, v.name)} = pc.size[{k}];")
+        loops = self.grid.loops
+        for var, extent in loops:
+            self.bind(var, extent)
+        rest = "gid"
+        for depth, (var, extent) in reversed(list(enumerate(loops))):
+            name = self.r.name(var, var.name)
+            if depth == 0:
+                self.line(f"int {name} = int({rest});")
+            else:
+                e = self.r.int_expr(extent)
+                self.line(f"int {name} = int({rest} % uint({e}));")
+                self.temps.append(object())   # kept alive: names are keyed by id()
+                quotient = self.r.name(self.temps[-1], "rest")
+                self.line(f"uint {quotient} = {rest} / uint({e});")
+                rest = quotient
+            self.scope.append(var)
+
+    def end(self):
+        p = self.program
+        nb, ns = len(p.params), len(p.size_params)
+        words = 2 + nb + ns
+        loaded = _Loaded()
+        loaded.visit(self.grid.body)
+        head = ["#version 450", f"// {p.name}: {len(self.grid.loops)} grid loop(s), items = {self.items_text}",
+                f"layout(local_size_x = {self.local_size_x}, local_size_x_id = 0) in;", ""]
+        inputs = set(p.inputs)
+        alias = "" if self.inplace else "restrict "
+        for k, b in enumerate(p.params):
+            access = "readonly " if b in inputs else "writeonly " if b in p.outputs and b not in loaded.buffers else ""
+            head.append(f"layout(std430, set = 0, binding = {k}) {alias}{access}buffer B{k} "
+                        f"{{ {GLSL_TYPES[b.dtype]} v[]; }} b{k};  // {b.name}")
+        members = ["uint groups_x;", "uint items;", f"uint off[{nb}];"] + ([f"int size[{ns}];"] if ns else [])
+        block = "layout(push_constant, std430) uniform" if words <= PUSH_CONSTANT_WORDS else \
+            f"layout(std430, set = 0, binding = {nb}) readonly buffer"
+        head.append(f"{block} PC {{ {' '.join(members)} }} pc;")
+        head.append("")
+        head += list(self.helpers.values())
+        text = "\n".join(head) + "\nvoid main() {\n" + "\n".join(self.lines) + "\n}\n"
+        c = CRenderer()
+        for v in p.size_params:
+            c.name(v, v.name)
+        record = KernelRecord(
+            name=p.name, num_buffers=nb, push_words=words, local_size_x=self.local_size_x, shared_bytes=0,
+            flags=0, items=self.grid.items, items_c=c.int_expr(self.grid.items),
+            size_params=tuple(c.name(v, v.name) for v in p.size_params),
+            grid=tuple(v.name for v, _ in self.grid.loops), push_in_buffer=words > PUSH_CONSTANT_WORDS,
+            asserts=self.asserts)
+        return text, record
+
+    # statements ------------------------------------------------------------
+    def visit_Store(self, s: Store):
+        self.line(f"{self.element(s.buffer, s.indices)} = {self.r.expr(s.value)};")
+
+    def visit_IfThenElse(self, s: IfThenElse):
+        self.branch(s, f"if ({self.r.expr(s.cond)}) {{", "} else {", "}")
+
+    def braced(self, opening: str, first: str | None, emit_body) -> None:
+        """`opening` (ending in `{`), then `first` and what emit_body() emits one level deeper, then `}`."""
+        self.line(opening)
+        self.depth += 1
+        if first is not None:
+            self.line(first)
+        emit_body()
+        self.depth -= 1
+        self.line("}")
+
+    def visit_Let(self, s: Let):
+        t = self.r.value_type(s.var.dtype)
+        if s.var.dtype == "int64":
+            self.refuse("int64 scalar", f"int64 scalar {s.var.name} (only index arithmetic is int64)")
+        self.braced("{", f"{t} {self.r.name(s.var, s.var.name)} = {self.r.expr(s.value)};",
+                    lambda: self.scoped(s.var, s.body))
+
+    def visit_Allocate(self, s: Allocate):
+        b = s.buffer
+        if b.dtype == "int64":
+            self.refuse("int64 local", f"local buffer {b.name} is int64")
+        t = self.r.value_type(b.dtype)
+        n = int(b.numel())
+        if n * 4 > LOCAL_BYTES:
+            self.refuse("local array too large", f"local buffer {b.name} has {n} elements "
+                        f"({n * 4} bytes; at most {LOCAL_BYTES} bytes per invocation)")
+        self.locals.add(b)
+        self.braced("{", f"{t} {self.r.name(b, b.name)}[{n}];", lambda: self.visit(s.body))
+
+    def visit_Assert(self, s: Assert):
+        self.asserts.append(self.assert_message(s))
+        self.line(f"if (!{self.r.expr(s.cond)}) return;  // assert: {s.message.replace(chr(10), ' ')}")
+
+    # loops ------------------------------------------------------------
+    def serial_loop(self, s: For):
+        v = self.r.name(s.var, s.var.name)
+        self.bind(s.var, s.extent)
+        self.braced(f"for (int {v} = 0; {v} < {self.r.int_expr(s.extent)}; ++{v}) {{", None,
+                    lambda: self.scoped(s.var, s.body))
+
+    def unrolled_loop(self, s: For):
+        self.serial_loop(s)   # GLSL has no portable unroll pragma; the driver decides
+
+    def vector_loop(self, s: For, lanes: int, stores: tuple):
+        self.serial_loop(s)   # scalar code in this version (vec4 operations come later)
+
+    def parallel_loop(self, s: For):
+        self.serial_loop(s)   # not reached: self.task is always set (the grid is decided by grid.py)
+
+
+def emit_glsl(program: TensorProgram, local_size_x: int = 64, *, inplace: bool = True):
+    """(GLSL 450 compute shader text, KernelRecord) for `program` (the ABI in
+    the module docstring). `local_size_x` is the default of specialization
+    constant 0; `inplace=False` promises that no output aliases an input (the
+    buffers are then declared restrict). Raises GlslUnsupported naming any
+    construct not handled yet."""
+    if isinstance(local_size_x, bool) or not isinstance(local_size_x, int) or not 1 <= local_size_x <= 1024:
+        raise RelaxEdgeError(f"GLSL kernel {program.name}: local_size_x must be an integer in [1, 1024], "
+                             f"got {local_size_x!r}")
+    return GlslKernel(program, local_size_x, inplace).emit()
