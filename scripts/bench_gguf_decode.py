@@ -12,7 +12,10 @@ Peers (each joins the rounds):
 - --llamacpp: llama.cpp (llama-cpp-python) on the same GGUF, in a child process (a crash in llama.cpp is
   printed as that engine's row instead of ending the run), timed by llama.cpp's own counters (no Python,
   no sampling; relax_edge's times are its runtime's, which include its sampling); --llamacpp-no-extra-bufts
-  loads it without its extra buffer types (no weight repacking, no AMX buffers);
+  loads it without its extra buffer types (no weight repacking, no AMX buffers). A llama.cpp built by GCC
+  12.2 with -march=native on an AMX CPU dies (SIGSEGV) on any prompt of 2 tokens or more of a Q4_0 / Q4_1 /
+  Q8_0 file: GCC drops the stores that fill the AMX tile configuration before ldtilecfg, which then loads
+  garbage; a clang build, or this flag, runs;
 - --ort: ONNX Runtime (the Python loop that feeds the presents back) on the ONNX export quantized by its
   MatMulNBitsQuantizer (4 bits, block 32, symmetric: the Q4_0 scheme with float32 scales, so the same
   nibbles as the Q4_0 GGUF; accuracy_level 4), and relax_edge's build of that very file;

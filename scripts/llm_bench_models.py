@@ -236,7 +236,7 @@ def q4_0_gguf(model: BenchModel) -> Path:
 
     def make(tmp):
         write_decoder(tmp / "tiny-llama.Q4_0.gguf", model.torch_model, "Q4_0", "llama", keep_f32=("token_embd.weight",))
-    return next(_made_once(bench_dir() / f"{model.name}-{model.onnx.stem}-q4_0-f32embd-gguf", make).glob("*.gguf"))
+    return next(_made_once(bench_dir() / f"{model.name}-{model.onnx.stem}-q4_0-gguf-2", make).glob("*.gguf"))
 
 
 def nbits_onnx(model: BenchModel, block: int = 32, accuracy_level: int = 4) -> Path:

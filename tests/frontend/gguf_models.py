@@ -53,9 +53,12 @@ def _permute(w: np.ndarray, heads: int) -> np.ndarray:
 
 def _byte_vocab(n: int):
     """GPT-2's 256 byte symbols, merges of common letter pairs, filler tokens, then <s> and </s> (control):
-    ``n`` tokens (below 258, the last byte symbols make room for <s> and </s>)."""
+    ``n`` tokens (below 259, the last byte symbols make room for one merge, <s> and </s>: llama.cpp wants a
+    merge)."""
     from tokenizers.pre_tokenizers import ByteLevel
-    tokens = sorted(ByteLevel.alphabet())[:n - 2]
+    tokens = sorted(ByteLevel.alphabet())
+    if n < len(tokens) + 3:
+        tokens = tokens[:n - 3]
     merges = []
     for a in "etaoinshr":
         for b in "etaoinshr":
