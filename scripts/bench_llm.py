@@ -5,8 +5,8 @@
 For each model (the tiny test Llama with a 1024-token context, SmolLM2-135M-Instruct in fp32; see
 scripts/llm_bench_models.py) and each engine (scripts/llm_engines.py: relax_edge's m.generate, relax_edge's
 ``main`` in the Python loop, ONNX Runtime in the Python greedy loop that feeds the presents back,
-onnxruntime-genai's fp32 model of the same checkpoint, llama.cpp on an F32 GGUF when llama-cpp-python is
-installed), on ``--threads`` threads:
+onnxruntime-genai's fp32 model of the same checkpoint, llama.cpp on an F32 GGUF of the same weights when
+llama-cpp-python is installed), on ``--threads`` threads:
 
 - greedy decoding of ``new`` tokens (256 for the Llama, 128 for SmolLM2) after a 128-token prompt, in
   ``--rounds`` interleaved rounds (each round runs every engine once, in turn, after one warm-up run each):
@@ -90,8 +90,6 @@ def make_engine(kind: str, model, args):
             import llama_cpp  # noqa: F401
         except ImportError:
             raise engines.Unavailable("not installed (pip install llama-cpp-python)") from None
-        if model.name != "smollm2":
-            raise engines.Unavailable(f"no GGUF of {model.name} (llama.cpp runs SmolLM2's)")
         return engines.LlamaCpp(models.f32_gguf(model), args.threads, args.max_context)
     if kind in ("relax_edge", "rxe_loop"):
         art = relax_edge_artifact(model, args)

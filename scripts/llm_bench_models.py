@@ -7,7 +7,8 @@ benchmark decodes. The other engines' files come from the same checkpoint:
 - ``hf_folder(model)``: the checkpoint as a Hugging Face folder (``save_pretrained`` of the model and a
   tokenizer), which onnxruntime-genai's model builder reads offline;
 - ``genai_folder(model)``: onnxruntime-genai's fp32 CPU model built from that folder (in a child process);
-- ``f32_gguf(model)``: an F32 GGUF for llama.cpp (SmolLM2: its Q4_1 GGUF dequantized tensor by tensor);
+- ``f32_gguf(model)``: an F32 GGUF for llama.cpp (SmolLM2: its Q4_1 GGUF dequantized tensor by tensor; the
+  tiny Llama: its weights in llama.cpp's layout);
 - ``q4_0_gguf(model)``: the tiny Llama's float weights as a Q4_0 GGUF (tests/frontend/gguf_models.py's
   writer: llama.cpp's converter layout, every 2-D weight Q4_0 but the token embedding, norms F32);
 - ``nbits_onnx(model)``: the export with every MatMul of a constant weight replaced by ONNX Runtime's
@@ -192,9 +193,14 @@ def genai_folder(model: BenchModel, precision: str = "fp32") -> Path:
 
 
 def f32_gguf(model: BenchModel) -> Path:
-    """An F32 GGUF of the checkpoint for llama.cpp (SmolLM2 only: its GGUF dequantized)."""
-    if model.name != "smollm2":
-        raise NotImplementedError(f"no GGUF for {model.name} (llama.cpp runs SmolLM2 only)")
+    """An F32 GGUF of the checkpoint for llama.cpp (SmolLM2: its GGUF dequantized; the tiny Llama: its weights
+    written by tests/frontend/gguf_models.py)."""
+    if model.name == "llama":
+        from tests.frontend.gguf_models import write_decoder
+
+        def make_llama(tmp):
+            write_decoder(tmp / "tiny-llama.F32.gguf", model.torch_model, "F32", "llama")
+        return next(_made_once(bench_dir() / f"{model.name}-{model.onnx.stem}-f32-gguf", make_llama).glob("*.gguf"))
     source = llm_models.smollm2_gguf()
 
     def make(tmp):
