@@ -61,17 +61,30 @@ static inline uint32_t ror8(uint32_t v) { return v >> 8 | v << 24; }
 #endif
 
 /* acc * q * 2^(shift - 31) rounded once, half to even: the product is exact in int64 (|acc|, |q| <= 2^31:
- * below 2^62 in magnitude) and so is the right shift t = 31 - shift in [1, 62]; the result saturates to int32
+ * at most 2^62 in magnitude) and so is the right shift t = 31 - shift in [1, 62]; the result saturates to int32
  * (a shift > 0, a multiplier >= 1, can leave it). Shifts the kernels refuse: 0 below -31 (|acc * q| / 2^63 is
- * at most 1/2), saturated above 30. */
+ * at most 1/2), saturated above 30. Right shifts of negative values are arithmetic (floor), as on every
+ * compiler these kernels support. */
 int32_t rxe_qint8_requantize(int32_t acc, int32_t q, int32_t shift) {
   int64_t p = (int64_t)acc * (int64_t)q, low;
   uint64_t rem, half;
   int t;
   if (shift < -31) return 0;
   if (shift > 30) return p > 0 ? INT32_MAX : p < 0 ? INT32_MIN : 0;
+  if (shift <= 0 && q != INT32_MIN) {
+    /* t = 31 + e, e = -shift in [0, 31], in 32-bit steps (one multiply-long on a 32-bit core): h = floor(p /
+     * 2^31) fits int32 (|p| < 2^62), f its 31 bits below; the result floor(h / 2^e) = low, plus one when
+     * rem + f / 2^31 (rem = h mod 2^e) is above half of 2^e, or at it and low is odd. */
+    int e = -(int)shift;
+    int32_t h = (int32_t)(p >> 31), low32 = h >> e;
+    uint32_t f = (uint32_t)p & 0x7fffffffu, odd = (uint32_t)low32 & 1u;
+    uint32_t rem32 = (uint32_t)h & ((1u << e) - 1u);
+    uint32_t half32 = e == 0 ? 0 : 1u << (e - 1);
+    int up = e == 0 ? f + odd > (1u << 30) : rem32 > half32 || (rem32 == half32 && (f != 0 || odd));
+    return rxe_qint8_saturate((int64_t)low32 + up);
+  }
   t = 31 - (int)shift;
-  low = p >= 0 ? p >> t : ~(~p >> t); /* floor(p / 2^t), no negative value shifted */
+  low = p >> t;
   rem = (uint64_t)p & (((uint64_t)1 << t) - 1u);
   half = (uint64_t)1 << (t - 1);
   return rxe_qint8_saturate(low + (rem > half || (rem == half && ((uint64_t)low & 1u)) ? 1 : 0));
