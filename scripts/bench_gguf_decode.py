@@ -148,23 +148,27 @@ def timed_rounds(engines: dict, unavailable: dict, prompt, new_tokens: int, roun
     from bench_llm import prefill_samples
     runs = {name: {"decode": [], "prefill": [], "tokens": None} for name in engines}
 
-    def attempt(name, *call):
+    def attempt(name, what):
         try:
-            return engines[name].run(*call)
+            return what(engines[name])
         except llm_engines.EngineCrashed as exc:
             unavailable[name] = str(exc)
             del engines[name], runs[name]
             say(f"{name}: {exc}")
             return None
+
+    def timed(engine):
+        gen = engine.run(prompt, new_tokens)
+        return gen, statistics.median(prefill_samples(engine, prompt, gen.prefill_s))
     for name in list(engines):
-        attempt(name, prompt, 8)
+        attempt(name, lambda engine: engine.run(prompt, 8))
     for r in range(rounds):
         names = list(engines)
         for name in names[r % len(names):] + names[:r % len(names)]:
-            gen = attempt(name, prompt, new_tokens)
-            if gen is None:
+            done = attempt(name, timed)
+            if done is None:
                 continue
-            ttft = statistics.median(prefill_samples(engines[name], prompt, gen.prefill_s))
+            gen, ttft = done
             runs[name]["decode"].append(gen.decode_tok_s)
             runs[name]["prefill"].append(len(prompt) / ttft)
             runs[name]["tokens"] = gen.tokens

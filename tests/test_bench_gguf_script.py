@@ -190,3 +190,17 @@ def test_tiny_llama_run_prints_the_int4_table(tmp_path):
         assert "not installed (pip install llama-cpp-python)" in done.stdout
     else:
         assert "relax_edge and llama.cpp (the same file) agree" in done.stdout
+
+
+class SteadyEngine(CountingEngine):
+    def run(self, prompt, new_tokens):
+        return llm_engines.Generation(list(range(new_tokens)), len(prompt), 0.25, 1.0)
+
+
+def test_an_engine_that_crashes_in_the_rounds_leaves_them_with_its_reason():
+    engines = {"relax_edge": SteadyEngine(0), "llama.cpp": llm_engines.InChild(CountingEngine, 0)}
+    unavailable = {}
+    runs = bench_gguf_decode.timed_rounds(engines, unavailable, [1, 2, 3, 4], 666, 3)   # 666: the child crashes
+    assert list(runs) == ["relax_edge"] and list(engines) == ["relax_edge"]
+    assert len(runs["relax_edge"]["decode"]) == 3 and runs["relax_edge"]["prefill"] == [16.0] * 3
+    assert "killed by SIGSEGV" in unavailable["llama.cpp"]
