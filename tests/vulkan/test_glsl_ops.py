@@ -1,7 +1,7 @@
 """The GLSL emitter over the operator matrix: every legalized case emits a
 compute shader that glslc compiles and spirv-val accepts for Vulkan 1.1, or
-is refused with the named reason listed here. Numerical runs on lavapipe
-need runtime_c/vulkan (not here yet)."""
+is refused with the named reason listed here. test_glsl_run.py runs a
+selection of them through the Vulkan runtime."""
 
 import collections
 
