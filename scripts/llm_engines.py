@@ -214,9 +214,10 @@ class LlamaCpp:
             if len(tokens) == new_tokens:
                 break
         gen = Generation(tokens, len(prompt), prefill, sum(times), times, wall_s=time.perf_counter() - start)
-        perf = self._perf()
-        if perf is not None and perf.n_p_eval == len(prompt) and perf.n_eval == len(tokens) - 1:
+        perf = self._perf()   # each time from its counters where they counted this run's tokens
+        if perf is not None and perf.n_p_eval == len(prompt):
             gen.prefill_s = perf.t_p_eval_ms / 1e3
+        if perf is not None and len(tokens) > 1 and perf.n_eval == len(tokens) - 1:
             gen.decode_s = perf.t_eval_ms / 1e3
             gen.token_s = None
         return gen

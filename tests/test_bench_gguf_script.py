@@ -112,7 +112,9 @@ def test_llama_cpp_times_are_its_own_clock_and_extra_bufts_can_be_turned_off(mon
     assert engine.llm.evaluated == [9, 8]
     perf.n_eval = 3   # counters that do not match the run: this process's clock instead
     gen = engine.run([1, 2, 3], 5)
-    assert len(gen.token_s) == 4 and gen.prefill_s != pytest.approx(0.03)
+    assert len(gen.token_s) == 4 and gen.prefill_s == pytest.approx(0.03)
+    perf.n_p_eval = 2
+    assert engine.run([1, 2, 3], 5).prefill_s != pytest.approx(0.03)
 
 
 def test_report_gives_ratios_and_checks_tokens_within_a_file():
