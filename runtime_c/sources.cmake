@@ -38,6 +38,7 @@ set(RXE_KERNEL_SOURCES
   kernels/gemv.c
   kernels/qconv.c
   kernels/qdepthwise_dsp.c
+  kernels/qdynamic.c
   kernels/qeltwise.c
   kernels/qgemm.c
   kernels/matmul_nbits.c

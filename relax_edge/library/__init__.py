@@ -9,7 +9,7 @@ import importlib
 # modules of relax_edge.library whose `LOWERINGS` (operator name -> lowering)
 # and `lower_call(call) -> (CallExtern, ExternDecl)` legalize uses for the
 # operators that have no tensor program: a new family adds its module here
-EXTERN_LIBRARIES = ("data_dependent", "kv_cache", "quant_weight", "qint8", "qeltwise")
+EXTERN_LIBRARIES = ("data_dependent", "kv_cache", "quant_weight", "qint8", "qeltwise", "qdynamic")
 
 
 def extern_lowerings() -> dict:

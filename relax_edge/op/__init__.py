@@ -15,6 +15,7 @@ from . import (  # noqa: F401  (register the records)
     linalg,
     manipulate,
     nn,
+    qdynamic,
     quant_int8,
     quant_weight,
     random,

@@ -43,6 +43,7 @@ from ..ir.expr import Call, Constant, Function, IRModule, SeqExpr, Var, VarBindi
 from ..op import quant_int8 as q8
 from ..op.registry import OPS, make_call
 from .bindings import scan
+from .quantize_dynamic import quantize_dynamic
 
 __all__ = ["quantize_int8"]
 
@@ -330,5 +331,7 @@ def _rewrite(func: Function) -> Function:
 
 
 def quantize_int8(mod: IRModule) -> IRModule:
-    """`mod` with its QDQ chains as integer operators (see above)."""
+    """`mod` with its QDQ chains as integer operators (see above), after quantize_dynamic's chains
+    (transform/quantize_dynamic.py)."""
+    mod = quantize_dynamic(mod)
     return IRModule({name: _rewrite(f) for name, f in mod.functions.items()}, mod.tensor_programs, mod.externs)

@@ -734,12 +734,52 @@ static void epilogue_wide(const rxe_qgemm_t* g, int32_t (*acc)[WIDE * NR], int64
 }
 #endif
 
+/* The 32-bit output mode (qgemm_internal.h): rows [m0, min(m0 + MR, m)) x columns [n0, n0 + count) from
+ * their sums acc (row r at acc + r * stride), the zero points folded in with wrapping uint32 arithmetic (the
+ * exact sum fits int32), then stored as int32 or scaled to float (two roundings: product, then bias). */
+static void epilogue_out32(const rxe_qgemm_t* g, const rxe_qgemm_out32_t* o, const int32_t* acc, int64_t stride,
+                           int64_t m0, int64_t n0, int64_t count, const int64_t* xsum, const int32_t* wsum) {
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+  uint32_t col[WIDE * NR], wz[WIDE * NR];
+  float scale[WIDE * NR], bias[WIDE * NR];
+  int64_t c;
+  int r;
+  for (c = 0; c < count; ++c) {
+    int32_t z = o->wz ? o->wz[n0 + c] : g->wz;
+    wz[c] = (uint32_t)z;
+    col[c] = (uint32_t)g->k * (uint32_t)g->xz * (uint32_t)z - (uint32_t)g->xz * (uint32_t)wsum[n0 + c];
+    if (o->out_f32) {
+      scale[c] = o->x_scale * o->w_scale[n0 + c];
+      bias[c] = o->bias ? o->bias[n0 + c] : 0.0f;
+    }
+  }
+  for (r = 0; r < MR && m0 + r < g->m; ++r) {
+    const int32_t* a = acc + r * stride;
+    uint32_t xs = (uint32_t)xsum[r];
+    if (o->out_i32) {
+      int32_t* dst = o->out_i32 + (m0 + r) * o->ldm + n0;
+      for (c = 0; c < count; ++c) dst[c] = (int32_t)((uint32_t)a[c] + col[c] - wz[c] * xs);
+    } else if (o->bias) {
+      float* dst = o->out_f32 + (m0 + r) * o->ldm + n0;
+      for (c = 0; c < count; ++c) {
+        float v = (float)(int32_t)((uint32_t)a[c] + col[c] - wz[c] * xs) * scale[c];
+        dst[c] = v + bias[c];
+      }
+    } else {
+      float* dst = o->out_f32 + (m0 + r) * o->ldm + n0;
+      for (c = 0; c < count; ++c) dst[c] = (float)(int32_t)((uint32_t)a[c] + col[c] - wz[c] * xs) * scale[c];
+    }
+  }
+}
+
 /* Panels per chunk: the row blocks run over one chunk of panels at a time, its weights (at most
  * about 128 KiB) staying in the cache while the rows pass. */
 #define QGEMM_CHUNK_BYTES 131072
 
 /* Rows [m_begin, m_end) (multiples of MR but the last) x panels [p_begin, p_end). */
-QGEMM_NOCLONE void run_block(const rxe_qgemm_t* g, int vector, int64_t m_begin, int64_t m_end, int64_t p_begin,
+QGEMM_NOCLONE void run_block(const rxe_qgemm_t* g, const rxe_qgemm_out32_t* o, int vector, int64_t m_begin, int64_t m_end, int64_t p_begin,
                              int64_t p_end) {
   const int32_t* wsum = (const int32_t*)(const void*)g->w_packed;
   int64_t panels = (g->n + NR - 1) / NR, panel_bytes = (g->k + 3) / 4 * 32, m0, p, i, c0, chunk;
@@ -758,7 +798,7 @@ QGEMM_NOCLONE void run_block(const rxe_qgemm_t* g, int vector, int64_t m_begin, 
         int64_t row = m0 + r < g->m ? m0 + r : g->m - 1;
         rows[r] = g->x + row * g->ldx;
         xsum[r] = 0;
-        if (g->wz != 0)
+        if (g->wz != 0 || (o && o->wz))
           for (i = 0; i < g->k; ++i) xsum[r] += (int8_t)(rows[r][i] ^ flip8);
       }
       for (p = c0; p < c1;) {
@@ -773,7 +813,9 @@ QGEMM_NOCLONE void run_block(const rxe_qgemm_t* g, int vector, int64_t m_begin, 
           } else { /* the last rows one by one */
             for (r = 0; m0 + r < g->m; ++r) tile_wide_one_row(rows[r], panels, wsum + p * NR, g->k, g->flip, acc[r]);
           }
-          if (vector && full_rows)
+          if (o)
+            epilogue_out32(g, o, acc[0], WIDE * NR, m0, p * NR, n1 - p * NR, xsum, wsum);
+          else if (vector && full_rows)
             epilogue_wide(g, acc, m0, p * NR, n1, xsum, wsum);
           else
             for (j = 0; j < count && (p + j) * NR < g->n; ++j)
@@ -790,7 +832,10 @@ QGEMM_NOCLONE void run_block(const rxe_qgemm_t* g, int vector, int64_t m_begin, 
             for (r = 0; m0 + r < g->m; ++r)
               tile_one_row(rows + r, first_panel + p * panel_bytes, wsum + p * NR, g->k, g->flip, acc + r);
           }
-          epilogue(g, vector, acc[0], NR, m0, p * NR, xsum, wsum);
+          if (o)
+            epilogue_out32(g, o, acc[0], NR, m0, p * NR, g->n - p * NR < NR ? g->n - p * NR : NR, xsum, wsum);
+          else
+            epilogue(g, vector, acc[0], NR, m0, p * NR, xsum, wsum);
           ++p;
         }
       }
@@ -800,6 +845,7 @@ QGEMM_NOCLONE void run_block(const rxe_qgemm_t* g, int vector, int64_t m_begin, 
 
 typedef struct {
   const rxe_qgemm_t* g;
+  const rxe_qgemm_out32_t* o; /* the 32-bit output mode, or NULL */
   int vector;
   int by_rows; /* the units are row blocks of MR (else panels, all rows) */
 } qgemm_task_t;
@@ -809,25 +855,39 @@ static void qgemm_task(void* ctx, int64_t begin, int64_t end, int thread) {
   const rxe_qgemm_t* g = t->g;
   (void)thread;
   if (t->by_rows) {
-    run_block(g, t->vector, begin * MR, end * MR < g->m ? end * MR : g->m, 0, (g->n + NR - 1) / NR);
+    run_block(g, t->o, t->vector, begin * MR, end * MR < g->m ? end * MR : g->m, 0, (g->n + NR - 1) / NR);
   } else {
-    run_block(g, t->vector, 0, g->m, begin, end);
+    run_block(g, t->o, t->vector, 0, g->m, begin, end);
   }
 }
 
 /* Row blocks (or, with fewer row blocks than threads, panels) over the thread
  * pool: every output is computed the same way whatever the thread count. */
-void rxe_qgemm_run(const rxe_qgemm_t* g) {
-  qgemm_task_t t;
+QGEMM_NOCLONE void run_tasks(qgemm_task_t* t) {
+  const rxe_qgemm_t* g = t->g;
   int64_t row_blocks = (g->m + MR - 1) / MR, panels = (g->n + NR - 1) / NR;
-  t.g = g;
-  t.vector = vector_epilogue_ok(g);
-  t.by_rows = row_blocks >= rxe_threads_get_count();
+  t->by_rows = row_blocks >= rxe_threads_get_count();
   if (g->m * g->n * g->k < QGEMM_PARALLEL_MIN_MACS) {
-    run_block(g, t.vector, 0, g->m, 0, panels);
+    run_block(g, t->o, t->vector, 0, g->m, 0, panels);
     return;
   }
-  rxe_threads_parallel_for(t.by_rows ? row_blocks : panels, qgemm_task, &t);
+  rxe_threads_parallel_for(t->by_rows ? row_blocks : panels, qgemm_task, t);
+}
+
+void rxe_qgemm_run(const rxe_qgemm_t* g) {
+  qgemm_task_t t;
+  t.g = g;
+  t.o = NULL;
+  t.vector = vector_epilogue_ok(g);
+  run_tasks(&t);
+}
+
+void rxe_qgemm_run_out32(const rxe_qgemm_t* g, const rxe_qgemm_out32_t* o) {
+  qgemm_task_t t;
+  t.g = g;
+  t.o = o;
+  t.vector = 0;
+  run_tasks(&t);
 }
 
 rxe_status_t rxe_qint8_check(const char* what, int64_t k, int64_t n, const int32_t* shift, int64_t x_zero,

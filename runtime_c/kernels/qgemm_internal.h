@@ -28,6 +28,25 @@ typedef struct {
 
 void rxe_qgemm_run(const rxe_qgemm_t* g);
 
+/* The 32-bit output mode of the same GEMM (rxe_qgemm_run_out32): each output is the exact sum
+ *   acc(m, n) = sum_k (x(m,k) - xz) * (w(n,k) - wz_n)
+ * with wz_n = wz[n] (per column, signed space) or g->wz for every column when wz is NULL, stored as int32 at
+ * out_i32 + m*ldm + n when out_i32 is set, else as the float
+ *   (float)acc * (x_scale * w_scale[n])  (+ bias[n] when bias is set; two float32 roundings, no fma)
+ * at out_f32 + m*ldm + n. g's bias, multiplier, shift, out, ldm, ldn, out_zero and clamp are not read.
+ * The caller keeps k * 255 * 255 below 2^31 (acc exact in int32). */
+typedef struct {
+  const int32_t* wz;
+  int32_t* out_i32;
+  float* out_f32;
+  float x_scale;
+  const float* w_scale;
+  const float* bias;
+  int64_t ldm;
+} rxe_qgemm_out32_t;
+
+void rxe_qgemm_run_out32(const rxe_qgemm_t* g, const rxe_qgemm_out32_t* o);
+
 /* acc saturated to int32 (the contract saturates an accumulator beyond int32
  * before it requantizes). */
 int32_t rxe_qint8_saturate(int64_t acc);
