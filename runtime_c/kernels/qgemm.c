@@ -779,8 +779,8 @@ static void epilogue_out32(const rxe_qgemm_t* g, const rxe_qgemm_out32_t* o, con
 #define QGEMM_CHUNK_BYTES 131072
 
 /* Rows [m_begin, m_end) (multiples of MR but the last) x panels [p_begin, p_end). */
-QGEMM_NOCLONE void run_block(const rxe_qgemm_t* g, const rxe_qgemm_out32_t* o, int vector, int64_t m_begin, int64_t m_end, int64_t p_begin,
-                             int64_t p_end) {
+QGEMM_NOCLONE void run_block(const rxe_qgemm_t* g, const rxe_qgemm_out32_t* o, int vector, int64_t m_begin,
+                             int64_t m_end, int64_t p_begin, int64_t p_end) {
   const int32_t* wsum = (const int32_t*)(const void*)g->w_packed;
   int64_t panels = (g->n + NR - 1) / NR, panel_bytes = (g->k + 3) / 4 * 32, m0, p, i, c0, chunk;
   const uint8_t* first_panel = g->w_packed + 4 * panels * NR;
