@@ -1,7 +1,8 @@
 """Emitted GLSL kernels run through the Vulkan runtime (runtime_c/vulkan, on
 lavapipe unless RXE_VK_ANY_DEVICE=1) against the tensor program's own numpy
 interpreter: one shader per symbolic program serves every size (1, 63, 64,
-65, 4097, so sizes that are not multiples of the workgroup), every buffer
+65, 4097, so sizes that are not multiples of the workgroup; the whole
+operator matrix of test_glsl_ops.py at 1 and 65), every buffer
 sits in one arena at an offset that is not a multiple of the device's
 storage-buffer alignment (the remainder travels in push constants), and
 the validation layer, when installed, reports nothing (tests/vulkan/conftest.py)."""
@@ -11,13 +12,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relax_edge.codegen.vulkan import compile_spirv, emit_glsl
+from relax_edge.codegen.vulkan import GlslUnsupported, compile_spirv, emit_glsl
 from relax_edge.ir import SizeVar, evaluate
 from relax_edge.tir import TensorProgram
 from relax_edge.tir.expr import intrinsic
 from relax_edge.tir.stmt import Buffer, For, Store, loop_var
 from tests.vulkan import vkrt
 from tests.vulkan.glsl_cases import CASES, programs
+from tests.vulkan.test_glsl_ops import REFUSED
 
 N = [1, 63, 64, 65, 4097]
 N_HEAVY = [1, 63, 65, 130]     # convolutions, pools, matmuls, norms: the interpreter is slow past that
@@ -164,3 +166,20 @@ def test_push_constants_past_128_bytes_run_from_a_storage_buffer(open_vk, tmp_pa
     for a in arrays[1:]:
         want = want + a   # the kernel's order, in float32
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_every_emitted_program_of_the_matrix_matches_the_interpreter(open_vk, case, tmp_path):
+    """The whole operator matrix of test_glsl_ops.py at n = 1 and 65: each
+    program that emits runs and matches; the others are the listed refusals."""
+    ran = 0
+    for p in programs(case, "symbolic"):
+        try:
+            emit_glsl(p)
+        except GlslUnsupported as e:
+            assert e.reason in REFUSED.get(case[0], set()), e
+            continue
+        ctx = open_vk()
+        assert run_program(ctx, p, tmp_path, [1, 65]) == 2 * len(p.outputs)
+        ran += 1
+    assert ran or case[0] in REFUSED
