@@ -4,6 +4,9 @@ A **target** is what the compiler needs: triples (GNU for the toolchain,
 LLVM for llvmlite), CPU, features, vector width, float ABI, operating system
 (linux / android / none), compiler and flags. A **board** is a target plus how
 to reach it: a transport (local, qemu, ssh, adb) and its connection fields.
+An optional `vulkan:` section describes the board's Vulkan device for the
+Vulkan runtime (runtime_c/vulkan/): the ICD file to pin, whether a CPU device
+such as lavapipe is accepted, the workgroup size and lavapipe's thread count.
 
 Boards are YAML files in `boards/` (or any path), loaded with
 `yaml.safe_load` and validated: an unknown key, a missing field, a bad triple
@@ -79,6 +82,7 @@ class Board:
     ssh: dict = dataclasses.field(default_factory=dict)
     adb: dict = dataclasses.field(default_factory=dict)
     timeout_s: float = 120.0
+    vulkan: dict = dataclasses.field(default_factory=dict)
 
 
 # field -> (required, type, allowed values or None)
@@ -91,8 +95,12 @@ _TARGET_FIELDS = {
 _BOARD_FIELDS = {
     "name": (True, str, None), "description": (False, str, None), "target": (True, dict, None),
     "transport": (True, str, TRANSPORTS), "qemu": (False, dict, None), "ssh": (False, dict, None),
-    "adb": (False, dict, None), "timeout_s": (False, (int, float), None),
+    "adb": (False, dict, None), "timeout_s": (False, (int, float), None), "vulkan": (False, dict, None),
 }
+# icd: the driver manifest (VK_DRIVER_FILES); allow_cpu: accept a CPU device; workgroup_size: the kernels'
+# local_size_x; lp_num_threads: LP_NUM_THREADS for lavapipe (0: the machine's cores)
+_VULKAN_FIELDS = {"icd": (False, str, None), "allow_cpu": (False, bool, None), "workgroup_size": (False, int, None),
+                  "lp_num_threads": (False, int, None)}
 _TRANSPORT_FIELDS = {
     "qemu": {"command": (True, list, None), "system": (False, bool, None), "icount_shift": (False, int, None)},
     "ssh": {"host": (True, str, None), "port": (False, int, None), "user": (True, str, None),
@@ -168,12 +176,20 @@ def _parse(path: Path, data) -> Board:
             _check(f"{where}: {name}", data[name], _TRANSPORT_FIELDS[name])
     if "qemu" in data and not data["qemu"]["command"]:
         raise BoardError(f"{where}: field 'qemu.command' is empty; give the emulator and its arguments")
+    if "vulkan" in data:
+        _check(f"{where}: vulkan", data["vulkan"], _VULKAN_FIELDS)
+        size = data["vulkan"].get("workgroup_size", 64)
+        if not 1 <= size <= 1024 or size & (size - 1):
+            raise BoardError(f"{where}: field 'vulkan.workgroup_size' must be a power of two from 1 to 1024, "
+                             f"got {size!r}")
+        if data["vulkan"].get("lp_num_threads", 0) < 0:
+            raise BoardError(f"{where}: field 'vulkan.lp_num_threads' must be 0 (the cores) or more")
     if "timeout_s" in data and data["timeout_s"] <= 0:
         raise BoardError(f"{where}: field 'timeout_s' must be positive, got {data['timeout_s']!r}")
     target = Target(**{k: tuple(v) if isinstance(v, list) else v for k, v in t.items()})
     return Board(name=data["name"], description=data.get("description", ""), target=target,
                  transport=transport, path=where, qemu=data.get("qemu", {}), ssh=data.get("ssh", {}),
-                 adb=data.get("adb", {}), timeout_s=float(data.get("timeout_s", 120.0)))
+                 adb=data.get("adb", {}), timeout_s=float(data.get("timeout_s", 120.0)), vulkan=data.get("vulkan", {}))
 
 
 def load_board(name_or_path) -> Board:

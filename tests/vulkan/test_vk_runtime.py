@@ -273,3 +273,27 @@ def test_the_validation_layer_counts_what_it_reports(vk_lib, spirv):
     finally:
         ctx.close()
     assert count > 0 and "Push constant" in first
+
+
+def test_runs_of_growing_length_and_an_empty_dispatch(open_vk, spirv):
+    """Three runs on one context (1, 40 and 3 dispatches, one of them over 0
+    items): the pools grow and are reused, each run matches numpy."""
+    ctx = open_vk(per_submit=16)
+    ctx.load([saxpy_kernel(spirv)])
+    n = 500
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal(n).astype(np.float32)
+    bx, by = ctx.buffer(n * F32), ctx.buffer(n * F32)
+    ctx.write(bx, x)
+    for dispatches in (1, 40, 3):
+        ctx.write(by, np.zeros(n, np.float32))
+        expected = np.zeros(n, np.float32)
+        ctx.begin()
+        for i in range(dispatches):
+            count = 0 if i == 1 else n - i
+            ctx.dispatch(0, [(bx, 0, n * F32), (by, 0, n * F32), (by, 0, n * F32)], [count], count)
+            expected[:count] = np.float32(2) * x[:count] + expected[:count]
+        ctx.submit()
+        np.testing.assert_array_equal(ctx.read(by, n), expected)
+        assert len(ctx.times()) == dispatches
+    assert ctx.pipelines_created == 1

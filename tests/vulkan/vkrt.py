@@ -3,16 +3,16 @@ driven through ctypes, with the test shaders compiled by glslc and checked by
 spirv-val.
 
 `unavailable()` says why the tests cannot run here (no gcc, glslc, spirv-val,
-libvulkan or lavapipe), or None. The tests pin Mesa's lavapipe through
-VK_DRIVER_FILES unless RXE_VK_ANY_DEVICE=1 (a machine with a real GPU: the
-runtime then prefers the discrete one).
+libvulkan or lavapipe), or None. The tests run on the host-vulkan board: its
+ICD (lavapipe) pinned through VK_DRIVER_FILES and its LP_NUM_THREADS, unless
+RXE_VK_ANY_DEVICE=1 (a machine with a real GPU: the runtime then prefers the
+discrete one).
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import glob
 import os
 import shutil
 import subprocess
@@ -21,10 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from relax_edge.codegen import abi
+from relax_edge.target import load_board
 
 ROOT = Path(__file__).resolve().parents[2]
 SHADERS = Path(__file__).resolve().parent / "shaders"
-LAVAPIPE = sorted(glob.glob("/usr/share/vulkan/icd.d/lvp_icd*.json"))
+BOARD = load_board("host-vulkan")
 SOURCES = sorted((ROOT / "runtime_c" / "vulkan").glob("*.c")) + [ROOT / "runtime_c" / "src" / "status.c"]
 FP16 = 1
 STATUS = {name: code for code, name in abi.STATUS_NAMES.items()}
@@ -38,15 +39,16 @@ def unavailable() -> str | None:
         return "libvulkan is not installed (apt-get install libvulkan1; scripts/setup.sh installs it)"
     if not Path("/usr/include/vulkan/vulkan.h").exists():
         return "the Vulkan headers are not installed (apt-get install libvulkan-dev)"
-    if os.environ.get("RXE_VK_ANY_DEVICE") != "1" and not LAVAPIPE:
-        return "Mesa's lavapipe is not installed (apt-get install mesa-vulkan-drivers)"
+    if os.environ.get("RXE_VK_ANY_DEVICE") != "1" and not Path(BOARD.vulkan["icd"]).exists():
+        return f"Mesa's lavapipe is not installed: no {BOARD.vulkan['icd']} (apt-get install mesa-vulkan-drivers)"
     return None
 
 
 def pin_driver() -> None:
     if os.environ.get("RXE_VK_ANY_DEVICE") != "1":
-        os.environ["VK_DRIVER_FILES"] = LAVAPIPE[0]
-        os.environ["VK_ICD_FILENAMES"] = LAVAPIPE[0]   # the name older loaders read
+        os.environ["VK_DRIVER_FILES"] = BOARD.vulkan["icd"]
+        os.environ["VK_ICD_FILENAMES"] = BOARD.vulkan["icd"]   # the name older loaders read
+        os.environ["LP_NUM_THREADS"] = str(BOARD.vulkan["lp_num_threads"] or os.cpu_count() or 1)
 
 
 def validation_installed() -> bool:
