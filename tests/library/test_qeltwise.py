@@ -219,26 +219,30 @@ def graph(rng):
     x = Var("x", TensorType((2, 4, 10, 12), "uint8"))
     y = Var("y", TensorType((2, 4, 10, 12), "uint8"))
     f = Var("f", TensorType((1, 2, 6, 6), "float32"))
+    z = Var("z", TensorType((2, 4, 10, 12), "int8"))
+    add3 = {**add_attrs(rng, "int8", "int8", "int8", relu=True), "a_zero": -100, "b_zero": -3, "out_zero": -128}
     add = add_attrs(rng, "uint8", "uint8", "uint8", relu=True)
     add2 = add_attrs(rng, "uint8", "int8", "int8")
     row = Constant(ints(rng, "int8", (1, 4, 1, 12)))
     pool = {"kernel_size": (3, 3), "strides": (2, 2), "padding": (1, 1, 1, 1)}
     bb = Builder()
-    with bb.function("main", [x, y, f]):
+    with bb.function("main", [x, y, f, z]):
         with bb.dataflow():
             s = bb.emit(make_call("qadd", [x, y], add))
             p = bb.emit(make_call("max_pool2d", [s], pool))
             t = bb.emit(make_call("qadd", [s, row], add2))
             g = bb.emit(make_call("max_pool2d", [f], {"kernel_size": (2, 2)}))
-            out = bb.emit_output(Tuple([p, t, g]))
+            u = bb.emit(make_call("qadd", [z, z], add3))   # negative zero points through the C call
+            out = bb.emit_output(Tuple([p, t, g, u]))
         bb.ret(out)
 
-    def expected(xv, yv, fv):
+    def expected(xv, yv, fv, zv):
         sv = qadd_reference(xv, yv, **add)
         return [OPS["max_pool2d"].reference(sv, **{**pool, "dilation": (1, 1), "ceil_mode": False}),
                 qadd_reference(sv, row.data, **add2),
                 OPS["max_pool2d"].reference(fv, kernel_size=(2, 2), strides=None, padding=(0, 0, 0, 0),
-                                            dilation=(1, 1), ceil_mode=False)]
+                                            dilation=(1, 1), ceil_mode=False),
+                qadd_reference(zv, zv, **add3)]
     return bb.get(), expected
 
 
@@ -246,18 +250,19 @@ def test_legalize_calls_the_kernels_where_they_apply():
     mod, _ = graph(np.random.default_rng(10))
     main = legalize(mod).functions["main"]
     calls = [b.value for blk in main.body.blocks for b in blk.bindings if isinstance(b.value, CallExtern)]
-    assert [c.name for c in calls] == [E.QADD, E.MAX_POOL2D]
+    assert [c.name for c in calls] == [E.QADD, E.MAX_POOL2D, E.QADD]
 
 
-@pytest.mark.parametrize("backend", ["c", "llvm"])
-def test_compiled_graph_matches_the_references(tmp_path, backend):
+@pytest.mark.parametrize("board, backend", [("host", "c"), ("host", "llvm"),
+                                            pytest.param("qemu-aarch64", "c", marks=[pytest.mark.emu])])
+def test_compiled_graph_matches_the_references(tmp_path, board, backend):
     rng = np.random.default_rng(11)
     mod, expected = graph(rng)
     feeds = [ints(rng, "uint8", (2, 4, 10, 12)), ints(rng, "uint8", (2, 4, 10, 12)),
-             rng.standard_normal((1, 2, 6, 6)).astype(np.float32)]
-    art = rxe.build(mod, board="host", backend=backend, out_dir=tmp_path / "art", name="qelt", quiet=True,
+             rng.standard_normal((1, 2, 6, 6)).astype(np.float32), ints(rng, "int8", (2, 4, 10, 12))]
+    art = rxe.build(mod, board=board, backend=backend, out_dir=tmp_path / "art", name="qelt", quiet=True,
                     profile=False)
-    with rxe.connect("host") as dev:
+    with rxe.connect(board) as dev:
         outs = dev.load(art).run(*feeds)
     for got, want in zip(outs, expected(*feeds)):
         np.testing.assert_array_equal(got, want)

@@ -129,6 +129,7 @@ rxe_status_t rxe_lib_depthwise_conv2d_f32(const float* x, const float* w, const 
 #include "relax_edge/kernels_detect.h" /* the data-dependent kernels (detect.c) */
 #include "relax_edge/kernels_kv.h"     /* the KV-cache kernels (attention.c) */
 #include "relax_edge/kernels_qdynamic.h" /* the 32-bit-output integer matmuls (qdynamic.c) */
+#include "relax_edge/kernels_qeltwise.h" /* the int8 add and max pooling (qeltwise.c) */
 #include "relax_edge/kernels_qint8.h"  /* the int8 kernels (qgemm.c, qconv.c) */
 #include "relax_edge/kernels_quant.h"  /* the weight-only quantized kernels (matmul_nbits.c) */
 
