@@ -17,6 +17,7 @@ from relax_edge.ir import SizeVar, evaluate
 from relax_edge.tir import TensorProgram
 from relax_edge.tir.expr import intrinsic
 from relax_edge.tir.stmt import Buffer, For, Store, loop_var
+from relax_edge.transform.schedule import schedule_program
 from tests.vulkan import vkrt
 from tests.vulkan.glsl_cases import CASES, programs
 from tests.vulkan.test_glsl_ops import REFUSED
@@ -106,11 +107,16 @@ def test_emitted_kernel_matches_the_interpreter(open_vk, entry, tmp_path):
     assert ctx.pipelines_created == 1   # one shader for every size
 
 
-def _run_direct(ctx, p, tmp_path, inputs, env):
-    """Run `p` once on `inputs` (numpy arrays, one buffer each); its outputs as flat arrays."""
-    glsl, record = emit_glsl(p)
+def _load(ctx, p, tmp_path, local_size_x=64):
+    """Emit, compile and load `p` as kernel 0 of `ctx`; its record."""
+    glsl, record = emit_glsl(p, local_size_x=local_size_x)
     words = np.frombuffer(compile_spirv(glsl, tmp_path, p.name), dtype=np.uint32)
     ctx.load([vkrt.kernel(p.name, words, record.num_buffers, len(p.size_params), record.local_size_x)])
+    return record
+
+
+def _dispatch(ctx, p, record, inputs, env):
+    """Run loaded kernel 0 once on `inputs` (numpy arrays, a buffer each); its outputs as flat arrays."""
     counts = [int(evaluate(b.numel(), env)) for b in p.params]
     buffers = [ctx.buffer(c * 4) for c in counts]
     for b, a in zip(buffers, inputs):
@@ -120,7 +126,12 @@ def _run_direct(ctx, p, tmp_path, inputs, env):
                  int(evaluate(record.items, env)))
     ctx.submit()
     return [ctx.read(buffers[len(p.inputs) + j], counts[len(p.inputs) + j], np.dtype(b.dtype))
-            for j, b in enumerate(p.outputs)], record
+            for j, b in enumerate(p.outputs)]
+
+
+def _run_direct(ctx, p, tmp_path, inputs, env):
+    record = _load(ctx, p, tmp_path)
+    return _dispatch(ctx, p, record, inputs, env), record
 
 
 def test_pow_of_negative_and_zero_bases(open_vk, tmp_path):
@@ -183,3 +194,20 @@ def test_every_emitted_program_of_the_matrix_matches_the_interpreter(open_vk, ca
         assert run_program(ctx, p, tmp_path, [1, 65]) == 2 * len(p.outputs)
         ran += 1
     assert ran or case[0] in REFUSED
+
+
+@pytest.mark.parametrize("local_size_x", [32, 128])
+@pytest.mark.parametrize("name", ["gelu", "softmax_last", "reduce_sum_all"])
+def test_host_scheduled_programs_and_other_workgroup_sizes(open_vk, name, local_size_x, tmp_path):
+    """The host schedule's vector loops, partial-sum reductions and parallel split, emitted as scalar loops
+    and a grid, at workgroup sizes other than the default."""
+    p = schedule_program(_program(name), 256, True)
+    ctx = open_vk()
+    record = _load(ctx, p, tmp_path, local_size_x)
+    assert record.local_size_x == local_size_x
+    for k, n in enumerate([1, 65, 4097]):
+        env = {v: n for v in p.size_params}
+        inputs = _inputs(p, env, k)
+        (got,) = _dispatch(ctx, p, record, inputs, env)
+        want = p.interpret(inputs, None, [n] * len(p.size_params))
+        np.testing.assert_allclose(got, np.asarray(want).reshape(-1), rtol=2e-6, atol=1e-6)
