@@ -297,3 +297,19 @@ def test_runs_of_growing_length_and_an_empty_dispatch(open_vk, spirv):
         np.testing.assert_array_equal(ctx.read(by, n), expected)
         assert len(ctx.times()) == dispatches
     assert ctx.pipelines_created == 1
+
+
+def test_device_choice_is_named_when_nothing_fits(vk_lib):
+    """On lavapipe alone: without allow_cpu no device is usable; an index past
+    the devices is named with their count."""
+    probe = vkrt.Context(vk_lib, validation=False)
+    cpu_only = "llvmpipe" in probe.device_name   # the preferred device is the CPU one: no GPU here
+    probe.close()
+    if cpu_only:
+        with pytest.raises(vkrt.VulkanError) as failure:
+            vkrt.Context(vk_lib, validation=False, allow_cpu=False)
+        assert failure.value.status == "RXE_ERR_DEVICE"
+        assert "(a CPU device needs allow_cpu)" in failure.value.message
+    with pytest.raises(vkrt.VulkanError) as failure:
+        vkrt.Context(vk_lib, validation=False, device_index=99)
+    assert failure.value.status == "RXE_ERR_DEVICE" and "device_index 99: there are" in failure.value.message

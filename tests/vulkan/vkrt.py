@@ -149,12 +149,12 @@ class Context:
     """One rxe_vk_t; every call raises VulkanError on a failed status."""
 
     def __init__(self, lib, *, validation=True, limits: Limits | None = None, library: str | None = None,
-                 force_staging=False, per_submit=0):
+                 force_staging=False, per_submit=0, allow_cpu=True, device_index=-1):
         self.lib = lib
         self.err = abi.Error()
         self.handle = ctypes.c_void_p()
         self._limits = limits
-        options = Options(1, -1, int(validation), int(force_staging),
+        options = Options(int(allow_cpu), device_index, int(validation), int(force_staging),
                           ctypes.pointer(limits) if limits is not None else None,
                           library.encode() if library else None, per_submit)
         self._call(lib.rxe_vk_open(ctypes.byref(options), ctypes.byref(self.handle), ctypes.byref(self.err)))
