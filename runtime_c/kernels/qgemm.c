@@ -736,41 +736,34 @@ static void epilogue_wide(const rxe_qgemm_t* g, int32_t (*acc)[WIDE * NR], int64
 
 /* The 32-bit output mode (qgemm_internal.h): rows [m0, min(m0 + MR, m)) x columns [n0, n0 + count) from
  * their sums acc (row r at acc + r * stride), the zero points folded in with wrapping uint32 arithmetic (the
- * exact sum fits int32), then stored as int32 or scaled to float (two roundings: product, then bias). */
+ * exact sum fits int32), then stored as int32 or scaled to float (two roundings: product, then bias). No
+ * arrays of its own: its frame stays small under run_block's. */
 static void epilogue_out32(const rxe_qgemm_t* g, const rxe_qgemm_out32_t* o, const int32_t* acc, int64_t stride,
                            int64_t m0, int64_t n0, int64_t count, const int64_t* xsum, const int32_t* wsum) {
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #endif
-  uint32_t col[WIDE * NR], wz[WIDE * NR];
-  float scale[WIDE * NR], bias[WIDE * NR];
+  const int32_t* ws = wsum + n0;
+  uint32_t xz = (uint32_t)g->xz, kxz = (uint32_t)g->k * (uint32_t)g->xz;
   int64_t c;
   int r;
-  for (c = 0; c < count; ++c) {
-    int32_t z = o->wz ? o->wz[n0 + c] : g->wz;
-    wz[c] = (uint32_t)z;
-    col[c] = (uint32_t)g->k * (uint32_t)g->xz * (uint32_t)z - (uint32_t)g->xz * (uint32_t)wsum[n0 + c];
-    if (o->out_f32) {
-      scale[c] = o->x_scale * o->w_scale[n0 + c];
-      bias[c] = o->bias ? o->bias[n0 + c] : 0.0f;
-    }
-  }
   for (r = 0; r < MR && m0 + r < g->m; ++r) {
     const int32_t* a = acc + r * stride;
     uint32_t xs = (uint32_t)xsum[r];
+    int64_t row = (m0 + r) * o->ldm + n0;
+#define QGEMM_OUT32_SUM(c) \
+  (int32_t)((uint32_t)a[c] - xz * (uint32_t)ws[c] + (o->wz ? (kxz - xs) * (uint32_t)o->wz[n0 + c] : 0u))
     if (o->out_i32) {
-      int32_t* dst = o->out_i32 + (m0 + r) * o->ldm + n0;
-      for (c = 0; c < count; ++c) dst[c] = (int32_t)((uint32_t)a[c] + col[c] - wz[c] * xs);
+      for (c = 0; c < count; ++c) o->out_i32[row + c] = QGEMM_OUT32_SUM(c);
     } else if (o->bias) {
-      float* dst = o->out_f32 + (m0 + r) * o->ldm + n0;
       for (c = 0; c < count; ++c) {
-        float v = (float)(int32_t)((uint32_t)a[c] + col[c] - wz[c] * xs) * scale[c];
-        dst[c] = v + bias[c];
+        float v = (float)QGEMM_OUT32_SUM(c) * (o->x_scale * o->w_scale[n0 + c]);
+        o->out_f32[row + c] = v + o->bias[n0 + c];
       }
     } else {
-      float* dst = o->out_f32 + (m0 + r) * o->ldm + n0;
-      for (c = 0; c < count; ++c) dst[c] = (float)(int32_t)((uint32_t)a[c] + col[c] - wz[c] * xs) * scale[c];
+      for (c = 0; c < count; ++c) o->out_f32[row + c] = (float)QGEMM_OUT32_SUM(c) * (o->x_scale * o->w_scale[n0 + c]);
     }
+#undef QGEMM_OUT32_SUM
   }
 }
 

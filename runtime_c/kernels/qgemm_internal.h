@@ -30,7 +30,7 @@ void rxe_qgemm_run(const rxe_qgemm_t* g);
 
 /* The 32-bit output mode of the same GEMM (rxe_qgemm_run_out32): each output is the exact sum
  *   acc(m, n) = sum_k (x(m,k) - xz) * (w(n,k) - wz_n)
- * with wz_n = wz[n] (per column, signed space) or g->wz for every column when wz is NULL, stored as int32 at
+ * with wz_n = wz[n] (per column, signed space), or 0 when wz is NULL (g->wz must be 0 then), stored as int32 at
  * out_i32 + m*ldm + n when out_i32 is set, else as the float
  *   (float)acc * (x_scale * w_scale[n])  (+ bias[n] when bias is set; two float32 roundings, no fma)
  * at out_f32 + m*ldm + n. g's bias, multiplier, shift, out, ldm, ldn, out_zero and clamp are not read.

@@ -5,7 +5,9 @@ of 8 or 32, K not a multiple of 4) and on bare MatMulInteger nodes: the
 chains become one dynamic_qdense (matmul_integer), and the module before
 the pass, interpreted after it and compiled for the host all give ONNX
 Runtime's result with graph optimizations off and onnx.reference's, bit for
-bit (the same float32 operations in the same order)."""
+bit (the same float32 operations in the same order). Under QEMU (aarch64
+with and without dotprod, armv7, riscv64, the Cortex-M4): a two-layer model
+of uint8 per-channel weights (per-column zero points), one with a bias."""
 
 import numpy as np
 import onnx
@@ -33,6 +35,19 @@ def _spec_session(path):
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 3
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def _two_layers(x_shape, n1, n2, seed):
+    rng = np.random.default_rng(seed)
+    k = x_shape[-1]
+    inits = [numpy_helper.from_array((rng.standard_normal((k, n1)) * 0.3).astype(np.float32), "W1"),
+             numpy_helper.from_array(rng.standard_normal(n1).astype(np.float32), "B1"),
+             numpy_helper.from_array((rng.standard_normal((n1, n2)) * 0.3).astype(np.float32), "W2")]
+    nodes = [helper.make_node("MatMul", ["x", "W1"], ["mm"]), helper.make_node("Add", ["mm", "B1"], ["h"]),
+             helper.make_node("MatMul", ["h", "W2"], ["y"])]
+    graph = helper.make_graph(nodes, "two", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (*x_shape[:-1], n2))], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
 def _float_model(x_shape, n, bias, seed):
@@ -67,9 +82,9 @@ def _interpreted(mod, x):
     return out[0] if isinstance(out, (list, tuple)) else out
 
 
-def _compiled(mod, tmp_path, inputs):
-    art = rxe.build(mod, board="host", out_dir=tmp_path / "host", name="qdyn", profile=False)
-    with rxe.connect("host") as dev:
+def _compiled(mod, tmp_path, inputs, board="host"):
+    art = rxe.build(mod, board=board, out_dir=tmp_path / board, name="qdyn", profile=False)
+    with rxe.connect(board) as dev:
         loaded = dev.load(art)
         return [loaded.run(*x)[0] for x in inputs]
 
@@ -140,3 +155,20 @@ def test_a_scale_that_is_not_the_dynamic_one_stays_generic(tmp_path):
     onnx.save(model, str(tmp_path / "other.onnx"))
     mod = dce(quantize_int8(rxe.from_onnx(str(tmp_path / "other.onnx"))))
     assert "dynamic_qdense" not in _ops(mod) and "matmul" in _ops(mod)
+
+
+@pytest.mark.parametrize("board", ["qemu-aarch64", "qemu-aarch64-dotprod", "qemu-armv7", "qemu-riscv64",
+                                   "qemu-cortex-m4"])
+def test_compiled_for_each_board_is_exact(board, tmp_path):
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    x_shape = (2, 3, 21)
+    src, path = tmp_path / "two_f32.onnx", tmp_path / "two.onnx"
+    onnx.save(_two_layers(x_shape, 13, 40, 4), str(src))
+    quantize_dynamic(str(src), str(path), per_channel=True, weight_type=QuantType.QUInt8)
+    mod = rxe.from_onnx(str(path))
+    assert _ops(dce(quantize_int8(mod))) == ["dynamic_qdense", "dynamic_qdense"]
+    rng = np.random.default_rng(8)
+    inputs = [(rng.standard_normal(x_shape) * s).astype(np.float32) for s in (1.0, 30.0)]
+    session = _spec_session(path)
+    for x, got in zip(inputs, _compiled(mod, tmp_path, [(x,) for x in inputs], board)):
+        np.testing.assert_array_equal(got, session.run(None, {"x": x})[0])
