@@ -195,19 +195,35 @@ def test_timestamps_give_one_nonzero_time_per_dispatch(open_vk, spirv):
     assert len(times) == 1 and times[0] > 0
 
 
+SPIN_STEPS, SPIN_ITEMS = 60_000, 4096   # each invocation below lavapipe's 65535 iterations per loop
+
+
+def spin_reference(count: int) -> np.ndarray:
+    """The spin shader's hash for invocations 0..count-1, in numpy uint32 (wrapping) arithmetic."""
+    h = np.arange(1, count + 1, dtype=np.uint32)
+    for _ in range(SPIN_STEPS):
+        h = h * np.uint32(1664525) + np.uint32(1013904223)
+        h ^= h >> np.uint32(15)
+    return h
+
+
 def test_a_fence_timeout_is_a_named_status_and_the_context_recovers(open_vk, spirv):
     ctx = open_vk()
     ctx.load([vkrt.kernel("spin", spirv["spin"], num_buffers=1, num_sizes=1), saxpy_kernel(spirv)])
-    out = ctx.buffer(64 * F32)
+    out = ctx.buffer(SPIN_ITEMS * F32)
     ctx.begin()
-    ctx.dispatch(0, [(out, 0, 64 * F32)], [30_000_000], 1)
+    ctx.dispatch(0, [(out, 0, SPIN_ITEMS * F32)], [SPIN_STEPS], SPIN_ITEMS)
     with pytest.raises(vkrt.VulkanError) as failure:
         ctx.submit(timeout_ns=1000)
     assert failure.value.status == "RXE_ERR_TIMEOUT"
-    assert "the fence was not signalled within 1000 ns" in failure.value.message
+    assert "the fence was not signalled within 1000 ns (submit 1 of 1)" in failure.value.message
     ctx.wait()
-    assert ctx.read(out, 1)[0] > 0   # the loop ran to its end and wrote
+    np.testing.assert_array_equal(ctx.read(out, 64, np.uint32), spin_reference(64))   # the loop ran to its end
     run_saxpy(ctx, 100, np.random.default_rng(8), kernel_index=1)
+    ctx.begin()   # time out again and close without waiting: rxe_vk_close waits for the device
+    ctx.dispatch(0, [(out, 0, SPIN_ITEMS * F32)], [SPIN_STEPS], SPIN_ITEMS)
+    with pytest.raises(vkrt.VulkanError, match="RXE_ERR_TIMEOUT"):
+        ctx.submit(timeout_ns=1000)
 
 
 def test_views_past_max_storage_buffer_range_are_named(open_vk, spirv):
