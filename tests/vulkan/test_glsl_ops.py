@@ -29,9 +29,7 @@ REFUSED = {
     **{n: {"dtype int8"} for n in ("bit_shift_left_int8", "bit_shift_right_int8", "bitwise_not_int8")},
     **{n: {"dtype uint8"} for n in ("bit_shift_left_uint8", "bit_shift_right_uint8", "bitwise_or_uint8",
                                     "bitwise_not_uint8_then_shift")},
-    **{n: {"int64 local"} for n in ("reduce_prod_int", "reduce_sum_square_int", "reduce_l1_int",
-                                    "reduce_mean_int_truncates", "conv2d_int")},
-    "power_int": {_F64}, "shrink_int": {_F64},
+    "power_int": {_F64}, "shrink_int": {_F64}, "reduce_mean_int_truncates": {_F64},
 }
 # resize: nearest modes compute int64 coordinates from data, the others float64 ones
 REFUSED.update({c[0]: {"int64 arithmetic on data"} for c in CASES

@@ -211,3 +211,16 @@ def test_host_scheduled_programs_and_other_workgroup_sizes(open_vk, name, local_
         (got,) = _dispatch(ctx, p, record, inputs, env)
         want = p.interpret(inputs, None, [n] * len(p.size_params))
         np.testing.assert_allclose(got, np.asarray(want).reshape(-1), rtol=2e-6, atol=1e-6)
+
+
+def test_int64_accumulators_wrap_to_the_int32_result(open_vk, tmp_path):
+    """A sum of squares past 2^31 accumulates in int64 and is stored as int32: the kernel's 32-bit sum
+    wraps to the same bits."""
+    p = _program("reduce_sum_square_int")
+    env = {v: 65 for v in p.size_params}
+    count = int(evaluate(p.inputs[0].numel(), env))
+    x = np.random.default_rng(9).integers(30_000, 46_000, count).astype(np.int32)
+    (got,), _ = _run_direct(open_vk(), p, tmp_path, [x], env)
+    want = (x.astype(np.int64) ** 2).reshape(65, -1).sum(axis=0)
+    assert (np.abs(want) >= 2 ** 31).all()
+    np.testing.assert_array_equal(got, want.astype(np.int32))   # numpy's cast keeps the low 32 bits

@@ -31,8 +31,14 @@ products wrap modulo 2^32, so only the final value of each expression, and
 of every division, modulo, min and max operand, needs the bound. Each
 buffer's element count must be proven below 2^31 as well: give the size
 variables upper bounds (`SizeVar("n", upper=...)`), or the kernel is refused
-naming the buffer. Other int64 values (data, casts to int64) are refused,
-except casts of 32-bit integers and booleans.
+naming the buffer. Other int64 values are 32-bit `int` only where their low
+32 bits are all that is used ("wrapping" contexts: the operand of a cast to
+int32 / uint32, the value stored to an int64 local, and, inside those, the
+operands of + - * and the arms of a select): the integer sums, products and
+convolutions that accumulate in int64 and store int32 are exact modulo 2^32
+there, as the C backend's truncating cast leaves them. An int64 local read,
+or int64 arithmetic done, anywhere else (a division, a comparison, a cast to
+float) is refused; casts of 32-bit integers and booleans to int64 are kept.
 
 Statements: Store, Let, Allocate (local arrays of constant size, at most
 LOCAL_BYTES bytes), IfThenElse and the loops. Vectorized and unrolled loops
@@ -283,11 +289,32 @@ class GlslRenderer(Renderer):
         return f"{kind}({x}, {y})"
 
     # expressions -----------------------------------------------------------
+    wrapping = False   # only the low 32 bits of the value being rendered are used (module docstring)
+
+    def expr(self, e, wrapping: bool = False) -> str:
+        """`e` as text; `wrapping`: the context uses only its low 32 bits."""
+        outer, self.wrapping = self.wrapping, wrapping
+        try:
+            return self.visit(e)
+        finally:
+            self.wrapping = outer
+
     def visit_BinOp(self, e) -> str:
         self.value_type(e.dtype)
         if e.dtype == "int64":
-            self.refuse("int64 arithmetic on data", f"int64 {e.op} of data values (only index arithmetic is int64)")
+            if not (self.wrapping and e.op in ("add", "sub", "mul")):
+                self.refuse("int64 arithmetic on data",
+                            f"int64 {e.op} of data values whose high bits are used (only index arithmetic is int64)")
+            return self.binary(e.op, self.expr(e.a, True), self.expr(e.b, True), e.dtype)
         return super().visit_BinOp(e)
+
+    def visit_Select(self, e) -> str:
+        return self.SELECT.format(c=self.expr(e.cond), a=self.expr(e.a, self.wrapping),
+                                  b=self.expr(e.b, self.wrapping))
+
+    def visit_Cast(self, e) -> str:
+        wraps = e.a.dtype == "int64" and e.dtype in ("int32", "uint32")
+        return self.cast(self.expr(e.a, wraps), e.a.dtype, e.dtype)
 
     def binary(self, op, a, b, dtype):
         if op in ("floordiv", "floormod"):
@@ -345,6 +372,8 @@ class GlslRenderer(Renderer):
         return self.refuse(f"intrinsic {name}", f"float32 {name} has no GLSL version here")
 
     def load(self, e: Load) -> str:
+        if e.buffer.dtype == "int64" and not self.wrapping:   # an int64 local: parameters are refused earlier
+            self.refuse("int64 local", f"local buffer {e.buffer.name} is int64 and read where its high bits count")
         return self.k.element(e.buffer, e.indices)
 
 
@@ -474,7 +503,8 @@ class GlslKernel(IndentedLines, KernelSkeleton):
 
     # statements ------------------------------------------------------------
     def visit_Store(self, s: Store):
-        self.line(f"{self.element(s.buffer, s.indices)} = {self.r.expr(s.value)};")
+        value = self.r.expr(s.value, s.buffer.dtype == "int64")   # an int64 local keeps its low 32 bits
+        self.line(f"{self.element(s.buffer, s.indices)} = {value};")
 
     def visit_IfThenElse(self, s: IfThenElse):
         self.branch(s, f"if ({self.r.expr(s.cond)}) {{", "} else {", "}")
@@ -498,8 +528,6 @@ class GlslKernel(IndentedLines, KernelSkeleton):
 
     def visit_Allocate(self, s: Allocate):
         b = s.buffer
-        if b.dtype == "int64":
-            self.refuse("int64 local", f"local buffer {b.name} is int64")
         t = self.r.value_type(b.dtype)
         n = int(b.numel())
         if n * 4 > LOCAL_BYTES:
