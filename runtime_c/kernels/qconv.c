@@ -65,6 +65,9 @@ static inline void transpose16(const uint8_t* src, int64_t ld, int8_t* dst, int6
 #endif
 
 /* x_zero outside the input: slice[r][c][ci] = x[ci][iy0 + r][ix0 + c] of one group (NHWC). */
+#if defined(__GNUC__)
+__attribute__((noinline)) /* its transpose registers off the GEMM's call path (the stack bound) */
+#endif
 static void fill_slice(uint8_t* slice, const uint8_t* xg, int64_t cg, int64_t h, int64_t w, int64_t iy0, int64_t ix0,
                        int64_t rows, int64_t cols, uint8_t xz) {
   int64_t r, col, ci, lo = ix0 < 0 ? -ix0 : 0, hi = w - ix0 < cols ? w - ix0 : cols;
@@ -247,14 +250,29 @@ static void dw_group_task(void* ctx, int64_t begin, int64_t end, int thread) {
   int16_t wv[RXE_QDEPTHWISE_NHWC_TAPS][DW_LANES]; /* w - w_zero */
   int32_t runs[DW_LANES][DW_PIX]; /* the sums of each channel's run of pixels */
 #if defined(QCONV_AVX512)
+  const int k3 = d->kh == 3 && d->kw == 3 && d->dh == 1 && d->dw == 1;
+  __m512i w9[9], zero_term = _mm512_setzero_si512();
   const __m512i lane_at = _mm512_mullo_epi32(_mm512_set1_epi32(DW_PIX), _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8,
                                                                                          7, 6, 5, 4, 3, 2, 1, 0));
+#endif
+#if defined(QCONV_AVX512)
+  for (t = 0; t < 9; ++t) w9[t] = zero_term;
 #endif
   (void)thread;
   for (grp = begin; grp < end; ++grp) {
     int64_t c0 = grp * DW_LANES, lanes = d->c - c0 < DW_LANES ? d->c - c0 : DW_LANES;
     for (t = 0; t < taps; ++t)
       for (l = 0; l < DW_LANES; ++l) wv[t][l] = (int16_t)(l < lanes ? (int32_t)d->w[(c0 + l) * taps + t] - d->wz : 0);
+#if defined(QCONV_AVX512)
+    if (k3) { /* a 3x3 window wholly inside: sum x * w - x_zero * sum w, the 9 weights in registers */
+      __m512i wsum = _mm512_setzero_si512();
+      for (t = 0; t < 9; ++t) {
+        w9[t] = _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)wv[t]));
+        wsum = _mm512_add_epi32(wsum, w9[t]);
+      }
+      zero_term = _mm512_mullo_epi32(wsum, _mm512_set1_epi32(d->xz));
+    }
+#endif
     for (p0 = 0; p0 < pixels; p0 += DW_PIX) {
       int64_t count = pixels - p0 < DW_PIX ? pixels - p0 : DW_PIX, oy = p0 / d->ow, ox = p0 % d->ow;
       for (pp = 0; pp < count; ++pp) {
@@ -268,6 +286,22 @@ static void dw_group_task(void* ctx, int64_t begin, int64_t end, int thread) {
         __m256i s_lo = _mm256_setzero_si256(), s_hi = _mm256_setzero_si256(), xz8 = _mm256_set1_epi32(d->xz);
 #else
         for (l = 0; l < DW_LANES; ++l) sum[l] = 0;
+#endif
+#if defined(QCONV_AVX512)
+        if (k3 && iy0 >= 0 && iy0 + 3 <= d->h && ix0 >= 0 && ix0 + 3 <= d->w_) {
+          const int8_t* r0 = base + (iy0 * d->w_ + ix0) * d->c16;
+          const int64_t cs = d->c16, rs = d->w_ * d->c16;
+#define QCONV_TAP(row, col, t) \
+  _mm512_mullo_epi32(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(const void*)(r0 + (row) * rs + (col) * cs))), w9[t])
+          __m512i a0 = _mm512_add_epi32(QCONV_TAP(0, 0, 0), QCONV_TAP(0, 1, 1));
+          __m512i a1 = _mm512_add_epi32(QCONV_TAP(0, 2, 2), QCONV_TAP(1, 0, 3));
+          __m512i a2 = _mm512_add_epi32(QCONV_TAP(1, 1, 4), QCONV_TAP(1, 2, 5));
+          __m512i a3 = _mm512_add_epi32(QCONV_TAP(2, 0, 6), QCONV_TAP(2, 1, 7));
+          a0 = _mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3));
+          s16 = _mm512_sub_epi32(_mm512_add_epi32(a0, QCONV_TAP(2, 2, 8)), zero_term);
+#undef QCONV_TAP
+          ky1 = ky0; /* done: no tap left for the loops below */
+        }
 #endif
         while (ky0 < ky1 && iy0 + ky0 * d->dh < 0) ++ky0;
         while (ky1 > ky0 && iy0 + (ky1 - 1) * d->dh >= d->h) --ky1;
