@@ -5,7 +5,8 @@ of 8 or 32, K not a multiple of 4) and on bare MatMulInteger nodes: the
 chains become one dynamic_qdense (matmul_integer), and the module before
 the pass, interpreted after it and compiled for the host all give ONNX
 Runtime's result with graph optimizations off and onnx.reference's, bit for
-bit (the same float32 operations in the same order). Under QEMU (aarch64
+bit (the same float32 operations in the same order). With the LLVM backend
+on the host and under QEMU (aarch64
 with and without dotprod, armv7, riscv64, the Cortex-M4): a two-layer model
 of uint8 per-channel weights (per-column zero points), one with a bias."""
 
@@ -82,8 +83,8 @@ def _interpreted(mod, x):
     return out[0] if isinstance(out, (list, tuple)) else out
 
 
-def _compiled(mod, tmp_path, inputs, board="host"):
-    art = rxe.build(mod, board=board, out_dir=tmp_path / board, name="qdyn", profile=False)
+def _compiled(mod, tmp_path, inputs, board="host", backend="c"):
+    art = rxe.build(mod, board=board, backend=backend, out_dir=tmp_path / board, name="qdyn", profile=False)
     with rxe.connect(board) as dev:
         loaded = dev.load(art)
         return [loaded.run(*x)[0] for x in inputs]
@@ -157,9 +158,9 @@ def test_a_scale_that_is_not_the_dynamic_one_stays_generic(tmp_path):
     assert "dynamic_qdense" not in _ops(mod) and "matmul" in _ops(mod)
 
 
-@pytest.mark.parametrize("board", ["qemu-aarch64", "qemu-aarch64-dotprod", "qemu-armv7", "qemu-riscv64",
-                                   "qemu-cortex-m4"])
-def test_compiled_for_each_board_is_exact(board, tmp_path):
+@pytest.mark.parametrize("board,backend", [("host", "llvm"), ("qemu-aarch64", "c"), ("qemu-aarch64-dotprod", "c"),
+                                           ("qemu-armv7", "c"), ("qemu-riscv64", "c"), ("qemu-cortex-m4", "c")])
+def test_compiled_for_each_board_is_exact(board, backend, tmp_path):
     from onnxruntime.quantization import QuantType, quantize_dynamic
     x_shape = (2, 3, 21)
     src, path = tmp_path / "two_f32.onnx", tmp_path / "two.onnx"
@@ -170,5 +171,5 @@ def test_compiled_for_each_board_is_exact(board, tmp_path):
     rng = np.random.default_rng(8)
     inputs = [(rng.standard_normal(x_shape) * s).astype(np.float32) for s in (1.0, 30.0)]
     session = _spec_session(path)
-    for x, got in zip(inputs, _compiled(mod, tmp_path, [(x,) for x in inputs], board)):
+    for x, got in zip(inputs, _compiled(mod, tmp_path, [(x,) for x in inputs], board, backend)):
         np.testing.assert_array_equal(got, session.run(None, {"x": x})[0])
