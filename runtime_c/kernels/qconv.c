@@ -422,6 +422,22 @@ QCONV_NOINLINE static void dw_planes(const void* x, const void* w, const int32_t
         uint8_t bytes[DW_BLOCK];
         j = 0;
 #if defined(QCONV_AVX512)
+        if (kh * kw == 9) { /* 3x3: the taps' weights and runs in registers, the products summed as a tree */
+          const int16_t* run0 = plane + j0;
+          __m512i wk[9];
+          for (t = 0; t < 9; ++t) wk[t] = _mm512_set1_epi32(wv[t]);
+#define QCONV_PTAP(t) \
+  _mm512_mullo_epi32(_mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(run0 + tap_at[t] + j))), wk[t])
+          for (; j + 16 <= count; j += 16) {
+            __m512i a0 = _mm512_add_epi32(QCONV_PTAP(0), QCONV_PTAP(1));
+            __m512i a1 = _mm512_add_epi32(QCONV_PTAP(2), QCONV_PTAP(3));
+            __m512i a2 = _mm512_add_epi32(QCONV_PTAP(4), QCONV_PTAP(5));
+            __m512i a3 = _mm512_add_epi32(QCONV_PTAP(6), QCONV_PTAP(7));
+            a0 = _mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3));
+            _mm512_storeu_si512((void*)(acc + j), _mm512_add_epi32(a0, QCONV_PTAP(8)));
+          }
+#undef QCONV_PTAP
+        }
         for (; j + 16 <= count; j += 16) { /* 16 sums in a register over every tap */
           __m512i sum = _mm512_setzero_si512();
           for (t = 0; t < kh * kw; ++t)
