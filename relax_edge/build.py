@@ -52,7 +52,7 @@ from .toolchain import BuildError, Packager, Products, Toolchain, build_runner, 
 
 __all__ = ["BACKENDS", "Artifact", "BuildError", "build", "build_runner", "emit", "optimize_module", "write_atomic"]
 
-BACKENDS = ("c", "llvm")
+BACKENDS = ("c", "llvm", "vulkan")
 
 
 @dataclasses.dataclass
@@ -144,16 +144,22 @@ def needs_legalize(mod: IRModule) -> bool:
     return finder.found
 
 
-def optimize_module(mod: IRModule, board: Board, optimize: bool = True) -> IRModule:
+def optimize_module(mod: IRModule, board: Board, optimize: bool = True, backend: str = "c") -> IRModule:
     """The optimize stage: a module with operator calls through the pipeline
     for `board` (relax_edge/pipeline.py), or only legalized with
-    optimize=False; a legalized module as it is."""
+    optimize=False; a legalized module as it is. For backend "vulkan" the
+    pipeline leaves out `dispatch`: every operator stays a tensor program
+    (the device has no library kernels)."""
+    from .pipeline import default_passes
     from .pipeline import optimize as run_pipeline
     from .transform.legalize import legalize
     if not needs_legalize(mod):
         return mod
     from .transform.dedupe import dedupe
-    return run_pipeline(mod, board) if optimize else dedupe(legalize(mod))
+    if not optimize:
+        return dedupe(legalize(mod))
+    passes = [p for p in default_passes(board) if backend != "vulkan" or p != "dispatch"]
+    return run_pipeline(mod, board, passes)
 
 
 def kernel_prefix(backend: str, name: str) -> str:
@@ -169,6 +175,9 @@ def emit(host: HostModule, backend: str, board: Board, profile: bool = True):
     if backend == "llvm":
         from .codegen.llvm import emit_llvm
         return emit_llvm(host, board.target.freestanding, profiled=profile)
+    if backend == "vulkan":
+        from .codegen.vulkan.module import emit_vulkan
+        return emit_vulkan(host, board)
     return emit_c(host)
 
 
@@ -223,7 +232,8 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
           opt_level: str | None = None, quiet: bool = True, source: dict | None = None,
           emit_llvm: bool = False, optimize: bool = True, sanitize: bool = False, profile: bool = True) -> Artifact:
     """Compile `mod` for `board` (a name or a YAML path) into `out_dir`;
-    `backend` "c" or "llvm" (kernels and host functions through LLVM). A
+    `backend` "c", "llvm" (kernels and host functions through LLVM) or
+    "vulkan" (kernels as SPIR-V compute shaders run by runtime_c/vulkan). A
     module with operator calls goes through the optimizing pipeline
     (relax_edge/pipeline.py), or is only legalized with optimize=False.
     sanitize=True builds the runner and the server with ASan + UBSan
@@ -236,12 +246,14 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
     require_toolchain(board)
     if backend not in BACKENDS:
         raise BuildError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if backend == "vulkan" and not board.vulkan:
+        raise BuildError(f"board {board.name} has no vulkan: section; build for a Vulkan board (host-vulkan)")
     start = time.perf_counter()
     out_dir = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="relax-edge-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     tc = _toolchain(board, opt_level, sanitize)
     stages = StageClock(quiet)
-    mod = stages.run("optimize", optimize_module, mod, board, optimize)
+    mod = stages.run("optimize", optimize_module, mod, board, optimize, backend)
     plans = stages.run("plan_memory", plan_module, mod)
     _check_fixed_arena(plans)
     host = stages.run("lower_host", lower_host, mod, plans, name, kernel_prefix(backend, name))

@@ -542,7 +542,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compile", help="compile an ONNX model to a library for a board")
     p.add_argument("model", help="the ONNX file")
     p.add_argument("--board", help=f"a board name or YAML file (default {DEFAULT_BOARD})")
-    p.add_argument("--backend", default="c", choices=["c", "llvm"], help="code generator for the kernels (default c)")
+    p.add_argument("--backend", default="c", choices=["c", "llvm", "vulkan"],
+                   help="code generator for the kernels (default c; vulkan: SPIR-V shaders, a Vulkan board)")
     p.add_argument("--emit-llvm", action="store_true",
                    help="with --backend llvm: keep the LLVM IR (.ll) of the kernels and host functions")
     p.add_argument("-o", "--output", help="output directory (default build/<model name>)")

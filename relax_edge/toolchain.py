@@ -62,6 +62,7 @@ KERNEL_SOURCES = SOURCE_LISTS["RXE_KERNEL_SOURCES"]     # the library micro-kern
 GENERATE_SOURCES = SOURCE_LISTS["RXE_GENERATE_SOURCES"]   # the token loop and the sampler (generate.h)
 RPC_SOURCES = SOURCE_LISTS["RXE_RPC_SOURCES"]
 RUNNER_SOURCE = RUNTIME_DIR / "tools" / "runner.c"
+VULKAN_SOURCES = tuple(sorted((RUNTIME_DIR / "vulkan").glob("*.c")))   # the Vulkan module (backend "vulkan")
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all", "-g")
 SANITIZE_LDFLAGS = ("-fsanitize=address,undefined",)
 LLVM_OBJECTS = ("kernels", "host", "host_profiled")   # the LLVM build's PREFIX_STEM.o
@@ -175,7 +176,7 @@ def runtime_files() -> list:
     """Every runtime file a build depends on, once: the source lists
     (runtime_c/sources.cmake names every .c), the headers and the runner."""
     return [*RUNTIME_SOURCES, *sorted((RUNTIME_DIR / "include").rglob("*.h")), *library_sources(), RUNNER_SOURCE,
-            *RPC_SOURCES]
+            *RPC_SOURCES, *VULKAN_SOURCES]
 
 
 def object_sizes(size_tool: str, objects) -> dict:
@@ -225,6 +226,7 @@ class Packager:
         self.products = products
         self.opt_level = opt_level
         self.emit_llvm = emit_llvm
+        self.libs = ("-lm", "-lpthread")   # hosted targets' libraries
 
     def package(self, sources, backend: str) -> dict:
         """Build every product from `sources` (codegen's CSources or
@@ -233,6 +235,9 @@ class Packager:
         tc = self.tc
         self.write_sources(sources, backend)
         core_objects = runtime_objects_for(tc.cc, tc.cflags)
+        if backend == "vulkan":   # the Vulkan module, which dlopens libvulkan
+            core_objects = core_objects + cached_objects(tc.cc, tc.cflags, VULKAN_SOURCES)
+            self.libs = (*self.libs, "-ldl")
         library_objects = library_objects_for(tc.cc, tc.cflags)
         with tempfile.TemporaryDirectory(dir=self.out_dir, prefix=".obj-") as objdir:
             objdir = Path(objdir)
@@ -280,6 +285,8 @@ class Packager:
                 done.result()
         return model, profiled
 
+    model_objects_vulkan = model_objects_c   # PREFIX.c holds the SPIR-V and the Vulkan host code
+
     def model_objects_llvm(self, sources, objdir: Path, weights: Path) -> tuple:
         """The LLVM modules compiled into PREFIX_STEM.o."""
         objects = {stem: self.compile_llvm(module, self.out_dir / f"{sources.prefix}_{stem}")
@@ -307,7 +314,7 @@ class Packager:
         objects = model + list(runtime)
         staged = []
         if products.shared is not None:
-            run_tool([tc.cc, "-shared", "-o", objdir / products.shared.name, *objects, "-lm", "-lpthread"],
+            run_tool([tc.cc, "-shared", "-o", objdir / products.shared.name, *objects, *self.libs],
                      "linking the shared library")
             staged.append((objdir / products.shared.name, products.shared))
         run_tool([archiver(tc.cc), "rcs", objdir / products.static.name, *objects], "archiving the static library")
@@ -317,7 +324,7 @@ class Packager:
         self.link_runner(prefix, objdir / products.runner.name, runner_objects)
         staged.append((objdir / products.runner.name, products.runner))
         if products.server is not None:
-            link_server(tc, objdir / products.server.name, profiled, runtime, prefix)
+            link_server(tc, objdir / products.server.name, profiled, runtime, prefix, self.libs)
             staged.append((objdir / products.server.name, products.server))
         return staged
 
@@ -328,17 +335,18 @@ class Packager:
         semihost = ["-DRXE_SEMIHOST"] if freestanding else []
         (runner_obj,) = cached_objects(tc.cc, [*tc.cflags, *specs, *semihost, f"-DRXE_MODULE={prefix}_module"],
                                        [RUNNER_SOURCE])
-        libm = [] if freestanding else ["-lm", "-lpthread"]
+        libm = [] if freestanding else list(self.libs)
         run_tool([tc.cc, *tc.cflags, *tc.ldflags, "-o", out, runner_obj, *objects, *libm], "linking the runner")
 
 
-def link_server(tc: Toolchain, out: Path, profiled_objects, runtime_objects, prefix: str) -> None:
+def link_server(tc: Toolchain, out: Path, profiled_objects, runtime_objects, prefix: str,
+                libs=("-lm", "-lpthread")) -> None:
     """The RPC server: the model with the per-kernel profiler (the C build's
     -DRXE_PROFILE, the LLVM build's PREFIX_host_profiled.o), the protocol
     core and the POSIX I/O layer."""
     rpc_objects = cached_objects(tc.cc, [*tc.cflags, f"-DRXE_MODULE={prefix}_module"], RPC_SOURCES)
-    run_tool([tc.cc, *tc.cflags, *tc.ldflags, "-o", out, *profiled_objects, *rpc_objects, *runtime_objects, "-lm",
-              "-lpthread"], "linking the RPC server")
+    run_tool([tc.cc, *tc.cflags, *tc.ldflags, "-o", out, *profiled_objects, *rpc_objects, *runtime_objects, *libs],
+             "linking the RPC server")
 
 
 def build_runner(artifact, out_path, cc: str | None = None, extra_cflags=(), extra_ldflags=()) -> Path:

@@ -73,8 +73,8 @@ USAGE = [
     (["frob"], "COMMAND: invalid choice: 'frob' (choose from 'compile', 'run', 'bench', 'generate', 'boards', 'ops') "
                "(see relax-edge --help)"),
     (["ops", "--bogus"], "unrecognized arguments: --bogus (see relax-edge --help)"),
-    (["compile", "m.onnx", "--backend", "cuda"], "--backend: invalid choice: 'cuda' (choose from 'c', 'llvm') "
-                                                 "(see relax-edge compile --help)"),
+    (["compile", "m.onnx", "--backend", "cuda"], "--backend: invalid choice: 'cuda' (choose from 'c', 'llvm', "
+                                                 "'vulkan') (see relax-edge compile --help)"),
     (["compile", "m.onnx", "--emit-llvm"], "--emit-llvm needs --backend llvm"),
     (["bench", "{art}", "--plot", "p.png"], "--plot draws the profile: add --profile"),
 ]

@@ -10,7 +10,12 @@ A status other than RXE_OK becomes a RuntimeCheckError with the runtime's
 message (naming the input and dimension).
 
 Its inputs are prepared by `session.prepare_inputs`, as on every other
-transport. Benchmarks and profiles go to the model's server, started as a
+transport. A Vulkan artifact (backend "vulkan", board host-vulkan) is a
+`VulkanModule`: at load the board's ICD is pinned (VK_DRIVER_FILES, unless
+RXE_VK_ANY_DEVICE=1), then PREFIX_vk_init opens the device, checks the
+module's requirements, creates the pipelines and uploads the weights;
+`close` frees the device. Its per-kernel profile is refused (the host clock
+would time the recording, not the GPU). Benchmarks and profiles go to the model's server, started as a
 local process; a sanitized artifact (no shared library: ASan cannot be
 loaded into Python) goes there for everything.
 """
@@ -18,6 +23,7 @@ loaded into Python) goes there for everything.
 from __future__ import annotations
 
 import ctypes
+import os
 
 import numpy as np
 
@@ -162,6 +168,83 @@ def server_module(artifact, function: str, threads: int | None, what: str) -> Rp
     return RpcModule(lambda: ProcessStream(cmd, what=what), artifact, 600.0, function)
 
 
+class VulkanOptions(ctypes.Structure):
+    """rxe_vk_options_t (runtime_c/include/relax_edge/vulkan.h)."""
+    _fields_ = [("allow_cpu", ctypes.c_int32), ("device_index", ctypes.c_int32), ("validation", ctypes.c_int32),
+                ("force_staging", ctypes.c_int32), ("limits", ctypes.c_void_p), ("library", ctypes.c_char_p),
+                ("max_dispatches_per_submit", ctypes.c_uint32)]
+
+
+def pin_vulkan_driver(board) -> None:
+    """The board's ICD (lavapipe on host-vulkan) for this process and its
+    children, and LP_NUM_THREADS; RXE_VK_ANY_DEVICE=1 leaves the loader free."""
+    settings = board.vulkan or {}
+    if os.environ.get("RXE_VK_ANY_DEVICE") == "1" or not settings.get("icd"):
+        return
+    os.environ["VK_DRIVER_FILES"] = settings["icd"]
+    os.environ["VK_ICD_FILENAMES"] = settings["icd"]   # the name older loaders read
+    os.environ.setdefault("LP_NUM_THREADS", str(settings.get("lp_num_threads") or os.cpu_count() or 1))
+
+
+class VulkanModule(LoadedModule):
+    """A Vulkan artifact's function in this process: the device opened at load
+    (with the validation layer when `validation`, or RXE_VK_VALIDATION=1)."""
+
+    def __init__(self, artifact, function: str = "main", threads: int | None = None, validation: bool | None = None):
+        from ..target import load_board
+        board = load_board(artifact.board_file or artifact.board)
+        pin_vulkan_driver(board)
+        super().__init__(artifact, function, threads)
+        p = artifact.prefix
+        self._init = getattr(self.lib, f"{p}_vk_init")
+        self._init.argtypes = [ctypes.POINTER(VulkanOptions), ctypes.POINTER(abi.Error)]
+        self._init.restype = ctypes.c_int
+        self._close = getattr(self.lib, f"{p}_vk_close")
+        self._close.argtypes, self._close.restype = [], None
+        self._context = getattr(self.lib, f"{p}_vk_context")
+        self._context.argtypes, self._context.restype = [], ctypes.c_void_p
+        for name, result in (("rxe_vk_pipelines_created", ctypes.c_uint64),
+                             ("rxe_vk_validation_messages", ctypes.c_uint64),
+                             ("rxe_vk_validation_text", ctypes.c_char_p), ("rxe_vk_device_name", ctypes.c_char_p)):
+            getattr(self.lib, name).argtypes, getattr(self.lib, name).restype = [ctypes.c_void_p], result
+        if validation is None:
+            validation = os.environ.get("RXE_VK_VALIDATION") == "1"
+        options = VulkanOptions(int(bool((board.vulkan or {}).get("allow_cpu"))), -1, int(validation), 0, None, None, 0)
+        err = abi.Error()
+        status = self._init(ctypes.byref(options), ctypes.byref(err))
+        if status != 0:
+            raise RuntimeCheckError(status, err.message.decode(errors="replace"))
+
+    def _ctx(self):
+        ctx = self._context()
+        if not ctx:
+            raise RelaxEdgeError(f"{self.artifact.out_dir}: the Vulkan device is closed")
+        return ctx
+
+    @property
+    def device_name(self) -> str:
+        return self.lib.rxe_vk_device_name(self._ctx()).decode()
+
+    def pipelines_created(self) -> int:
+        """Pipelines created by the device context since load (all at load)."""
+        return self.lib.rxe_vk_pipelines_created(self._ctx())
+
+    def validation_messages(self) -> tuple:
+        """(count, the first one's text) of the validation layer's messages since load."""
+        ctx = self._ctx()
+        return (self.lib.rxe_vk_validation_messages(ctx), (self.lib.rxe_vk_validation_text(ctx) or b"").decode())
+
+    def profile(self, *inputs) -> dict:
+        raise RelaxEdgeError("profile() of a Vulkan artifact is not supported yet (per-dispatch GPU times come "
+                             "from rxe_vk_times; the host profiler would time the recording)")
+
+    def close(self) -> None:
+        """Free the device (and stop the benchmark server)."""
+        super().close()
+        if self._context():
+            self._close()
+
+
 class HostDevice(Device):
     """The machine relax_edge runs on."""
 
@@ -173,6 +256,10 @@ class HostDevice(Device):
     def load(self, artifact, function: str = "main", threads: int | None = None) -> LoadedModel:
         """The artifact's function in this process; `threads` sets the runtime's
         thread pool (default 1) for in-process runs and the benchmark server."""
+        if getattr(artifact, "backend", "c") == "vulkan":
+            if artifact.board != "host-vulkan":
+                raise RelaxEdgeError(f"Vulkan artifact built for board {artifact.board}, not host-vulkan")
+            return self.track(VulkanModule(artifact, function, threads))
         if artifact.board != "host":
             raise RelaxEdgeError(f"artifact built for board {artifact.board}, not host")
         if getattr(artifact, "sanitize", False):   # no shared library: ASan cannot be loaded into Python

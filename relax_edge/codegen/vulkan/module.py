@@ -1,0 +1,340 @@
+"""A host module as C that runs its kernels through the Vulkan runtime
+(runtime_c/vulkan/): `emit_vulkan(host, board)` -> CSources.
+
+Every kernel is emitted as GLSL (kernel.py), compiled to SPIR-V and checked
+(spirv.py), and embedded in PREFIX.c as a uint32 array with its
+rxe_vk_kernel_t record; the module's rxe_vk_requirements_t is the maximum
+over its kernels. The host functions are the C backend's (codegen/c/host.py:
+the same operations, the same input and shape checks, the same entry table)
+except where the work happens:
+
+- `PREFIX_vk_init(options, err)` opens a device (options NULL: the board's
+  defaults), checks the requirements, creates every pipeline
+  (rxe_vk_load) and uploads the weights into one device buffer;
+  `PREFIX_vk_close()` frees everything; `PREFIX_vk_context()` is the open
+  context (NULL before init). A run initializes with the defaults when no
+  one did (the runner and the RPC server).
+- A run binds the sizes and lays out the memory plan as the C host does;
+  the arena is one device storage buffer (grown when a run needs more), each
+  input and output one device buffer (grown likewise). The inputs are
+  written, one command buffer records an rxe_vk_dispatch per kernel call
+  (views: buffer, the planned byte offset; the call's size values checked to
+  fit int32; items computed from them), the run is submitted with a timeout
+  (RXE_VK_TIMEOUT_NS, default 60 s) and the outputs are read back.
+- The host workspace the ABI passes is not used (the arena lives on the
+  device).
+
+Refused (CodegenError naming the node): library kernels (call_extern; the
+vulkan pipeline does not dispatch to them), copies between values, `if`
+and `loop` control flow, and kernels with a serial loop that may run more
+than MAX_SERIAL_ITERATIONS times in one invocation (lavapipe stops any
+shader loop after 65,535 iterations without an error).
+"""
+
+from __future__ import annotations
+
+import tempfile
+
+import numpy as np
+
+from ...errors import RelaxEdgeError
+from ...ir.shape import bounds, substitute
+from ...tir.stmt import For
+from ...tir.visit import StmtVisitor
+from ..c.host import CHostEmitter
+from ..c.kernel import c_string
+from ..c.module import _ENV, CSources, _context, support_files
+from ..host_program import Address, CodegenError, HostFunction, HostModule
+from .grid import map_grid
+from .kernel import emit_glsl
+from .spirv import compile_spirv
+
+__all__ = ["emit_vulkan", "MAX_SERIAL_ITERATIONS"]
+
+MAX_SERIAL_ITERATIONS = 65535
+
+
+class _Serial(StmtVisitor):
+    """The longest loop's bound (and its variable) in a statement."""
+
+    def __init__(self):
+        super().__init__()
+        self.worst = 0
+        self.name = ""
+
+    def visit_For(self, s: For):
+        hi = bounds(s.extent)[1]
+        hi = float("inf") if hi is None else hi
+        if hi > self.worst:
+            self.worst, self.name = hi, getattr(s.var, "name", str(s.var))
+        super().visit_For(s)
+
+
+def check_loops(symbol: str, program) -> None:
+    """Refuse a kernel whose serial loops (those inside one invocation) may
+    run past the device's loop limit."""
+    checker = _Serial()
+    checker.visit(map_grid(program).body)
+    if checker.worst > MAX_SERIAL_ITERATIONS:
+        raise CodegenError(f"kernel {symbol}: a serial loop ({checker.name}) may run {checker.worst} iterations in "
+                           f"one invocation, past the {MAX_SERIAL_ITERATIONS} a Vulkan shader loop may run on "
+                           "lavapipe; bound the sizes lower (--dim NAME=LO..HI)")
+
+
+def _spirv_array(name: str, spirv: bytes) -> str:
+    words = np.frombuffer(spirv, dtype="<u4")
+    rows = [", ".join(f"0x{int(w):08x}u" for w in words[i:i + 8]) for i in range(0, len(words), 8)]
+    return f"static const uint32_t {name}[{len(words)}] = {{\n  " + ",\n  ".join(rows) + "\n};"
+
+
+class VulkanHostEmitter(CHostEmitter):
+    """The C host entries with each kernel call a dispatch of the Vulkan runtime."""
+
+    def __init__(self, fn: HostFunction, weights_symbol: str, prefix: str, kernels: dict):
+        super().__init__(fn, weights_symbol)
+        self.prefix = prefix
+        self.kernels = kernels   # symbol -> (index, KernelRecord, TensorProgram)
+        self.io = len(fn.inputs) + len(fn.outputs)
+        self.begun = False
+
+    def render(self) -> str:
+        p = self.p
+        io = max(self.io, 1)
+        head = [f"static rxe_vk_buffer_t* {p}_vk_io[{io}];", f"static uint64_t {p}_vk_io_bytes[{io}];", ""]
+        return "\n".join(head) + super().render() + "\n" + self.release()
+
+    def release(self) -> str:
+        p = self.p
+        return "\n".join([f"static void {p}_vk_release(void) {{",
+                          f"  for (uint32_t i = 0; i < {max(self.io, 1)}u; ++i) {{",
+                          f"    rxe_vk_buffer_free({self.prefix}_vk, {p}_vk_io[i]);",
+                          f"    {p}_vk_io[i] = NULL;", f"    {p}_vk_io_bytes[i] = 0;", "  }", "}", ""])
+
+    def entry(self, kind: str, head: str) -> list:
+        self.begun = False
+        lines = super().entry(kind, head)
+        if kind != "run" or not self.begun:
+            return lines
+        g = self.prefix
+        tail = [f"  st = rxe_vk_submit({g}_vk, (uint64_t)RXE_VK_TIMEOUT_NS, err);", "  if (st != RXE_OK) return st;"]
+        for k in range(len(self.fn.outputs)):
+            slot = len(self.fn.inputs) + k
+            tail += [f"  st = rxe_vk_buffer_read({g}_vk, {self.p}_vk_io[{slot}], 0, RXE_DATA(outputs[{k}]), "
+                     f"{g}_vk_tensor_bytes(&outputs[{k}]), err);", "  if (st != RXE_OK) return st;"]
+        at = max(i for i, line in enumerate(lines) if line == "  return RXE_OK;")
+        return lines[:at] + tail + lines[at:]
+
+    def check_workspace(self, op) -> list:
+        g = self.prefix
+        return [f"  st = {g}_vk_init(NULL, err);", "  if (st != RXE_OK) return st;",
+                f"  st = {g}_vk_reserve(&{g}_vk_arena, &{g}_vk_arena_bytes, needed, err);",
+                "  if (st != RXE_OK) return st;"]
+
+    def prologue(self) -> list:
+        """Device buffers for the inputs and outputs, the inputs written, the recording begun."""
+        g, p = self.prefix, self.p
+        lines = []
+        for i in range(len(self.fn.inputs)):
+            lines += [f"  st = {g}_vk_reserve(&{p}_vk_io[{i}], &{p}_vk_io_bytes[{i}], "
+                      f"{g}_vk_tensor_bytes(&inputs[{i}]), err);", "  if (st != RXE_OK) return st;",
+                      f"  st = rxe_vk_buffer_write({g}_vk, {p}_vk_io[{i}], 0, RXE_DATA(inputs[{i}]), "
+                      f"{g}_vk_tensor_bytes(&inputs[{i}]), err);", "  if (st != RXE_OK) return st;"]
+        for k in range(len(self.fn.outputs)):
+            slot = len(self.fn.inputs) + k
+            lines += [f"  st = {g}_vk_reserve(&{p}_vk_io[{slot}], &{p}_vk_io_bytes[{slot}], "
+                      f"{g}_vk_tensor_bytes(&outputs[{k}]), err);", "  if (st != RXE_OK) return st;"]
+        return lines + [f"  st = rxe_vk_begin({g}_vk, err);", "  if (st != RXE_OK) return st;"]
+
+    def view(self, op) -> list:
+        return [f"  /* {op.name}: a view of {op.of}, no kernel */"]
+
+    def device_view(self, a: Address) -> str:
+        g, p = self.prefix, self.p
+        if a.base == "inputs":
+            return f"{{{p}_vk_io[{a.index}], 0, 0}}"
+        if a.base == "outputs":
+            return f"{{{p}_vk_io[{len(self.fn.inputs) + a.index}], 0, 0}}"
+        if a.base == "weights":
+            return f"{{{g}_vk_weights, {a.index}u, 0}}"
+        if a.base == "workspace":
+            return f"{{{g}_vk_arena, offsets[{a.index}], 0}}"
+        raise CodegenError(f"function {self.fn.name}: a kernel argument in the run-time sizes is not supported on "
+                           "Vulkan yet")
+
+    def call_kernel(self, op) -> list:
+        if op.symbol not in self.kernels:
+            raise CodegenError(f"function {self.fn.name}: the library kernel {op.symbol} ({op.note or 'call'}) cannot "
+                               "run on Vulkan; build without library kernels")
+        index, record, program = self.kernels[op.symbol]
+        lines = [] if self.begun else self.prologue()
+        self.begun = True
+        if len(op.buffers) != record.num_buffers or len(op.sizes) != len(record.size_params):
+            raise CodegenError(f"kernel {op.symbol}: {len(op.buffers)} buffers and {len(op.sizes)} sizes, its shader "
+                               f"takes {record.num_buffers} and {len(record.size_params)}")
+        items = substitute(record.items, dict(zip(program.size_params, op.sizes)))
+        views = ", ".join(self.device_view(a) for a in op.buffers)
+        ns = len(op.sizes)
+        lines += ["  {", f"    const rxe_vk_view_t v[{len(op.buffers)}] = {{{views}}};"]
+        if ns:
+            values = ", ".join(f"(int64_t)({self.r.int_expr(s)})" for s in op.sizes)
+            lines += [f"    const int64_t z64[{ns}] = {{{values}}};", f"    int32_t z[{ns}];",
+                      f"    st = {self.prefix}_vk_sizes32(z64, z, {ns}u, {c_string(op.symbol)}, err);"]
+            sizes = "z"
+        else:
+            lines.append("    st = RXE_OK;")
+            sizes = "NULL"
+        lines += [f"    if (st == RXE_OK) st = rxe_vk_dispatch({self.prefix}_vk, {index}u, v, {sizes}, "
+                  f"(uint64_t)({self.r.int_expr(items)}), err);", "  }"]
+        return lines
+
+    def copy(self, op) -> list:
+        raise CodegenError(f"function {self.fn.name}: a copy of {op.bytes} bytes between values is not supported on "
+                           "Vulkan yet")
+
+    def copy_slot(self, op) -> list:
+        raise CodegenError(f"function {self.fn.name}: loops are not supported on Vulkan yet")
+
+    def loop_begin(self, op) -> list:
+        raise CodegenError(f"function {self.fn.name}: {op.what} is not supported on Vulkan yet")
+
+    def branch(self, op) -> list:
+        raise CodegenError(f"function {self.fn.name}: {op.what} is not supported on Vulkan yet")
+
+
+SUPPORT = """\
+#ifndef RXE_VK_TIMEOUT_NS
+#define RXE_VK_TIMEOUT_NS 60000000000ull
+#endif
+static rxe_vk_t* {g}_vk = NULL;
+static rxe_vk_buffer_t* {g}_vk_weights = NULL;
+static rxe_vk_buffer_t* {g}_vk_arena = NULL;
+static uint64_t {g}_vk_arena_bytes = 0;
+
+static uint64_t {g}_vk_tensor_bytes(const rxe_tensor_t* t) {{
+  uint64_t n = (uint64_t)((t->dtype.bits + 7) / 8);
+  for (int32_t d = 0; d < t->ndim; ++d) n *= (uint64_t)t->shape[d];
+  return n;
+}}
+
+/* *b holds at least `bytes` (at least 4, in 256-byte steps), a new buffer when it did not */
+static rxe_status_t {g}_vk_reserve(rxe_vk_buffer_t** b, uint64_t* have, uint64_t bytes, rxe_error_t* err) {{
+  rxe_status_t st;
+  bytes = bytes < 4 ? 4 : (bytes + 255u) / 256u * 256u;
+  if (*b != NULL && *have >= bytes) return RXE_OK;
+  rxe_vk_buffer_free({g}_vk, *b);
+  *b = NULL;
+  *have = 0;
+  st = rxe_vk_buffer_new({g}_vk, bytes, b, err);
+  if (st == RXE_OK) *have = bytes;
+  return st;
+}}
+
+/* the size values of a dispatch, each checked to fit int32 */
+static rxe_status_t {g}_vk_sizes32(const int64_t* v, int32_t* out, uint32_t n, const char* kernel, rxe_error_t* err) {{
+  for (uint32_t i = 0; i < n; ++i) {{
+    if (v[i] < INT32_MIN || v[i] > INT32_MAX) {{
+      return rxe_error_set(err, RXE_ERR_BOUND, "kernel %s: size value %d does not fit 32 bits", kernel, v[i]);
+    }}
+    out[i] = (int32_t)v[i];
+  }}
+  return RXE_OK;
+}}
+
+static const rxe_vk_requirements_t {g}_vk_requirements = {{{req}}};
+"""
+
+INIT = """\
+rxe_vk_t* {g}_vk_context(void) {{ return {g}_vk; }}
+
+void {g}_vk_close(void) {{
+{release}  rxe_vk_buffer_free({g}_vk, {g}_vk_arena);
+  rxe_vk_buffer_free({g}_vk, {g}_vk_weights);
+  {g}_vk_arena = NULL;
+  {g}_vk_weights = NULL;
+  {g}_vk_arena_bytes = 0;
+  rxe_vk_close({g}_vk);
+  {g}_vk = NULL;
+}}
+
+/* open the device (options NULL: the board's defaults), check the module's
+   requirements, create the pipelines, upload the weights; once */
+rxe_status_t {g}_vk_init(const rxe_vk_options_t* options, rxe_error_t* err) {{
+  rxe_vk_options_t defaults;
+  rxe_status_t st;
+  if ({g}_vk != NULL) return RXE_OK;
+  if (options == NULL) {{
+    memset(&defaults, 0, sizeof defaults);
+    defaults.allow_cpu = {allow_cpu};
+    defaults.device_index = -1;
+    options = &defaults;
+  }}
+  st = rxe_vk_open(options, &{g}_vk, err);
+  if (st != RXE_OK) {{
+    {g}_vk = NULL;
+    return st;
+  }}
+  st = rxe_vk_check({g}_vk, &{g}_vk_requirements, err);
+  if (st == RXE_OK && {count}u > 0) st = rxe_vk_load({g}_vk, {g}_vk_kernels, {count}u, err);
+  if (st == RXE_OK) st = rxe_vk_buffer_new({g}_vk, {weights}u, &{g}_vk_weights, err);
+  if (st == RXE_OK) st = rxe_vk_buffer_write({g}_vk, {g}_vk_weights, 0, {g}_weights, {weights}u, err);
+  if (st != RXE_OK) {g}_vk_close();
+  return st;
+}}
+"""
+
+
+def _kernel_table(prefix: str, compiled: list) -> str:
+    rows = []
+    for symbol, record, spirv in compiled:
+        words = len(spirv) // 4
+        rows.append(f"  {{{c_string(symbol)}, {prefix}_spv_{symbol}, {words}u, {record.num_buffers}u, "
+                    f"{record.push_words}u, {record.local_size_x}u, {record.shared_bytes}u, {record.flags}u}},")
+    rows = rows or ["  {\"(none)\", NULL, 0u, 0u, 2u, 1u, 0u, 0u},"]
+    return f"static const rxe_vk_kernel_t {prefix}_vk_kernels[] = {{\n" + "\n".join(rows) + "\n};"
+
+
+def _requirements(compiled: list) -> str:
+    push = max([4 * min(r.push_words, 32) for _, r, _ in compiled] or [8])
+    buffers = max([r.num_buffers + (1 if r.push_in_buffer else 0) for _, r, _ in compiled] or [0])
+    wg = max([r.local_size_x for _, r, _ in compiled] or [1])
+    shared = max([r.shared_bytes for _, r, _ in compiled] or [0])
+    flags = 0
+    for _, r, _ in compiled:
+        flags |= r.flags
+    return f"{push}u, {buffers}u, {wg}u, {shared}u, {flags}u, 0u"
+
+
+def emit_vulkan(host: HostModule, board) -> CSources:
+    """PREFIX.c (SPIR-V, kernel records, the Vulkan host entries), PREFIX.h and
+    PREFIX_weights.S of a host module, for `board`'s `vulkan:` section."""
+    settings = board.vulkan or {}
+    local = int(settings.get("workgroup_size", 64))
+    prefix = host.prefix
+    compiled, kernels = [], {}
+    with tempfile.TemporaryDirectory(prefix="relax-edge-spirv-") as tmp:
+        for index, (symbol, program) in enumerate(host.kernels.items()):
+            try:
+                glsl, record = emit_glsl(program, local, inplace=symbol in host.inplace)
+                check_loops(symbol, program)
+                spirv = compile_spirv(glsl, tmp, symbol)
+            except CodegenError:
+                raise
+            except RelaxEdgeError as err:
+                raise CodegenError(f"kernel {symbol} ({program.name}): {err}") from None
+            compiled.append((symbol, record, spirv))
+            kernels[symbol] = (index, record, program)
+    parts = ["#include <string.h>", "#include \"relax_edge/vulkan.h\"", ""]
+    parts += [_spirv_array(f"{prefix}_spv_{symbol}", spirv) for symbol, _, spirv in compiled]
+    parts += [_kernel_table(prefix, compiled), SUPPORT.format(g=prefix, req=_requirements(compiled)),
+              f"rxe_status_t {prefix}_vk_init(const rxe_vk_options_t* options, rxe_error_t* err);"]
+    context = _context(host)
+    for entry, fn in zip(context["functions"], host.functions):
+        entry["body"] = VulkanHostEmitter(fn, host.weights.symbol, prefix, kernels).render()
+    release = "".join(f"  {fn.symbol}_vk_release();\n" for fn in host.functions)
+    parts.append(INIT.format(g=prefix, release=release, allow_cpu=1 if settings.get("allow_cpu") else 0,
+                             count=len(compiled), weights=host.weights.nbytes))
+    # the init and close functions after the host functions (they release their buffers)
+    text = _ENV.get_template("model.c.j2").render(kernels=parts[:-1], **context)
+    text += "\n" + parts[-1]
+    files = {f"{prefix}.c": text, **support_files(host)}
+    return CSources(prefix, files, host.weights.tobytes(), host.signature, {})
