@@ -15,7 +15,7 @@ Peers (each joins the rounds):
   loads it without its extra buffer types (no weight repacking, no AMX buffers). A llama.cpp built by GCC
   12.2 with -march=native on an AMX CPU dies (SIGSEGV) on any prompt of 2 tokens or more of a Q4_0 / Q4_1 /
   Q8_0 file: GCC drops the stores that fill the AMX tile configuration before ldtilecfg, which then loads
-  garbage; a clang build, or this flag, runs;
+  garbage; this flag, or a clang 14 build (its -march=native enables no AMX here), runs;
 - --ort: ONNX Runtime (the Python loop that feeds the presents back) on the ONNX export quantized by its
   MatMulNBitsQuantizer (4 bits, block 32, symmetric: the Q4_0 scheme with float32 scales, so the same
   nibbles as the Q4_0 GGUF; accuracy_level 4), and relax_edge's build of that very file;
