@@ -151,3 +151,115 @@ def test_serial_loop_past_the_lavapipe_limit_is_refused(vulkan_env, tmp_path):
 def test_vulkan_backend_needs_a_vulkan_board(tmp_path):
     with pytest.raises(BuildError, match="board host has no vulkan: section"):
         rxe.build(build_mlp(mlp_weights()), board="host", backend="vulkan", out_dir=tmp_path)
+
+
+def _encoder(hidden=64, heads=4, ffn=128, max_seq=128):
+    """A BERT-like encoder layer over a symbolic sequence: self-attention
+    (4 heads), residual + layer norm, a tanh-GELU feed-forward, residual +
+    layer norm; its float32 embeddings are the input."""
+    rng = np.random.default_rng(7)
+
+    def weight(*shape):
+        return (rng.standard_normal(shape) / np.sqrt(shape[0])).astype("float32")
+
+    wq, wk, wv, wo = (weight(hidden, hidden) for _ in range(4))
+    bq, bk, bv, bo = (weight(hidden) * 0.1 for _ in range(4))
+    w1, b1, w2, b2 = weight(hidden, ffn), weight(ffn) * 0.1, weight(ffn, hidden), weight(hidden) * 0.1
+    g1, g2 = (1 + 0.1 * rng.standard_normal(hidden)).astype("float32"), np.ones(hidden, "float32")
+    e1, e2 = (0.1 * rng.standard_normal(hidden)).astype("float32"), np.zeros(hidden, "float32")
+    dh = hidden // heads
+    seq = SizeVar("seq", lower=1, upper=max_seq)
+    x = Var("x", TensorType((1, seq, hidden), "float32"))
+    bb = Builder()
+
+    def heads_of(t):
+        return op.transpose(op.reshape(t, (1, seq, heads, dh)), (0, 2, 1, 3))
+
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            q = bb.emit(heads_of(op.add(op.matmul(x, wq), bq)))
+            k = bb.emit(op.transpose(op.reshape(op.add(op.matmul(x, wk), bk), (1, seq, heads, dh)), (0, 2, 3, 1)))
+            v = bb.emit(heads_of(op.add(op.matmul(x, wv), bv)))
+            scores = bb.emit(op.multiply(op.matmul(q, k), np.float32(1 / np.sqrt(dh))))
+            ctx = bb.emit(op.matmul(op.softmax(scores, axis=-1), v))
+            merged = bb.emit(op.reshape(op.transpose(ctx, (0, 2, 1, 3)), (1, seq, hidden)))
+            h = bb.emit(op.layer_norm(op.add(x, op.add(op.matmul(merged, wo), bo)), g1, e1))
+            u = bb.emit(op.add(op.matmul(h, w1), b1))
+            inner = op.multiply(op.add(u, op.multiply(op.multiply(op.multiply(u, u), u), np.float32(0.044715))),
+                                np.float32(0.7978845608))
+            act = bb.emit(op.multiply(op.multiply(u, np.float32(0.5)), op.add(op.tanh(inner), np.float32(1))))
+            out = bb.emit_output(op.layer_norm(op.add(h, op.add(op.matmul(act, w2), b2)), g2, e2))
+        bb.ret(out)
+
+    def layer_norm(t, g, b):
+        mean = t.mean(-1, keepdims=True)
+        return (t - mean) / np.sqrt(((t - mean) ** 2).mean(-1, keepdims=True) + 1e-5) * g + b
+
+    def reference(xv):
+        xv = xv.astype(np.float64)
+        s = xv.shape[1]
+
+        def split(t):
+            return t.reshape(1, s, heads, dh).transpose(0, 2, 1, 3)
+
+        q, k, v = split(xv @ wq + bq), split(xv @ wk + bk), split(xv @ wv + bv)
+        ctx = _softmax(q @ k.transpose(0, 1, 3, 2) / np.sqrt(dh)) @ v
+        h = layer_norm(xv + ctx.transpose(0, 2, 1, 3).reshape(1, s, hidden) @ wo + bo, g1, e1)
+        u = h @ w1 + b1
+        act = 0.5 * u * (1 + np.tanh(0.7978845608 * (u + 0.044715 * u ** 3)))
+        return layer_norm(h + act @ w2 + b2, g2, e2)
+
+    return bb.get(), reference
+
+
+def test_encoder_at_seq_1_7_64_from_one_build(vulkan_env, tmp_path):
+    mod, reference = _encoder()
+    art = rxe.build(mod, board="host-vulkan", backend="vulkan", out_dir=tmp_path)
+    with rxe.connect("host-vulkan") as dev:
+        m = dev.load(art)
+        created = m.pipelines_created()
+        for seq in (1, 7, 64):
+            x = np.random.default_rng(seq).standard_normal((1, seq, 64)).astype("float32")
+            np.testing.assert_allclose(m.run(x)[0], reference(x), rtol=1e-4, atol=2e-5)
+        assert m.pipelines_created() == created   # one set of shaders for every sequence length
+        with pytest.raises(RuntimeCheckError, match="seq"):
+            m.run(np.zeros((1, 129, 64), "float32"))   # past the bound of seq
+        _assert_clean(m, vulkan_env)
+
+
+def _save_gemm_mlp(path):
+    """Gemm (transB) + Relu + Gemm over a symbolic batch, as ONNX."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(11)
+    inits = [numpy_helper.from_array(rng.standard_normal(s).astype("float32") / 4, name)
+             for name, s in (("w1", (48, 20)), ("b1", (48,)), ("w2", (20, 48)), ("b2", (20,)))]
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], transB=1), helper.make_node("Relu", ["h"], ["r"]),
+         helper.make_node("Gemm", ["r", "w2", "b2"], ["y"], transB=1)], "gemm_mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 20])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 20])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+
+
+def test_cli_compile_backend_vulkan_gemm_mlp_matches_onnxruntime(vulkan_env, tmp_path, capsys):
+    ort = pytest.importorskip("onnxruntime")
+    from relax_edge.build import Artifact
+    from relax_edge.cli import main
+    model = tmp_path / "gemm_mlp.onnx"
+    _save_gemm_mlp(model)
+    out = tmp_path / "art"
+    assert main(["compile", str(model), "--board", "host-vulkan", "--backend", "vulkan", "--dim", "n=1..512",
+                 "-o", str(out)]) == 0
+    assert "(vulkan)" in capsys.readouterr().out
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+    with rxe.connect("host-vulkan") as dev:
+        m = dev.load(Artifact.load(out))
+        for n in (1, 3, 100):
+            x = np.random.default_rng(n).standard_normal((n, 20)).astype("float32")
+            np.testing.assert_allclose(m.run(x)[0], session.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
+        _assert_clean(m, vulkan_env)
