@@ -157,7 +157,7 @@ def optimize_module(mod: IRModule, board: Board, optimize: bool = True, backend:
         return mod
     from .transform.dedupe import dedupe
     if not optimize:
-        return dedupe(legalize(mod))
+        return dedupe(legalize(mod, board.target))
     passes = [p for p in default_passes(board) if backend != "vulkan" or p != "dispatch"]
     return run_pipeline(mod, board, passes)
 

@@ -55,6 +55,10 @@ def _schedule(mod, board):
     return schedule(mod, board.target)
 
 
+def _legalize(mod, board):
+    return legalize(mod, board.target)
+
+
 def _graph_pass(fn):
     """A pass that needs only the module, as a fn(mod, board)."""
     def run(mod, board):
@@ -70,7 +74,7 @@ PASSES = {
     "dce": _graph_pass(dce),
     "cse": _graph_pass(cse),
     "dispatch": _dispatch,
-    "legalize": _graph_pass(legalize),
+    "legalize": _legalize,
     "fuse": _graph_pass(fuse),
     "dedupe": _graph_pass(dedupe),
     "schedule": _schedule,

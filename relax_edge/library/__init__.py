@@ -4,12 +4,33 @@ as the dispatch pass and the memory planner see them (kernels.py,
 depthwise.py), and the kernels that legalize calls in place of a tensor
 program (EXTERN_LIBRARIES)."""
 
+import contextlib
+import contextvars
 import importlib
 
 # modules of relax_edge.library whose `LOWERINGS` (operator name -> lowering)
 # and `lower_call(call) -> (CallExtern, ExternDecl)` legalize uses for the
 # operators that have no tensor program: a new family adds its module here
 EXTERN_LIBRARIES = ("data_dependent", "kv_cache", "quant_weight", "qint8", "qeltwise", "qdynamic")
+
+
+_TARGET = contextvars.ContextVar("lowering_target", default=None)
+
+
+def lowering_target():
+    """The target (relax_edge.target.Target) the module being legalized is built for, or None when it is
+    not known (a lowering then sizes what it declares for every target)."""
+    return _TARGET.get()
+
+
+@contextlib.contextmanager
+def lowering_for(target):
+    """Lowerings inside the block see `target` as lowering_target()."""
+    token = _TARGET.set(target)
+    try:
+        yield
+    finally:
+        _TARGET.reset(token)
 
 
 def extern_lowerings() -> dict:

@@ -36,6 +36,7 @@ import numpy as np
 from ..errors import RelaxEdgeError
 from ..ir.expr import Call, CallExtern, ExternDecl
 from ..ir.shape import as_expr, min_expr
+from . import lowering_target
 from .data_dependent import call_reference
 
 NR, KG = 8, 4            # RXE_QINT8_NR, RXE_QINT8_KG
@@ -44,6 +45,7 @@ CONV_PIXELS = 64         # RXE_QCONV_PIXELS
 DEPTHWISE_MAX_TAPS = 64  # DW_MAX_TAPS (qconv.c)
 DEPTHWISE_NHWC_PIXELS, DEPTHWISE_NHWC_TAPS = 1024, 25   # RXE_QDEPTHWISE_NHWC_PIXELS / _TAPS
 X_UNSIGNED, OUT_UNSIGNED = 1, 2
+DW_PLANES_ONLY = 4        # RXE_QINT8_DW_PLANES_ONLY: the depthwise scratch holds the phase planes alone
 DENSE = "rxe_lib_qdense_s8"
 CONV2D = "rxe_lib_qconv2d_s8"
 DEPTHWISE = "rxe_lib_qdepthwise_conv2d_s8"
@@ -149,17 +151,27 @@ def depthwise_nhwc(kh, kw, oh, ow):
     return oh * ow <= DEPTHWISE_NHWC_PIXELS and kh * kw <= DEPTHWISE_NHWC_TAPS
 
 
-def depthwise_scratch_bytes(kh, kw, oh, ow, strides=(1, 1), dilation=(1, 1), c=None, h=None, w=None):
+def depthwise_planes_only(target) -> bool:
+    """Does `target`'s depthwise kernel take the phase planes for every size (a microcontroller whose cflags
+    give __ARM_FEATURE_DSP without NEON: qdepthwise_dsp.c)? Then its scratch is sized for the planes alone and
+    the call says so (RXE_QINT8_DW_PLANES_ONLY), which keeps any other path of the kernel off the
+    channels-last one."""
+    return (target is not None and target.os == "none" and "dsp" in target.features
+            and "neon" not in target.features)
+
+
+def depthwise_scratch_bytes(kh, kw, oh, ow, strides=(1, 1), dilation=(1, 1), c=None, h=None, w=None,
+                            planes_only=False):
     """Bytes of scratch of rxe_lib_qdepthwise_conv2d_s8 (RXE_LIB_QDEPTHWISE_SCRATCH_BYTES): small output
     planes (depthwise_nhwc) one image NHWC as bytes, the channels padded to 16, or the planes where they
     are larger (a Cortex-M with DSP takes them for every size); others one channel's window as int16 in
     stride_h * stride_w phase planes of (oh + (kh-1)*dh // sh + 1) rows x (ow + (kw-1)*dw // sw)
     columns. With symbolic sizes, a bound (both together). c, h and w (the input's channels and size)
-    are needed where the channels-last path may run."""
+    are needed where the channels-last path may run; `planes_only`: the planes alone."""
     (sh, sw), (dh, dw) = strides, dilation
     oh, ow = _const(oh), _const(ow)
     planes = sh * sw * (as_expr(oh) + (kh - 1) * dh // sh + 1) * (as_expr(ow) + (kw - 1) * dw // sw) * 2
-    path = depthwise_nhwc(kh, kw, oh, ow)
+    path = False if planes_only else depthwise_nhwc(kh, kw, oh, ow)
     if path is not False and (c is None or h is None or w is None):
         raise ValueError(f"depthwise_scratch_bytes: a {oh}x{ow} output may take the channels-last path, "
                          "which needs the input's c, h and w")
@@ -232,7 +244,11 @@ def _qconv2d(call: Call):
     (dh, dw), groups = a.get("dilation", (1, 1)), int(a.get("groups", 1))
     tail = _common(call, cg * kh * kw)
     if groups == o and cg == 1 and c.is_const and c.value == o and kh * kw <= DEPTHWISE_MAX_TAPS:
-        scratch = depthwise_scratch_bytes(kh, kw, oh, ow, (int(sh), int(sw)), (int(dh), int(dw)), c, h, wd)
+        planes_only = depthwise_planes_only(lowering_target())
+        scratch = depthwise_scratch_bytes(kh, kw, oh, ow, (int(sh), int(sw)), (int(dh), int(dw)), c, h, wd,
+                                          planes_only)
+        if planes_only:
+            tail[-1] |= DW_PLANES_ONLY
         return (DEPTHWISE, [nb, c, h, wd, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw, *tail], ((1, "qdepthwise"),),
                 scratch)
     scratch = conv_scratch_bytes(cg, kh, kw, _const(oh), _const(ow), (int(sh), int(sw)), (int(dh), int(dw)))

@@ -27,7 +27,7 @@ from ..ir.types import TensorType, type_free_vars
 from ..ir.visitor import ExprMutator, ExprVisitor
 from ..legalize import LegalizeContext
 from ..legalize.elementwise import BINARY
-from ..library import extern_lowerings
+from ..library import extern_lowerings, lowering_for
 from ..op.registry import Op
 from ..tir.compute import lower, placeholder
 
@@ -137,8 +137,9 @@ class _Legalizer(ExprMutator):
                           span=call.span)
 
 
-def legalize(mod: IRModule) -> IRModule:
-    """The module with every operator call replaced by a tensor-program call."""
+def legalize(mod: IRModule, target=None) -> IRModule:
+    """The module with every operator call replaced by a tensor-program call. `target` (the board's), when
+    known, lets a library lowering size its kernel's scratch for the paths that target compiles."""
     from .. import legalize as _families  # noqa: F401  (registers the legalizations)
     missing = _Missing(extern_lowerings())
     for f in mod.functions.values():
@@ -147,5 +148,6 @@ def legalize(mod: IRModule) -> IRModule:
         listed = ", ".join(f"{op} ({n} call{'s' * (n > 1)})" for op, n in sorted(missing.missing.items()))
         raise LegalizeError(f"no legalization for: {listed}")
     mutator = _Legalizer(mod)
-    functions = {name: mutator.visit_Function(f) for name, f in mod.functions.items()}
+    with lowering_for(target):
+        functions = {name: mutator.visit_Function(f) for name, f in mod.functions.items()}
     return IRModule(functions, mutator.programs, mutator.externs)

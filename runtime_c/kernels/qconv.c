@@ -479,6 +479,7 @@ rxe_status_t rxe_lib_qdepthwise_conv2d_s8(const void* x, const void* w, const in
                                           int64_t x_zero, int64_t w_zero, int64_t out_zero, int64_t act_min,
                                           int64_t act_max, int64_t dtypes, rxe_error_t* err) {
   const char* what = "rxe_lib_qdepthwise_conv2d_s8";
+  const int planes_only = (dtypes & RXE_QINT8_DW_PLANES_ONLY) != 0;
   int x_unsigned = (dtypes & RXE_QINT8_X_UNSIGNED) != 0;
   int64_t b;
   rxe_status_t st;
@@ -490,6 +491,7 @@ rxe_status_t rxe_lib_qdepthwise_conv2d_s8(const void* x, const void* w, const in
   if (!x || !w || !bias || !multiplier || !shift || !y)
     return rxe_error_set(err, RXE_ERR_NULL, "%s: a pointer argument is NULL", what);
   if (!scratch) return rxe_error_set(err, RXE_ERR_NULL, "%s: scratch is NULL", what);
+  dtypes &= ~(int64_t)RXE_QINT8_DW_PLANES_ONLY;
   st = rxe_qint8_check(what, kh * kw, c, shift, x_zero, w_zero, out_zero, act_min, act_max, dtypes, err);
   if (st != RXE_OK) return st;
 #if defined(__ARM_FEATURE_DSP) && !defined(__ARM_NEON) /* Cortex-M: SMLAD over tap pairs (qdepthwise_dsp.c) */
@@ -498,7 +500,7 @@ rxe_status_t rxe_lib_qdepthwise_conv2d_s8(const void* x, const void* w, const in
                           dil_h, dil_w, x_zero, w_zero, out_zero, act_min, act_max, dtypes);
   return RXE_OK;
 #endif
-  if (RXE_QDEPTHWISE_NHWC(kh, kw, oh, ow)) {
+  if (!planes_only && RXE_QDEPTHWISE_NHWC(kh, kw, oh, ow)) {
     int64_t groups = (c + DW_LANES - 1) / DW_LANES, serial = c * oh * ow * kh * kw < 65536;
     dw_nhwc_t d = {(int8_t*)scratch, (const int8_t*)w, bias, multiplier, shift, NULL, NULL, c, 0, h, w_, kh, kw,
                    oh, ow, stride_h, stride_w, pad_top, pad_left, dil_h, dil_w, 0, 0, 0, 0, 0, 0};

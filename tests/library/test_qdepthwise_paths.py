@@ -73,3 +73,21 @@ def test_scratch_of_each_path():
         Q.depthwise_scratch_bytes(3, 3, 7, 7)
     bound = as_expr(Q.depthwise_scratch_bytes(3, 3, SizeVar("h"), 8, c=8, h=SizeVar("h"), w=8))
     assert not bound.is_const
+
+
+def test_planes_only_flag_keeps_the_kernel_on_the_planes(kernels):
+    """With RXE_QINT8_DW_PLANES_ONLY in dtypes (what the lowering passes for a target whose kernel takes the
+    planes for every size) a small plane runs over the phase planes in a scratch of their size alone: the
+    mirror's output, and nothing written past that scratch."""
+    canary, smaller = 64, 0
+    for case in cases(7)[:6]:
+        symbol, arrays, sizes, expected = case
+        n, c, h, w, kh, kw, oh, ow, sh, sw, _, _, dh, dw = sizes[:14]
+        planes = Q.depthwise_scratch_bytes(kh, kw, oh, ow, (sh, sw), (dh, dw), planes_only=True)
+        smaller += planes < Q.depthwise_scratch_bytes(kh, kw, oh, ow, (sh, sw), (dh, dw), c=c, h=h, w=w)
+        arrays = list(arrays)
+        arrays[6] = np.full(planes + canary, 0x33, np.uint8)
+        sizes = [*sizes[:-1], sizes[-1] | Q.DW_PLANES_ONLY]
+        check((symbol, arrays, sizes, expected), kernels.run((symbol, arrays, sizes, expected)))
+        assert (arrays[6][planes:] == 0x33).all(), f"{sizes}: the kernel wrote past the planes"
+    assert smaller >= 4   # most of these small planes would have taken the larger channels-last scratch

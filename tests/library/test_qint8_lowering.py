@@ -14,6 +14,7 @@ from relax_edge.errors import RelaxEdgeError
 from relax_edge.ir import Builder, CallExtern, Constant, SizeVar, TensorType, Var
 from relax_edge.library import qint8 as Q
 from relax_edge.op import make_call
+from relax_edge.target import load_board
 from relax_edge.transform.legalize import legalize
 from tests.library.qint8_lib import Q_multiplier, conv_expected, dense_expected
 
@@ -80,6 +81,19 @@ def _lowered(x_type, w, attrs):
     with bb.function("main", [x]):
         bb.ret(bb.emit(make_call(attrs.pop("op"), [x, Constant(w), *params], attrs)))
     return legalize(bb.get()).functions["main"]
+
+
+def test_a_dsp_microcontroller_sizes_the_depthwise_scratch_for_its_planes():
+    """The Cortex-M4 with DSP takes the phase planes at every size: legalized for it, the depthwise call gets
+    the planes' bytes alone and says so in its dtypes (RXE_QINT8_DW_PLANES_ONLY); for the host, both paths."""
+    mod, _ = model()
+    for board, scratch, flagged in (("qemu-cortex-m4", (5 + 2 + 1) * (4 + 2) * 2, True), ("host", 5 * 4 * 16, False)):
+        main = legalize(mod, load_board(board).target).functions["main"]
+        calls = [b.value for blk in main.body.blocks for b in blk.bindings if isinstance(b.value, CallExtern)]
+        dw = calls[1]
+        assert dw.name == Q.DEPTHWISE
+        assert int(dw.attrs["scratch_bytes"]) == scratch, board
+        assert bool(int(dw.attrs["sizes"][-1]) & Q.DW_PLANES_ONLY) is flagged, board
 
 
 def test_a_large_depthwise_kernel_goes_through_the_gemm():

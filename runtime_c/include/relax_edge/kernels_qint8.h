@@ -59,6 +59,9 @@ extern "C" {
 
 #define RXE_QINT8_X_UNSIGNED 1
 #define RXE_QINT8_OUT_UNSIGNED 2
+/* rxe_lib_qdepthwise_conv2d_s8 only: its scratch holds the phase planes alone (the compiler sized it so for a
+ * target whose kernel never takes the channels-last path), so the channels-last path is not taken */
+#define RXE_QINT8_DW_PLANES_ONLY 4
 #define RXE_QINT8_NR 8     /* columns per weight panel */
 #define RXE_QINT8_KG 4     /* k values per group */
 #define RXE_QINT8_MAX_K 65536
@@ -134,7 +137,8 @@ rxe_status_t rxe_lib_qconv2d_s8(const void* x, const void* w_packed, const int32
 #define RXE_QDEPTHWISE_PLANE_BYTES(kh, kw, oh, ow, sh, sw, dh, dw)                                             \
   ((uint64_t)(sh) * (uint64_t)(sw) * (uint64_t)((oh) + ((kh) - 1) * (dh) / (sh) + 1) *                       \
    (uint64_t)((ow) + ((kw) - 1) * (dw) / (sw)) * 2u)
-/* the larger of the two where either may run (a Cortex-M with DSP takes the planes for every size) */
+/* the larger of the two where either may run (a Cortex-M with DSP takes the planes for every size; with
+ * RXE_QINT8_DW_PLANES_ONLY in dtypes the planes alone are needed) */
 #define RXE_LIB_QDEPTHWISE_SCRATCH_BYTES(c, h, w, kh, kw, oh, ow, sh, sw, dh, dw)                            \
   (RXE_QDEPTHWISE_NHWC(kh, kw, oh, ow) &&                                                                \
            RXE_QDEPTHWISE_NHWC_BYTES(c, h, w) > RXE_QDEPTHWISE_PLANE_BYTES(kh, kw, oh, ow, sh, sw, dh, dw)  \
