@@ -14,9 +14,12 @@ transport. A Vulkan artifact (backend "vulkan", board host-vulkan) is a
 `VulkanModule`: at load the board's ICD is pinned (VK_DRIVER_FILES, unless
 RXE_VK_ANY_DEVICE=1), then PREFIX_vk_init opens the device, checks the
 module's requirements, creates the pipelines and uploads the weights;
-`close` frees the device. Its per-kernel profile is refused (the host clock
-would time the recording, not the GPU). Benchmarks and profiles go to the model's server, started as a
-local process; a sanitized artifact (no shared library: ASan cannot be
+`close` frees the device. Its per-kernel profile is measured in process:
+one run, then the GPU's time of each dispatch (rxe_vk_times, from
+timestamps) under the kernel and node that PREFIX_FUNC_vk_rows names.
+
+Benchmarks (and the C artifacts' profiles) go to the model's server, started
+as a local process; a sanitized artifact (no shared library: ASan cannot be
 loaded into Python) goes there for everything.
 """
 
@@ -205,8 +208,11 @@ class VulkanModule(LoadedModule):
         self._context.argtypes, self._context.restype = [], ctypes.c_void_p
         for name, result in (("rxe_vk_pipelines_created", ctypes.c_uint64),
                              ("rxe_vk_validation_messages", ctypes.c_uint64),
-                             ("rxe_vk_validation_text", ctypes.c_char_p), ("rxe_vk_device_name", ctypes.c_char_p)):
+                             ("rxe_vk_validation_text", ctypes.c_char_p), ("rxe_vk_device_name", ctypes.c_char_p),
+                             ("rxe_vk_dispatch_count", ctypes.c_uint32)):
             getattr(self.lib, name).argtypes, getattr(self.lib, name).restype = [ctypes.c_void_p], result
+        self.lib.rxe_vk_times.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_uint32]
+        self.lib.rxe_vk_times.restype = ctypes.c_int
         if validation is None:
             validation = os.environ.get("RXE_VK_VALIDATION") == "1"
         options = VulkanOptions(int(bool((board.vulkan or {}).get("allow_cpu"))), -1, int(validation), 0, None, None, 0)
@@ -235,8 +241,40 @@ class VulkanModule(LoadedModule):
         return (self.lib.rxe_vk_validation_messages(ctx), (self.lib.rxe_vk_validation_text(ctx) or b"").decode())
 
     def profile(self, *inputs) -> dict:
-        raise RelaxEdgeError("profile() of a Vulkan artifact is not supported yet (per-dispatch GPU times come "
-                             "from rxe_vk_times; the host profiler would time the recording)")
+        """One run; each dispatch's GPU time (timestamps), summed per kernel
+        and node, sorted by time; run_ms is the run's wall time on the host."""
+        import time
+        ctx = self._ctx()
+        start = time.perf_counter_ns()
+        self.run(*inputs)
+        run_ns = time.perf_counter_ns() - start
+        count = self.lib.rxe_vk_dispatch_count(ctx)
+        times = (ctypes.c_uint64 * max(count, 1))()
+        if self.lib.rxe_vk_times(ctx, times, count) != 0:
+            raise RelaxEdgeError(f"{self.artifact.out_dir}: the device gave no dispatch times")
+        names = []
+        try:
+            table_address = getattr(self.lib, f"{self.artifact.prefix}_{self.function}_vk_rows")
+        except AttributeError:
+            raise RelaxEdgeError(f"{self.artifact.shared_library}: no dispatch names to profile with; "
+                                 "rebuild the artifact") from None
+        rows_ptr = ctypes.cast(table_address, ctypes.POINTER(ctypes.c_char_p))
+        while rows_ptr[len(names)] is not None:
+            names.append(rows_ptr[len(names)].decode())
+        pairs = list(zip(names[0::2], names[1::2]))
+        if len(pairs) != count:
+            raise RelaxEdgeError(f"{self.artifact.out_dir}: {count} dispatches ran, the module names {len(pairs)}")
+        table: dict = {}
+        for key, ns in zip(pairs, times):
+            calls, total = table.get(key, (0, 0))
+            table[key] = (calls + 1, total + ns)
+        rows = [{"kernel": k, "node": n, "calls": c, "total_ms": t / 1e6, "mean_ms": t / 1e6 / c}
+                for (k, n), (c, t) in table.items()]
+        kernel_ms = sum(r["total_ms"] for r in rows)
+        for r in rows:
+            r["share"] = r["total_ms"] / kernel_ms if kernel_ms else 0.0
+        rows.sort(key=lambda r: -r["total_ms"])
+        return {"run_ms": run_ns / 1e6, "kernels_ms": kernel_ms, "rows": rows}
 
     def close(self) -> None:
         """Free the device (and stop the benchmark server)."""

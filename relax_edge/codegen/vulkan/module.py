@@ -23,6 +23,9 @@ except where the work happens:
   (RXE_VK_TIMEOUT_NS, default 60 s) and the outputs are read back.
 - The host workspace the ABI passes is not used (the arena lives on the
   device).
+- `PREFIX_FUNC_vk_rows` names each dispatch of a run in order (kernel
+  symbol, node: NULL-terminated pairs), for the profile built from
+  rxe_vk_times.
 
 Refused (CodegenError naming the node): library kernels (call_extern; the
 vulkan pipeline does not dispatch to them), copies between values, `if`
@@ -101,7 +104,10 @@ class VulkanHostEmitter(CHostEmitter):
         p = self.p
         io = max(self.io, 1)
         head = [f"static rxe_vk_buffer_t* {p}_vk_io[{io}];", f"static uint64_t {p}_vk_io_bytes[{io}];", ""]
-        return "\n".join(head) + super().render() + "\n" + self.release()
+        rows = [f"{c_string(kernel)}, {c_string(span)}," for kernel, span in self.fn.profile_rows]
+        names = ["/* per dispatch of a run, in order: (kernel, node) */", f"const char* const {p}_vk_rows[] = {{",
+                 *(f"  {row}" for row in rows), "  NULL};", ""]
+        return "\n".join(head) + super().render() + "\n" + self.release() + "\n".join(names)
 
     def release(self) -> str:
         p = self.p
