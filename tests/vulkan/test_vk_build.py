@@ -281,3 +281,39 @@ def test_cli_compile_backend_vulkan_gemm_mlp_matches_onnxruntime(vulkan_env, tmp
             x = np.random.default_rng(n).standard_normal((n, 20)).astype("float32")
             np.testing.assert_allclose(m.run(x)[0], session.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
         _assert_clean(m, vulkan_env)
+
+
+def _onnx_module(name):
+    import onnx
+
+    from relax_edge.frontend import from_onnx
+    from tests.onnx_models import get_model
+    path, spec = get_model(name)
+    model = onnx.load(str(path))
+    bounds = {d.dim_param: (1, 128) for i in model.graph.input for d in i.type.tensor_type.shape.dim if d.dim_param}
+    return path, spec, from_onnx(model, dim_bounds=bounds)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["mobilenet_v2", "resnet18"])
+def test_vision_model_matches_onnxruntime(name, vulkan_env, tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    path, spec, mod = _onnx_module(name)
+    art = rxe.build(mod, board="host-vulkan", backend="vulkan", out_dir=tmp_path)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    feeds = spec["make_inputs"](seed=0)
+    (want,) = session.run(None, feeds)
+    with rxe.connect("host-vulkan") as dev:
+        m = dev.load(art)
+        (got,) = m.run(*feeds.values())
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+        _assert_clean(m, vulkan_env)
+
+
+@pytest.mark.slow
+def test_bert_is_refused_naming_its_int64_kernel(vulkan_env, tmp_path):
+    _, _, mod = _onnx_module("bert")   # token ids are int64: the device has no int64 buffers yet
+    with pytest.raises(CodegenError, match="int64"):
+        rxe.build(mod, board="host-vulkan", backend="vulkan", out_dir=tmp_path)
