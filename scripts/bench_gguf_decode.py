@@ -21,7 +21,8 @@ Peers (each joins the rounds):
   nibbles as the Q4_0 GGUF; accuracy_level 4), and relax_edge's build of that very file;
 - --genai: onnxruntime-genai's int4 model of the same checkpoint (its model builder, offline: MatMulNBits
   block 32, int8 activations) and relax_edge's build of that folder (rxe.from_genai);
-- --also DIR: more relax_edge builds of the GGUF (e.g. of an older kernel).
+- --also DIR: more relax_edge builds of the GGUF as they are (e.g. of an older kernel); the main build (--build,
+  default build/<model>_gguf) is always brought up to date with the current sources first.
 
 --faithful (SmolLM2) prints, for 4 prompts, the greedy text of transformers (fp32, the GGUF dequantized),
 relax_edge and llama.cpp, how many leading tokens agree with transformers', and the max |logit diff| to
@@ -64,12 +65,16 @@ def say(msg: str) -> None:
     print(f"[bench_gguf_decode] {msg}", file=sys.stderr, flush=True)
 
 
-def relax_edge_engine(build_dir: Path, gguf: Path, max_context: int):
+def relax_edge_engine(build_dir: Path, gguf: Path, max_context: int, as_built: bool = False):
+    """relax_edge's build of the GGUF in ``build_dir``, made from the current compiler and runtime (rxe.build
+    skips the toolchain when the directory holds the same build), so that an older build left there is never
+    timed as today's; ``as_built`` (--also) loads the directory's build as it is, made only when missing."""
     import relax_edge as rxe
     from relax_edge.build import Artifact
-    if not (build_dir / "artifact.json").exists():
-        rxe.build(rxe.from_gguf(str(gguf), max_context=max_context), board="host", out_dir=build_dir, quiet=True)
-    return llm_engines.RelaxEdge(Artifact.load(build_dir), threads=1)
+    if as_built and (build_dir / "artifact.json").exists():
+        return llm_engines.RelaxEdge(Artifact.load(build_dir), threads=1)
+    art = rxe.build(rxe.from_gguf(str(gguf), max_context=max_context), board="host", out_dir=build_dir, quiet=True)
+    return llm_engines.RelaxEdge(art, threads=1)
 
 
 def model_gguf(model: str) -> Path:
@@ -127,7 +132,7 @@ def make_engines(args) -> tuple[dict, dict]:
     engines = {"relax_edge": relax_edge_engine(build, gguf, args.max_context)}
     unavailable = {}
     for extra in args.also:
-        engines[f"relax_edge {extra.name}"] = relax_edge_engine(extra, gguf, args.max_context)
+        engines[f"relax_edge {extra.name}"] = relax_edge_engine(extra, gguf, args.max_context, as_built=True)
     if args.llamacpp:
         say(f"llama.cpp: {gguf.name} in a child process")
         engine = llamacpp_engine(gguf, args.max_context, extra_bufts=not args.llamacpp_no_extra_bufts)
@@ -268,9 +273,10 @@ def faithfulness(args) -> dict:
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2", choices=sorted(TITLES))
-    parser.add_argument("--build", type=Path, help="relax_edge's build of the GGUF (made there when missing; "
-                                                   "default build/<model>_gguf)")
-    parser.add_argument("--also", type=Path, nargs="*", default=[], help="more relax_edge builds to time alike")
+    parser.add_argument("--build", type=Path, help="relax_edge's build of the GGUF (rebuilt there when the "
+                                                   "sources changed; default build/<model>_gguf)")
+    parser.add_argument("--also", type=Path, nargs="*", default=[],
+                        help="more relax_edge builds to time alike, loaded as built")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--prompt-tokens", type=int, default=128)
     parser.add_argument("--new-tokens", type=int, help="default 64 (smollm2), 256 (llama)")

@@ -206,3 +206,20 @@ def test_an_engine_that_crashes_in_the_rounds_leaves_them_with_its_reason():
     assert list(runs) == ["relax_edge"] and list(engines) == ["relax_edge"]
     assert len(runs["relax_edge"]["decode"]) == 3 and runs["relax_edge"]["prefill"] == [16.0] * 3
     assert "killed by SIGSEGV" in unavailable["llama.cpp"]
+
+
+@pytest.mark.slow
+def test_an_older_build_in_the_build_dir_is_rebuilt_and_also_dirs_load_as_built(tmp_path):
+    import llm_bench_models
+    gguf = llm_bench_models.q4_0_gguf(llm_bench_models.get_model("llama"))
+    build = tmp_path / "gguf"
+    bench_gguf_decode.relax_edge_engine(build, gguf, 32).close()
+    stamp = build / ".build-key"
+    current = stamp.read_text()
+    stamp.write_text("older-sources")     # what a build from older compiler or runtime sources leaves
+    bench_gguf_decode.relax_edge_engine(build, gguf, 32, as_built=True).close()
+    assert stamp.read_text() == "older-sources"
+    engine = bench_gguf_decode.relax_edge_engine(build, gguf, 32)
+    assert stamp.read_text() == current and not engine.art.cached
+    assert len(engine.run([1, 2, 3], 2).tokens) == 2
+    engine.close()
