@@ -424,8 +424,31 @@ QCONV_NOINLINE static void dw_planes(const void* x, const void* w, const int32_t
 #if defined(QCONV_AVX512)
         if (kh * kw == 9) { /* 3x3: the taps' weights and runs in registers, the products summed as a tree */
           const int16_t* run0 = plane + j0;
-          __m512i wk[9];
+          __m512i wk[9], wp[5];
+          /* 32 outputs at a time, the taps in pairs (8 with a zero partner): the two taps' runs interleaved as
+           * int16 pairs, vpmaddwd multiplies them by the pair of weights and adds the two products (exact: each
+           * |product| <= 255 * 255); the unpacks leave each 128-bit lane's outputs 0-3 in lo, 4-7 in hi, which
+           * the two permutes put back in order. */
+          const __m512i first = _mm512_set_epi32(23, 22, 21, 20, 7, 6, 5, 4, 19, 18, 17, 16, 3, 2, 1, 0);
+          const __m512i second = _mm512_set_epi32(31, 30, 29, 28, 15, 14, 13, 12, 27, 26, 25, 24, 11, 10, 9, 8);
           for (t = 0; t < 9; ++t) wk[t] = _mm512_set1_epi32(wv[t]);
+          for (t = 0; t < 5; ++t)
+            wp[t] = _mm512_set1_epi32((int32_t)((uint32_t)(2 * t + 1 < 9 ? wv[2 * t + 1] : 0) << 16 |
+                                                ((uint32_t)wv[2 * t] & 0xffffu)));
+#define QCONV_PAIR(t)                                                                                   \
+  {                                                                                                     \
+    __m512i a = _mm512_loadu_si512((const void*)(run0 + tap_at[2 * (t)] + j));                          \
+    __m512i b = 2 * (t) + 1 < 9 ? _mm512_loadu_si512((const void*)(run0 + tap_at[2 * (t) + 1] + j)) : a; \
+    lo = _mm512_add_epi32(lo, _mm512_madd_epi16(_mm512_unpacklo_epi16(a, b), wp[t]));                   \
+    hi = _mm512_add_epi32(hi, _mm512_madd_epi16(_mm512_unpackhi_epi16(a, b), wp[t]));                   \
+  }
+          for (; j + 32 <= count; j += 32) {
+            __m512i lo = _mm512_setzero_si512(), hi = lo;
+            QCONV_PAIR(0) QCONV_PAIR(1) QCONV_PAIR(2) QCONV_PAIR(3) QCONV_PAIR(4)
+            _mm512_storeu_si512((void*)(acc + j), _mm512_permutex2var_epi32(lo, first, hi));
+            _mm512_storeu_si512((void*)(acc + j + 16), _mm512_permutex2var_epi32(lo, second, hi));
+          }
+#undef QCONV_PAIR
 #define QCONV_PTAP(t) \
   _mm512_mullo_epi32(_mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(run0 + tap_at[t] + j))), wk[t])
           for (; j + 16 <= count; j += 16) {

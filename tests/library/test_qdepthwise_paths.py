@@ -32,6 +32,7 @@ SHAPES = [
     ((1, 5, 4, 3, 3, 3, (1, 1), (3, 3, 3, 3), (1, 1)), True),        # pixels with no tap inside
     ((1, 3, 20, 20, 6, 6, (1, 1), (2, 2, 3, 3), (1, 1)), False),     # 36 taps: the phase planes
     ((1, 5, 40, 36, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1)), False),     # 1440 pixels: the phase planes
+    ((1, 7, 69, 66, 3, 3, (2, 2), (0, 0, 1, 1), (1, 1)), False),     # 1122 pixels of stride 2: the planes
 ]
 DTYPES = [("uint8", "int8", "uint8"), ("int8", "int8", "int8"), ("int8", "uint8", "uint8"), ("uint8", "uint8", "int8")]
 
