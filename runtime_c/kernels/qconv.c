@@ -207,6 +207,10 @@ QCONV_NOINLINE static void dw_tap(int32_t* restrict acc, const int16_t* restrict
  * taps inside the input, transposed so that each channel's run is requantized by the shared helper. */
 #define DW_LANES 16
 #define DW_PIX 64 /* pixels per run of a channel's sums */
+#if defined(QCONV_AVX512) && defined(__AVX512VNNI__) && defined(__AVX512VL__)
+/* the sums kept pixel by pixel (16 lanes), requantized so with each lane's constants, the bytes transposed */
+#define DW_PIXEL_MAJOR 1
+#endif
 
 typedef struct {
   int8_t* xt;             /* h * w * c16 */
@@ -248,10 +252,15 @@ static void dw_group_task(void* ctx, int64_t begin, int64_t end, int thread) {
   const dw_nhwc_t* d = (const dw_nhwc_t*)ctx;
   int64_t taps = d->kh * d->kw, pixels = d->oh * d->ow, grp, t, l, p0, pp;
   int16_t wv[RXE_QDEPTHWISE_NHWC_TAPS][DW_LANES]; /* w - w_zero */
-  int32_t runs[DW_LANES][DW_PIX]; /* the sums of each channel's run of pixels */
+  int32_t runs[DW_LANES][DW_PIX]; /* the sums of each channel's run of pixels (or DW_PIX pixels of 16 lanes) */
+#if defined(DW_PIXEL_MAJOR)
+  int32_t lane_bias[DW_LANES], lane_q[DW_LANES], lane_shift[DW_LANES]; /* 0 past the last channel */
+#endif
 #if defined(QCONV_AVX512)
   const int k3 = d->kh == 3 && d->kw == 3 && d->dh == 1 && d->dw == 1;
   __m512i w9[9], zero_term = _mm512_setzero_si512();
+#endif
+#if defined(QCONV_AVX512) && !defined(DW_PIXEL_MAJOR)
   const __m512i lane_at = _mm512_mullo_epi32(_mm512_set1_epi32(DW_PIX), _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8,
                                                                                          7, 6, 5, 4, 3, 2, 1, 0));
 #endif
@@ -263,6 +272,13 @@ static void dw_group_task(void* ctx, int64_t begin, int64_t end, int thread) {
     int64_t c0 = grp * DW_LANES, lanes = d->c - c0 < DW_LANES ? d->c - c0 : DW_LANES;
     for (t = 0; t < taps; ++t)
       for (l = 0; l < DW_LANES; ++l) wv[t][l] = (int16_t)(l < lanes ? (int32_t)d->w[(c0 + l) * taps + t] - d->wz : 0);
+#if defined(DW_PIXEL_MAJOR)
+    for (l = 0; l < DW_LANES; ++l) {
+      lane_bias[l] = l < lanes ? d->bias[c0 + l] : 0;
+      lane_q[l] = l < lanes ? d->multiplier[c0 + l] : 0;
+      lane_shift[l] = l < lanes ? d->shift[c0 + l] : 0;
+    }
+#endif
 #if defined(QCONV_AVX512)
     if (k3) { /* a 3x3 window wholly inside: sum x * w - x_zero * sum w, the 9 weights in registers */
       __m512i wsum = _mm512_setzero_si512();
@@ -334,7 +350,10 @@ static void dw_group_task(void* ctx, int64_t begin, int64_t end, int thread) {
         _mm256_storeu_si256((__m256i*)(void*)sum, s_lo);
         _mm256_storeu_si256((__m256i*)(void*)(sum + 8), s_hi);
 #endif
-#if defined(QCONV_AVX512)
+#if defined(DW_PIXEL_MAJOR)
+        (void)sum;
+        _mm512_storeu_si512((void*)(&runs[0][0] + DW_LANES * pp), s16);
+#elif defined(QCONV_AVX512)
         (void)sum;
         _mm512_i32scatter_epi32((void*)&runs[0][pp], lane_at, s16, 4);
 #else
@@ -345,10 +364,27 @@ static void dw_group_task(void* ctx, int64_t begin, int64_t end, int thread) {
           ++oy;
         }
       }
+#if defined(DW_PIXEL_MAJOR)
+      { /* the bytes over the sums' memory, then 16 pixels x 16 channels transposed at a time */
+        uint8_t* bytes = (uint8_t*)(void*)runs;
+        uint8_t* out = d->out + c0 * pixels + p0;
+        rxe_qint8_requantize_lanes16(&runs[0][0], count, lane_bias, lane_q, lane_shift, d->out_zero, d->act_min,
+                                     d->act_max, bytes);
+        pp = 0;
+        if (lanes == DW_LANES)
+          for (; pp + 16 <= count; pp += 16) transpose16(bytes + DW_LANES * pp, DW_LANES, (int8_t*)(void*)(out + pp),
+                                                         pixels, 0);
+        for (l = 0; l < lanes; ++l) {
+          int64_t q;
+          for (q = pp; q < count; ++q) out[l * pixels + q] = bytes[DW_LANES * q + l];
+        }
+      }
+#else
       for (l = 0; l < lanes; ++l) {
         rxe_qint8_requantize_bytes(runs[l], count, d->bias[c0 + l], d->multiplier[c0 + l], d->shift[c0 + l],
                                    d->out_zero, d->act_min, d->act_max, d->out + (c0 + l) * pixels + p0);
       }
+#endif
     }
   }
 }

@@ -497,6 +497,35 @@ void rxe_qint8_requantize_bytes(const int32_t* acc, int64_t count, int32_t offse
   (void)j;
 }
 
+void rxe_qint8_requantize_lanes16(const int32_t* acc, int64_t count, const int32_t* offset, const int32_t* q,
+                                  const int32_t* shift, int32_t out_zero, int32_t act_min, int32_t act_max,
+                                  uint8_t* out) {
+  int64_t p;
+  int l;
+#if defined(QGEMM_VNNI512)
+  int vector = 1;
+  for (l = 0; l < 16; ++l)
+    if (shift[l] > 0 || shift[l] < -31 || q[l] == INT32_MIN || offset[l] >= (1 << 30) || offset[l] <= -(1 << 30))
+      vector = 0;
+  if (vector) {
+    rq16_t c = rq16_setup(_mm512_loadu_si512((const void*)q), _mm512_loadu_si512((const void*)shift), out_zero,
+                          act_min, act_max);
+    __m512i off = _mm512_loadu_si512((const void*)offset);
+    for (p = 0; p < count; ++p) {
+      __m512i a = _mm512_add_epi32(_mm512_loadu_si512((const void*)(acc + 16 * p)), off);
+      _mm_storeu_si128((__m128i*)(void*)(out + 16 * p), _mm512_cvtepi32_epi8(requant16(a, &c)));
+    }
+    return;
+  }
+#endif
+  for (p = 0; p < count; ++p)
+    for (l = 0; l < 16; ++l) {
+      int64_t v = (int64_t)rxe_qint8_requantize(rxe_qint8_saturate((int64_t)acc[16 * p + l] + offset[l]), q[l],
+                                                shift[l]) + out_zero;
+      out[16 * p + l] = (uint8_t)(v < act_min ? act_min : v > act_max ? act_max : v);
+    }
+}
+
 /* Can the vector epilogue run: every shift <= 0, no multiplier INT32_MIN, and
  * |bias| + 4 * 128 * 128 * k below 2^31 (each partial sum exact in int32)? */
 static int vector_epilogue_ok(const rxe_qgemm_t* g) {

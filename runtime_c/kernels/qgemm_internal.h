@@ -57,6 +57,14 @@ int32_t rxe_qint8_saturate(int64_t acc);
 void rxe_qint8_requantize_bytes(const int32_t* acc, int64_t count, int32_t offset, int32_t q, int32_t shift,
                                 int32_t out_zero, int32_t act_min, int32_t act_max, uint8_t* out);
 
+/* The same over count pixels of 16 lanes (lane l of pixel p at acc[16 * p + l], its byte at out[16 * p + l]),
+ * each lane its own offset[l], q[l] and shift[l] (16 at a time with AVX-512 VNNI when every lane allows the
+ * vector arithmetic, else one by one). out may be acc's memory (each pixel's bytes are written after its sums
+ * are read). */
+void rxe_qint8_requantize_lanes16(const int32_t* acc, int64_t count, const int32_t* offset, const int32_t* q,
+                                  const int32_t* shift, int32_t out_zero, int32_t act_min, int32_t act_max,
+                                  uint8_t* out);
+
 /* RXE_OK, or the error of bad zero points, clamps, shifts or k (`what` names the kernel). */
 rxe_status_t rxe_qint8_check(const char* what, int64_t k, int64_t n, const int32_t* shift, int64_t x_zero,
                              int64_t w_zero, int64_t out_zero, int64_t act_min, int64_t act_max, int64_t dtypes,

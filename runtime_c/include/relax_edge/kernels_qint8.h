@@ -144,10 +144,11 @@ rxe_status_t rxe_lib_qconv2d_s8(const void* x, const void* w_packed, const int32
            RXE_QDEPTHWISE_NHWC_BYTES(c, h, w) > RXE_QDEPTHWISE_PLANE_BYTES(kh, kw, oh, ow, sh, sw, dh, dw)  \
        ? RXE_QDEPTHWISE_NHWC_BYTES(c, h, w)                                                              \
        : RXE_QDEPTHWISE_PLANE_BYTES(kh, kw, oh, ow, sh, sw, dh, dw))
-/* stack: at most 7168 bytes: on the channels-last path the 25 x 16 int16
- * tap weights, 16 channels x 64 pixels of int32 sums and (AVX-512) nine
- * weight vectors in dw_group_task (qconv.c), under the requantization's
- * frame (measured 5872 to 6664 on x86-64, aarch64 and armv7); on the other, the 64 int32
+/* stack: at most 8192 bytes: on the channels-last path the 25 x 16 int16
+ * tap weights, 16 channels x 64 pixels of int32 sums, (AVX-512) nine
+ * weight vectors and (AVX-512 VNNI) the 16 lanes' bias, multiplier and
+ * shift in dw_group_task (qconv.c), under the requantization's frame
+ * (measured 5872 to 7496 on x86-64, aarch64 and armv7); on the other, the 64 int32
  * tap weights, their 64 int64 offsets, a block of 256 int32 sums and their
  * 256 bytes in dw_planes, and the requantization's vectors; on a Cortex-M
  * with the DSP extension the tap tables and 128 int32 sums of
