@@ -148,8 +148,9 @@ def optimize_module(mod: IRModule, board: Board, optimize: bool = True, backend:
     """The optimize stage: a module with operator calls through the pipeline
     for `board` (relax_edge/pipeline.py), or only legalized with
     optimize=False; a legalized module as it is. For backend "vulkan" the
-    pipeline leaves out `dispatch`: every operator stays a tensor program
-    (the device has no library kernels)."""
+    `dispatch` pass runs for the Vulkan target: matmuls become the library
+    call the Vulkan host dispatches with its tiled / GEMV shaders, every
+    other operator stays a tensor program."""
     from .pipeline import default_passes
     from .pipeline import optimize as run_pipeline
     from .transform.legalize import legalize
@@ -158,8 +159,16 @@ def optimize_module(mod: IRModule, board: Board, optimize: bool = True, backend:
     from .transform.dedupe import dedupe
     if not optimize:
         return dedupe(legalize(mod, board.target))
-    passes = [p for p in default_passes(board) if backend != "vulkan" or p != "dispatch"]
-    return run_pipeline(mod, board, passes)
+    passes = default_passes(board)
+    if backend != "vulkan":
+        return run_pipeline(mod, board, passes)
+    from .codegen.vulkan import matmul
+    from .codegen.vulkan.module import MAX_SERIAL_ITERATIONS
+    from .transform.dispatch import VULKAN_FAMILIES, dispatch
+    at = passes.index("dispatch")
+    mod = dispatch(run_pipeline(mod, board, passes[:at]), VULKAN_FAMILIES, target="vulkan",
+                   max_k=matmul.max_k(MAX_SERIAL_ITERATIONS))
+    return run_pipeline(mod, board, passes[at + 1:])
 
 
 def kernel_prefix(backend: str, name: str) -> str:

@@ -25,6 +25,11 @@ code generator) and "params" (the operators' attributes).
 
 A loop's body is dispatched like a function's (what it returns stays).
 
+target="vulkan" (the Vulkan build): only the matmul family, every float32
+matmul (a constant W included, unpacked) whose K is at most `max_k` becoming
+rxe_lib_matmul_f32 without a scratch buffer; the Vulkan host dispatches it with the shaders of
+codegen/vulkan/matmul.py.
+
 Does not guarantee that the library is faster for every shape; the
 `kernels` argument restricts which families are dispatched (the pipeline
 keeps kernels with scratch buffers off microcontrollers).
@@ -35,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.expr import Call, CallExtern, Constant, ExternDecl, Function, IRModule, Loop, SeqExpr, VarBinding
-from ..ir.shape import Proof, as_expr, prove_equal
+from ..ir.shape import Proof, as_expr, bounds, prove_equal
 from ..ir.types import TensorType
 from ..op.registry import OPS
 from .bindings import Bindings, scan
@@ -43,6 +48,8 @@ from .bindings import Bindings, scan
 __all__ = ["dispatch", "KERNEL_FAMILIES"]
 
 KERNEL_FAMILIES = ("dense", "matmul", "conv2d", "depthwise")
+TARGETS = ("cpu", "vulkan")
+VULKAN_FAMILIES = ("matmul",)
 ACT_NONE, ACT_RELU, ACT_RELU6 = 0, 1, 2
 
 
@@ -84,11 +91,13 @@ def _reference(ops):
 
 
 class _Dispatcher:
-    def __init__(self, mod: IRModule, kernels):
+    def __init__(self, mod: IRModule, kernels, target: str = "cpu", max_k: int | None = None):
         from ..library import kernels as lib  # noqa: F401  (fails early when the library is missing)
         self.lib = lib
         self.mod = mod
         self.kernels = set(kernels)
+        self.target = target
+        self.max_k = max_k
         self.externs = dict(mod.externs)
         self.count = 0
         self.biases: dict = {}  # one bias Constant per source constant (or per zero length): shared in the weights
@@ -222,6 +231,8 @@ class _Dispatcher:
         n = tb.shape[-1]
         if prove_equal(tb.shape[-2], k) is not Proof.YES:
             return None
+        if self.max_k is not None and (bounds(k)[1] is None or bounds(k)[1] > self.max_k):
+            return None   # stays a tensor program (whose own limits are checked later)
         if all(d == 1 for d in tb.shape[:-2]):
             b_stride = as_expr(0)
         elif len(tb.shape) == len(out.shape) and all(prove_equal(x, y) is Proof.YES
@@ -230,8 +241,9 @@ class _Dispatcher:
         else:
             return None
         batch = _product(batch_out)
+        scratch = None if self.target == "vulkan" else self.lib.matmul_scratch_bytes(m, n, k)
         return self.extern("rxe_lib_matmul_f32", [a, b], out, [batch, m, n, k, m * k, b_stride], {}, ["matmul"],
-                           scratch=self.lib.matmul_scratch_bytes(m, n, k), span=call.span)
+                           scratch=scratch, span=call.span)
 
     def conv(self, call, w, bias, act, out_type):
         x = call.args[0]
@@ -284,11 +296,17 @@ class _Dispatcher:
         return block if all(a is b for a, b in zip(out, block.bindings)) else type(block)(out)
 
 
-def dispatch(mod: IRModule, kernels=KERNEL_FAMILIES) -> IRModule:
-    """`mod` with the matching operator calls replaced by library kernels."""
-    unknown = set(kernels) - set(KERNEL_FAMILIES)
+def dispatch(mod: IRModule, kernels=KERNEL_FAMILIES, target: str = "cpu", max_k: int | None = None) -> IRModule:
+    """`mod` with the matching operator calls replaced by library kernels
+    (target "vulkan": the families the Vulkan host has shaders for); `max_k`
+    leaves a matmul whose K may exceed it (or is unbounded) as it is."""
+    if target not in TARGETS:
+        raise ValueError(f"unknown dispatch target {target!r}; choose from {', '.join(TARGETS)}")
+    families = KERNEL_FAMILIES if target == "cpu" else VULKAN_FAMILIES
+    unknown = set(kernels) - set(families)
     if unknown:
-        raise ValueError(f"unknown kernel families {sorted(unknown)}; choose from {', '.join(KERNEL_FAMILIES)}")
-    d = _Dispatcher(mod, kernels)
+        raise ValueError(f"unknown kernel families {sorted(unknown)} for target {target}; choose from "
+                         f"{', '.join(families)}")
+    d = _Dispatcher(mod, kernels, target, max_k)
     functions = {name: d.function(f) for name, f in mod.functions.items()}
     return IRModule(functions, mod.tensor_programs, d.externs)

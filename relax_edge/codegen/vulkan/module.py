@@ -48,6 +48,7 @@ from ..c.host import CHostEmitter
 from ..c.kernel import c_string
 from ..c.module import _ENV, CSources, _context, support_files
 from ..host_program import Address, CodegenError, HostFunction, HostModule
+from . import matmul
 from .grid import map_grid
 from .kernel import emit_glsl
 from .spirv import compile_spirv
@@ -168,6 +169,8 @@ class VulkanHostEmitter(CHostEmitter):
                            "Vulkan yet")
 
     def call_kernel(self, op) -> list:
+        if op.symbol == matmul.MATMUL_SYMBOL:
+            return self.call_matmul(op)
         if op.symbol not in self.kernels:
             raise CodegenError(f"function {self.fn.name}: the library kernel {op.symbol} ({op.note or 'call'}) cannot "
                                "run on Vulkan; build without library kernels")
@@ -192,6 +195,25 @@ class VulkanHostEmitter(CHostEmitter):
         lines += [f"    if (st == RXE_OK) st = rxe_vk_dispatch({self.prefix}_vk, {index}u, v, {sizes}, "
                   f"(uint64_t)({self.r.int_expr(items)}), err);", "  }"]
         return lines
+
+    def call_matmul(self, op) -> list:
+        """The matmul library call as a dispatch of the tiled shader, or of the
+        GEMV when its m is 1 at run time (sizes: batch, m, n, k, a_stride, b_stride)."""
+        if len(op.buffers) != 3 or len(op.sizes) != 6:
+            raise CodegenError(f"function {self.fn.name}: {op.symbol} with {len(op.buffers)} buffers and "
+                               f"{len(op.sizes)} sizes; the Vulkan matmul takes 3 and 6")
+        lines = [] if self.begun else self.prologue()
+        self.begun = True
+        tiled, gemv = self.kernels[matmul.TILED][0], self.kernels[matmul.GEMV][0]
+        views = ", ".join(self.device_view(a) for a in op.buffers)
+        values = ", ".join(f"(int64_t)({self.r.int_expr(s)})" for s in op.sizes)
+        items_tiled, items_gemv = matmul.items_c("z64[0]", "z64[1]", "z64[2]")
+        return lines + ["  {", f"    const rxe_vk_view_t v[3] = {{{views}}};",
+                        f"    const int64_t z64[6] = {{{values}}};", "    int32_t z[6];",
+                        f"    st = {self.prefix}_vk_sizes32(z64, z, 6u, {c_string(op.symbol)}, err);",
+                        f"    if (st == RXE_OK) st = z64[1] == 1 ? rxe_vk_dispatch({self.prefix}_vk, {gemv}u, v, z, "
+                        f"(uint64_t){items_gemv}, err) : rxe_vk_dispatch({self.prefix}_vk, {tiled}u, v, z, "
+                        f"(uint64_t){items_tiled}, err);", "  }"]
 
     def copy(self, op) -> list:
         raise CodegenError(f"function {self.fn.name}: a copy of {op.bytes} bytes between values is not supported on "
@@ -310,6 +332,31 @@ def _requirements(compiled: list) -> str:
     return f"{push}u, {buffers}u, {wg}u, {shared}u, {flags}u, 0u"
 
 
+def _calls(host: HostModule, symbol: str) -> list:
+    """The CallKernel operations of `symbol` in every entry of every function."""
+    return [op for fn in host.functions for ops in fn.entries.values() for op in ops
+            if getattr(op, "symbol", None) == symbol]
+
+
+def add_library_shaders(host: HostModule, compiled: list, kernels: dict, tmp) -> None:
+    """The hand-written shaders (matmul.py) that the module's library calls
+    need, compiled and appended to the kernel table; a matmul whose K may
+    exceed what the device's loop limit allows is refused."""
+    calls = _calls(host, matmul.MATMUL_SYMBOL)
+    if not calls:
+        return
+    for op in calls:
+        hi = bounds(op.sizes[3])[1]
+        if hi is None or hi > matmul.max_k(MAX_SERIAL_ITERATIONS):
+            raise CodegenError(f"{op.symbol}: its K ({op.sizes[3]}) may be {hi if hi is not None else 'unbounded'}, "
+                               f"past the {matmul.max_k(MAX_SERIAL_ITERATIONS)} the Vulkan matmul shaders take "
+                               "within lavapipe's loop limit; bound the sizes lower (--dim NAME=LO..HI)")
+    for name in (matmul.TILED, matmul.GEMV):
+        source, record = matmul.SHADERS[name]
+        kernels[name] = (len(compiled), record, None)
+        compiled.append((name, record, compile_spirv(source, tmp, name)))
+
+
 def emit_vulkan(host: HostModule, board) -> CSources:
     """PREFIX.c (SPIR-V, kernel records, the Vulkan host entries), PREFIX.h and
     PREFIX_weights.S of a host module, for `board`'s `vulkan:` section."""
@@ -329,6 +376,7 @@ def emit_vulkan(host: HostModule, board) -> CSources:
                 raise CodegenError(f"kernel {symbol} ({program.name}): {err}") from None
             compiled.append((symbol, record, spirv))
             kernels[symbol] = (index, record, program)
+        add_library_shaders(host, compiled, kernels, tmp)
     parts = ["#include <string.h>", "#include \"relax_edge/vulkan.h\"", ""]
     parts += [_spirv_array(f"{prefix}_spv_{symbol}", spirv) for symbol, _, spirv in compiled]
     parts += [_kernel_table(prefix, compiled), SUPPORT.format(g=prefix, req=_requirements(compiled)),
