@@ -70,7 +70,14 @@ __attribute__((noinline)) /* its transpose registers off the GEMM's call path (t
 #endif
 static void fill_slice(uint8_t* slice, const uint8_t* xg, int64_t cg, int64_t h, int64_t w, int64_t iy0, int64_t ix0,
                        int64_t rows, int64_t cols, uint8_t xz) {
-  int64_t r, col, ci, lo = ix0 < 0 ? -ix0 : 0, hi = w - ix0 < cols ? w - ix0 : cols;
+  int64_t r, col, ci, lo, hi, span = w;
+  if (ix0 == 0 && cols == w && iy0 >= 0 && iy0 + rows <= h) { /* whole rows inside: one run of rows * w pixels */
+    cols *= rows;
+    rows = 1;
+    span = cols;
+  }
+  lo = ix0 < 0 ? -ix0 : 0;
+  hi = span - ix0 < cols ? span - ix0 : cols;
   if (hi < lo) hi = lo;
   for (r = 0; r < rows; ++r) {
     int64_t iy = iy0 + r;
