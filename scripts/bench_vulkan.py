@@ -70,8 +70,8 @@ def chain_case(rows=256, cols=4096):
     bb = Builder()
     with bb.function("main", [x]):
         with bb.dataflow():
-            a = bb.emit(op.multiply(op.sigmoid(x), op.tanh(x)))
-            out = bb.emit_output(op.add(a, op.exp(op.multiply(x, np.float32(-0.5)))))
+            out = bb.emit_output(op.add(op.multiply(op.sigmoid(x), op.tanh(x)),
+                                        op.exp(op.multiply(x, np.float32(-0.5)))))
         bb.ret(out)
     param = "\n".join([
         "7767517", "8 10", f"Input in 0 1 x 0={cols} 1={rows}", "Split sp 1 3 x x1 x2 x3",
