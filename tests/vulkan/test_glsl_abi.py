@@ -98,8 +98,8 @@ def test_unbounded_sizes_are_refused_naming_the_buffer():
 
 
 def test_unsupported_dtype_and_intrinsic_are_named():
-    with pytest.raises(GlslUnsupported, match=r"buffer x0 is int64 .*not supported yet: dtype int64"):
-        emit_glsl(legalized([("n", 5)], ["int64"], lambda x: make_call("cast", [x], {"dtype": "bool"})))
+    with pytest.raises(GlslUnsupported, match=r"buffer x0 is int8 .*not supported yet: dtype int8"):
+        emit_glsl(legalized([("n", 5)], ["int8"], lambda x: make_call("cast", [x], {"dtype": "float32"})))
     x, out, i = Buffer("x", F, (8,)), Buffer("out", F, (8,)), loop_var("i")
     p = TensorProgram("sines", (x,), (out,), For(i, 8, Store(out, (i,), intrinsic("sin", x[i]))))
     with pytest.raises(GlslUnsupported, match="float32 sin has no GLSL version") as info:

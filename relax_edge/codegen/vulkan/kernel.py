@@ -5,9 +5,10 @@ The shader ABI (what runtime_c/vulkan binds):
    size is specialization constant 0 (default L, the record's local_size_x).
 2. Binding i of set 0 is the i-th of `program.params` (inputs readonly,
    outputs never loaded writeonly): `buffer B<i> { T v[]; } b<i>;`. Element
-   types: float32 (float), int32 (int), uint32 (uint); anything else is
-   refused naming the buffer and its dtype (no int64, float64, float16, bool
-   or 8/16-bit storage yet).
+   types: float32 (float), int32 (int), uint32 (uint), int64 (int: two words
+   per element, low then high) and bool (uint: four bytes per word, byte j in
+   bits 8 (j % 4) .. 8 (j % 4) + 7 of word j / 4); anything else is refused
+   naming the buffer and its dtype (no float64, float16, int8 or uint8 yet).
 3. The std430 block `pc`: `uint groups_x; uint items; uint off[NB];
    int size[NS];` (2 + NB + NS words): a push-constant block up to 128 bytes,
    past that a readonly storage buffer at binding NB with the same members.
@@ -39,6 +40,23 @@ convolutions that accumulate in int64 and store int32 are exact modulo 2^32
 there, as the C backend's truncating cast leaves them. An int64 local read,
 or int64 arithmetic done, anywhere else (a division, a comparison, a cast to
 float) is refused; casts of 32-bit integers and booleans to int64 are kept.
+
+int64 buffers: every int64 value in device memory lies in [-2^30, 2^30)
+(DATA64): the host checks the int64 inputs of a run before upload (a value
+outside is RXE_ERR_BOUND naming the input), the build checks the int64
+weights (module.py), and a kernel storing to an int64 buffer must prove the
+value it stores lies there (else it is refused: "int64 store may exceed
+2^30"). So a load reads the low word alone, and int64 + - * min max of
+loaded values (the index normalization of take / gather, `x < 0 ? x + n :
+x`) are exact in 32 bits wherever the interval of the result (data_range)
+fits int32; anything past that is refused ("int64 arithmetic on data"). A
+store writes the low word and the sign-extended high word.
+
+bool buffers: packed four per uint. A load shifts and masks its byte. A
+store goes through atomicAnd (clearing the byte) then atomicOr (setting it):
+each invocation writes distinct bytes (the grid's independence), so the two
+atomics leave the word's other bytes, which other invocations write at the
+same time, intact. Byte views start on a word (the runtime refuses others).
 
 Statements: Store, Let, Allocate (local arrays of constant size, at most
 LOCAL_BYTES bytes), IfThenElse and the loops. Vectorized and unrolled loops
@@ -78,7 +96,7 @@ import numpy as np
 
 from ...errors import RelaxEdgeError
 from ...ir.shape import IntExpr, SizeVar, bounds, substitute
-from ...tir.expr import Load
+from ...tir.expr import BinOp, Cast, Const, Index, Load, Select
 from ...tir.program import TensorProgram
 from ...tir.render import IndentedLines, Renderer
 from ...tir.stmt import Allocate, Assert, For, IfThenElse, Let, Store
@@ -92,9 +110,10 @@ __all__ = ["emit_glsl", "KernelRecord", "GlslUnsupported", "GLSL_TYPES", "PUSH_C
 PUSH_CONSTANT_WORDS = 32   # 128 bytes: Vulkan's guaranteed maxPushConstantsSize
 LOCAL_BYTES = 4096         # the largest local array an invocation declares
 INT32 = 2 ** 31
+DATA64 = 2 ** 30           # every int64 value in device memory lies in [-DATA64, DATA64) (module docstring)
 
 # buffer element types of this version
-GLSL_TYPES = {"float32": "float", "int32": "int", "uint32": "uint"}
+GLSL_TYPES = {"float32": "float", "int32": "int", "uint32": "uint", "int64": "int", "bool": "uint"}
 # types of values in expressions: int64 values are 32-bit (see the module docstring)
 VALUE_TYPES = {**GLSL_TYPES, "bool": "bool", "int64": "int"}
 
@@ -299,13 +318,51 @@ class GlslRenderer(Renderer):
         finally:
             self.wrapping = outer
 
+    def data_range(self, e):
+        """(lo, hi) bounding the exact value of integer expression `e`, or
+        None where no bound is known (see the module docstring)."""
+        if isinstance(e, Const) and isinstance(e.value, (int, np.integer, bool)):
+            return int(e.value), int(e.value)
+        if isinstance(e, Index):
+            lo, hi = bounds(substitute(e.value, self.k.loop_bounds))
+            return None if math.inf in (abs(lo), abs(hi)) else (int(lo), int(hi))
+        if isinstance(e, Load):
+            if e.buffer.dtype == "int64":
+                return None if e.buffer in self.k.locals else (-DATA64, DATA64 - 1)
+            return {"int32": (-INT32, INT32 - 1), "bool": (0, 1)}.get(e.buffer.dtype)
+        if isinstance(e, Cast):
+            if e.a.dtype == "int64":
+                return self.data_range(e.a)
+            return {"int32": (-INT32, INT32 - 1), "bool": (0, 1), "uint32": (0, 2 * INT32 - 1)}.get(e.a.dtype)
+        if isinstance(e, Select):
+            a, b = self.data_range(e.a), self.data_range(e.b)
+            return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
+        if isinstance(e, BinOp) and e.op in ("add", "sub", "mul", "min", "max"):
+            a, b = self.data_range(e.a), self.data_range(e.b)
+            if a is None or b is None:
+                return None
+            if e.op == "add":
+                return a[0] + b[0], a[1] + b[1]
+            if e.op == "sub":
+                return a[0] - b[1], a[1] - b[0]
+            if e.op == "min":
+                return min(a[0], b[0]), min(a[1], b[1])
+            if e.op == "max":
+                return max(a[0], b[0]), max(a[1], b[1])
+            corners = [x * y for x in a for y in b]
+            return min(corners), max(corners)
+        return None
+
     def visit_BinOp(self, e) -> str:
         self.value_type(e.dtype)
         if e.dtype == "int64":
-            if not (self.wrapping and e.op in ("add", "sub", "mul")):
+            if self.wrapping and e.op in ("add", "sub", "mul"):
+                return self.binary(e.op, self.expr(e.a, True), self.expr(e.b, True), e.dtype)
+            r = self.data_range(e)
+            if e.op not in ("add", "sub", "mul", "min", "max") or r is None or r[0] < -INT32 or r[1] >= INT32:
                 self.refuse("int64 arithmetic on data",
-                            f"int64 {e.op} of data values whose high bits are used (only index arithmetic is int64)")
-            return self.binary(e.op, self.expr(e.a, True), self.expr(e.b, True), e.dtype)
+                            f"int64 {e.op} of data values whose result may not fit 32 bits (range {r})")
+            return self.binary(e.op, self.expr(e.a), self.expr(e.b), e.dtype)
         return super().visit_BinOp(e)
 
     def visit_Select(self, e) -> str:
@@ -372,8 +429,12 @@ class GlslRenderer(Renderer):
         return self.refuse(f"intrinsic {name}", f"float32 {name} has no GLSL version here")
 
     def load(self, e: Load) -> str:
-        if e.buffer.dtype == "int64" and not self.wrapping:   # an int64 local: parameters are refused earlier
+        local = e.buffer in self.k.locals
+        if e.buffer.dtype == "int64" and local and not self.wrapping:
             self.refuse("int64 local", f"local buffer {e.buffer.name} is int64 and read where its high bits count")
+        if e.buffer.dtype == "bool" and not local:
+            word, shift = self.k.byte_address(e.buffer, e.indices)
+            return f"((({word} >> {shift}) & 0xffu) != 0u)"
         return self.k.element(e.buffer, e.indices)
 
 
@@ -417,7 +478,15 @@ class GlslKernel(IndentedLines, KernelSkeleton):
         if buffer in self.locals:
             return f"{self.r.name(buffer, buffer.name)}[{index}]"
         k = self.slot[buffer]
+        if buffer.dtype == "int64":   # the low word of the pair
+            return f"b{k}.v[pc.off[{k}] + 2u * uint({index})]"
         return f"b{k}.v[pc.off[{k}] + uint({index})]"
+
+    def byte_address(self, buffer, indices):
+        """(the word holding element `indices` of byte buffer `buffer`, its bit shift) as text."""
+        index = self.r.expr(buffer.flat_index(indices))
+        k = self.slot[buffer]
+        return f"b{k}.v[pc.off[{k}] + (uint({index}) >> 2)]", f"((uint({index}) & 3u) * 8u)"
 
     def bind(self, var, extent) -> None:
         """Bound loop variable `var` by its extent for the 32-bit proofs."""
@@ -481,6 +550,8 @@ class GlslKernel(IndentedLines, KernelSkeleton):
         alias = "" if self.inplace else "restrict "
         for k, b in enumerate(p.params):
             access = "readonly " if b in inputs else "writeonly " if b in p.outputs and b not in loaded.buffers else ""
+            if b.dtype == "bool" and b not in inputs:
+                access = ""   # stored through atomics
             head.append(f"layout(std430, set = 0, binding = {k}) {alias}{access}buffer B{k} "
                         f"{{ {GLSL_TYPES[b.dtype]} v[]; }} b{k};  // {b.name}")
         members = ["uint groups_x;", "uint items;", f"uint off[{nb}];"] + ([f"int size[{ns}];"] if ns else [])
@@ -503,8 +574,36 @@ class GlslKernel(IndentedLines, KernelSkeleton):
 
     # statements ------------------------------------------------------------
     def visit_Store(self, s: Store):
-        value = self.r.expr(s.value, s.buffer.dtype == "int64")   # an int64 local keeps its low 32 bits
-        self.line(f"{self.element(s.buffer, s.indices)} = {value};")
+        b = s.buffer
+        if b.dtype == "int64" and b not in self.locals:
+            r = self.r.data_range(s.value)
+            if r is None or r[0] < -DATA64 or r[1] >= DATA64:
+                self.refuse("int64 store may exceed 2^30",
+                            f"the value stored to int64 buffer {b.name} lies in {r}, not proven inside "
+                            f"[-2^30, 2^30) (every int64 in device memory must)")
+            value = self.r.expr(s.value)
+            low = self.element(b, s.indices)
+            self.braced("{", f"int {self.temp('v64')} = {value};",
+                        lambda: self.line(f"{low} = {self.last}; {low[:-1]} + 1u] = {self.last} >> 31;"))
+            return
+        if b.dtype == "bool" and b not in self.locals:
+            value = self.r.expr(s.value)
+            word, shift = self.byte_address(b, s.indices)
+            self.braced("{", f"uint {self.temp('sh')} = {shift};", lambda: self.lines_bool(word, value))
+            return
+        value = self.r.expr(s.value, b.dtype == "int64")   # an int64 local keeps its low 32 bits
+        self.line(f"{self.element(b, s.indices)} = {value};")
+
+    def temp(self, hint: str) -> str:
+        """A fresh local name (kept in self.last)."""
+        self.temps.append(object())   # kept alive: names are keyed by id()
+        self.last = self.r.name(self.temps[-1], hint)
+        return self.last
+
+    def lines_bool(self, word: str, value: str) -> None:
+        shift = self.last
+        self.line(f"atomicAnd({word}, ~(0xffu << {shift}));")
+        self.line(f"atomicOr({word}, ({value} ? 1u : 0u) << {shift});")
 
     def visit_IfThenElse(self, s: IfThenElse):
         self.branch(s, f"if ({self.r.expr(s.cond)}) {{", "} else {", "}")

@@ -21,6 +21,12 @@ except where the work happens:
   (views: buffer, the planned byte offset; the call's size values checked to
   fit int32; items computed from them), the run is submitted with a timeout
   (RXE_VK_TIMEOUT_NS, default 60 s) and the outputs are read back.
+- int64 tensors: every int64 value in device memory must lie in [-2^30,
+  2^30) (kernel.py, DATA64): a run checks each int64 input before upload
+  (`PREFIX_vk_check64`: RXE_ERR_BOUND naming the input and the value) and
+  the build checks the int64 weights the kernels read (CodegenError naming
+  the kernel). Outputs come back as the kernels wrote them (sign-extended
+  pairs); bool tensors are bytes on both sides.
 - The host workspace the ABI passes is not used (the arena lives on the
   device).
 - `PREFIX_FUNC_vk_rows` names each dispatch of a run in order (kernel
@@ -50,7 +56,7 @@ from ..c.module import _ENV, CSources, _context, support_files
 from ..host_program import Address, CodegenError, HostFunction, HostModule
 from . import matmul
 from .grid import map_grid
-from .kernel import emit_glsl
+from .kernel import DATA64, emit_glsl
 from .spirv import compile_spirv
 
 __all__ = ["emit_vulkan", "MAX_SERIAL_ITERATIONS"]
@@ -85,6 +91,19 @@ def check_loops(symbol: str, program) -> None:
                            "lavapipe; bound the sizes lower (--dim NAME=LO..HI)")
 
 
+def check_int64_weights(symbol: str, program, addresses, blob: bytes) -> None:
+    """Refuse a kernel reading an int64 weight with a value outside the
+    device's int64 range (kernel.py's DATA64)."""
+    for param, a in zip(program.params, addresses):
+        if param.dtype != "int64" or a.base != "weights":
+            continue
+        n = int(param.numel())
+        values = np.frombuffer(blob, dtype="<i8", count=n, offset=int(a.index))
+        if n and (values.min() < -DATA64 or values.max() >= DATA64):
+            raise CodegenError(f"kernel {symbol}: the int64 constant {param.name} holds values outside [-2^30, 2^30), "
+                               "the range of int64 values on the Vulkan device")
+
+
 def _spirv_array(name: str, spirv: bytes) -> str:
     words = np.frombuffer(spirv, dtype="<u4")
     rows = [", ".join(f"0x{int(w):08x}u" for w in words[i:i + 8]) for i in range(0, len(words), 8)]
@@ -94,8 +113,9 @@ def _spirv_array(name: str, spirv: bytes) -> str:
 class VulkanHostEmitter(CHostEmitter):
     """The C host entries with each kernel call a dispatch of the Vulkan runtime."""
 
-    def __init__(self, fn: HostFunction, weights_symbol: str, prefix: str, kernels: dict):
+    def __init__(self, fn: HostFunction, weights_symbol: str, prefix: str, kernels: dict, weights: bytes = b""):
         super().__init__(fn, weights_symbol)
+        self.weights = weights
         self.prefix = prefix
         self.kernels = kernels   # symbol -> (index, KernelRecord, TensorProgram)
         self.io = len(fn.inputs) + len(fn.outputs)
@@ -141,6 +161,7 @@ class VulkanHostEmitter(CHostEmitter):
         """Device buffers for the inputs and outputs, the inputs written, the recording begun."""
         g, p = self.prefix, self.p
         lines = []
+        lines += self.check_int64_inputs()
         for i in range(len(self.fn.inputs)):
             lines += [f"  st = {g}_vk_reserve(&{p}_vk_io[{i}], &{p}_vk_io_bytes[{i}], "
                       f"{g}_vk_tensor_bytes(&inputs[{i}]), err);", "  if (st != RXE_OK) return st;",
@@ -151,6 +172,15 @@ class VulkanHostEmitter(CHostEmitter):
             lines += [f"  st = {g}_vk_reserve(&{p}_vk_io[{slot}], &{p}_vk_io_bytes[{slot}], "
                       f"{g}_vk_tensor_bytes(&outputs[{k}]), err);", "  if (st != RXE_OK) return st;"]
         return lines + [f"  st = rxe_vk_begin({g}_vk, err);", "  if (st != RXE_OK) return st;"]
+
+    def check_int64_inputs(self) -> list:
+        """Each int64 input checked to lie in the device's int64 range (kernel.py's DATA64)."""
+        lines = []
+        for i, arg in enumerate(self.fn.inputs):
+            if (arg.code, arg.bits) == (0, 64):
+                lines += [f"  st = {self.prefix}_vk_check64(&inputs[{i}], {c_string(arg.name)}, err);",
+                          "  if (st != RXE_OK) return st;"]
+        return lines
 
     def view(self, op) -> list:
         return [f"  /* {op.name}: a view of {op.of}, no kernel */"]
@@ -180,6 +210,7 @@ class VulkanHostEmitter(CHostEmitter):
         if len(op.buffers) != record.num_buffers or len(op.sizes) != len(record.size_params):
             raise CodegenError(f"kernel {op.symbol}: {len(op.buffers)} buffers and {len(op.sizes)} sizes, its shader "
                                f"takes {record.num_buffers} and {len(record.size_params)}")
+        check_int64_weights(op.symbol, program, op.buffers, self.weights)
         items = substitute(record.items, dict(zip(program.size_params, op.sizes)))
         views = ", ".join(self.device_view(a) for a in op.buffers)
         ns = len(op.sizes)
@@ -264,6 +295,19 @@ static rxe_status_t {g}_vk_sizes32(const int64_t* v, int32_t* out, uint32_t n, c
       return rxe_error_set(err, RXE_ERR_BOUND, "kernel %s: size value %d does not fit 32 bits", kernel, v[i]);
     }}
     out[i] = (int32_t)v[i];
+  }}
+  return RXE_OK;
+}}
+
+/* every value of int64 tensor t lies in [-2^30, 2^30), the range of int64 values on the device */
+static rxe_status_t {g}_vk_check64(const rxe_tensor_t* t, const char* name, rxe_error_t* err) {{
+  const int64_t* v = (const int64_t*)RXE_DATA(*t);
+  uint64_t n = {g}_vk_tensor_bytes(t) / 8u;
+  for (uint64_t i = 0; i < n; ++i) {{
+    if (v[i] < -1073741824ll || v[i] >= 1073741824ll) {{
+      return rxe_error_set(err, RXE_ERR_BOUND, "input %s: element %d is %d, outside [-2^30, 2^30), the range of "
+                           "int64 values on the Vulkan device", name, (int64_t)i, v[i]);
+    }}
   }}
   return RXE_OK;
 }}
@@ -383,7 +427,7 @@ def emit_vulkan(host: HostModule, board) -> CSources:
               f"rxe_status_t {prefix}_vk_init(const rxe_vk_options_t* options, rxe_error_t* err);"]
     context = _context(host)
     for entry, fn in zip(context["functions"], host.functions):
-        entry["body"] = VulkanHostEmitter(fn, host.weights.symbol, prefix, kernels).render()
+        entry["body"] = VulkanHostEmitter(fn, host.weights.symbol, prefix, kernels, host.weights.tobytes()).render()
     release = "".join(f"  {fn.symbol}_vk_release();\n" for fn in host.functions)
     parts.append(INIT.format(g=prefix, release=release, allow_cpu=1 if settings.get("allow_cpu") else 0,
                              count=len(compiled), weights=host.weights.nbytes))

@@ -1,0 +1,116 @@
+"""int64 and bool buffers on the device (kernel.py's module docstring):
+kernels of the operator matrix that read or write them run through the
+Vulkan runtime against the tensor-program interpreter at n = 1, 3, 4, 5 and
+65 (bool buffers are packed four per word: partial words, a word boundary,
+one past it), with the views packed back to back at word offsets that are
+not aligned, so that neighbouring bool tensors share words; plus the
+refusals of int64 values the device cannot hold."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from relax_edge.codegen.vulkan import GlslUnsupported, compile_spirv, emit_glsl
+from relax_edge.ir.shape import evaluate
+from tests.vulkan import vkrt
+from tests.vulkan.glsl_cases import CASES, programs
+
+pytestmark = pytest.mark.skipif(not __import__("shutil").which("glslc"), reason="glslc is not installed")
+
+BY_ID = {c[0]: c for c in CASES}
+SIZES = [1, 3, 4, 5, 65]
+# cases whose programs read or write int64 / bool buffers
+DTYPE_CASES = ["cast_bool", "take", "gather_elements", "arange", "shape_to_tensor", "compare", "logical", "not",
+               "where", "isnan", "isinf", "isinf_negative", "isinf_positive"]
+
+
+def _nbytes(b, env) -> int:
+    return int(evaluate(b.numel(), env)) * np.dtype(b.dtype).itemsize
+
+
+def _inputs(p, env, seed):
+    """Random inputs: bools, integers in [-3, 3] (valid indices of the axes here, negative ones included), normal
+    floats with a NaN and infinities."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for b in p.inputs:
+        count = int(evaluate(b.numel(), env))
+        if b.dtype == "bool":
+            a = rng.integers(0, 2, count).astype(bool)
+        elif b.dtype == "float32":
+            a = rng.standard_normal(count).astype(np.float32)
+            special = np.array([np.nan, np.inf, -np.inf, 0.0, 1.0, -1.0, 2.0], dtype=np.float32)
+            a[::3] = np.resize(special, len(a[::3]))
+        else:
+            a = rng.integers(-1, 2, count).astype(b.dtype)
+        out.append(a)
+    return out
+
+
+def load(ctx, p, tmp_path):
+    glsl, record = emit_glsl(p)
+    words = np.frombuffer(compile_spirv(glsl, tmp_path, p.name), dtype=np.uint32)
+    ctx.load([vkrt.kernel(p.name, words, record.num_buffers, len(p.size_params), record.local_size_x)])
+    return record
+
+
+def run_on_device(ctx, p, record, env, inputs):
+    """Run `p` once; its outputs as flat arrays. The buffers lie back to back in one arena, each starting on the
+    word after the previous one ends (bool tensors of 1, 3 or 5 bytes share no word, but sit unaligned)."""
+    offsets, total = [], 4
+    for b in p.params:
+        offsets.append(total)
+        total += (_nbytes(b, env) + 3) // 4 * 4 + 4
+    arena = ctx.buffer(total + 4)
+    ctx.write(arena, np.full(total // 4 + 1, 0xA5A5A5A5, dtype=np.uint32), 0)   # garbage around every tensor
+    for off, a in zip(offsets, inputs):
+        ctx.write(arena, np.ascontiguousarray(a).view(np.uint8), off)
+    ctx.begin()
+    ctx.dispatch(0, [(arena, off, _nbytes(b, env)) for off, b in zip(offsets, p.params)],
+                 [env[v] for v in p.size_params], int(evaluate(record.items, env)))
+    ctx.submit()
+    got = []
+    for j, b in enumerate(p.outputs):
+        slot = len(p.inputs) + j
+        count = int(evaluate(b.numel(), env))
+        raw = ctx.read(arena, _nbytes(b, env), np.uint8, offsets[slot])
+        got.append(raw.view(np.dtype(b.dtype))[:count])
+    return got
+
+
+@pytest.mark.parametrize("name", DTYPE_CASES)
+def test_dtype_kernels_match_the_interpreter(open_vk, name, tmp_path):
+    ran = 0
+    for p in programs(BY_ID[name], "symbolic"):
+        try:
+            emit_glsl(p)
+        except GlslUnsupported:
+            continue   # test_glsl_ops.py lists the refusals that remain
+        if not any(b.dtype in ("int64", "bool") for b in p.params):
+            continue
+        ctx = open_vk()
+        record = load(ctx, p, tmp_path)
+        for k, n in enumerate(SIZES):
+            env = {v: n for v in p.size_params}
+            inputs = _inputs(p, env, k)
+            want = p.interpret(inputs, None, [env[v] for v in p.size_params])
+            want = want if isinstance(want, tuple) else (want,)
+            got = run_on_device(ctx, p, record, env, inputs)
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(g, np.asarray(w).reshape(-1), err_msg=f"{p.name} n={n}")
+        ran += 1
+    assert ran, f"{name}: no program with int64 / bool buffers emitted"
+
+
+@pytest.mark.parametrize("name", ["mod_int_fmod", "bitwise_xor_int64"])
+def test_int64_results_past_the_device_range_are_refused(name):
+    """An int64 value computed from data may leave [-2^30, 2^30): the kernel is refused, naming the buffer."""
+    reasons = set()
+    for p in programs(BY_ID[name], "symbolic"):
+        try:
+            emit_glsl(p)
+        except GlslUnsupported as e:
+            assert "int64 buffer" in str(e)
+            reasons.add(e.reason)
+    assert reasons == {"int64 store may exceed 2^30"}
