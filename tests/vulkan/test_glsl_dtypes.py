@@ -13,6 +13,9 @@ import pytest
 
 from relax_edge.codegen.vulkan import GlslUnsupported, compile_spirv, emit_glsl
 from relax_edge.ir.shape import evaluate
+from relax_edge.tir import TensorProgram
+from relax_edge.tir.expr import logical_not
+from relax_edge.tir.stmt import Buffer, For, Store, loop_var
 from tests.vulkan import vkrt
 from tests.vulkan.glsl_cases import CASES, programs
 
@@ -114,3 +117,24 @@ def test_int64_results_past_the_device_range_are_refused(name):
             assert "int64 buffer" in str(e)
             reasons.add(e.reason)
     assert reasons == {"int64 store may exceed 2^30"}
+
+
+
+def test_bool_store_in_place_reads_its_byte_before_clearing_it(open_vk, tmp_path):
+    """out = not x with out in x's memory (the host's in-place reuse): each invocation reads its byte, then
+    clears and sets it; the bytes around the tensor stay as they were."""
+    for k, n in enumerate(SIZES):
+        x, out, i = Buffer("x", "bool", (n,)), Buffer("out", "bool", (n,)), loop_var("i")
+        p = TensorProgram(f"not_{n}", (x,), (out,), For(i, n, Store(out, (i,), logical_not(x[i]))))
+        ctx = open_vk()
+        record = load(ctx, p, tmp_path)
+        a = np.random.default_rng(k).integers(0, 2, n).astype(bool)
+        arena = ctx.buffer(256)
+        ctx.write(arena, np.full(64, 0xA5A5A5A5, dtype=np.uint32), 0)
+        ctx.write(arena, a.view(np.uint8), 4)
+        ctx.begin()
+        ctx.dispatch(0, [(arena, 4, n), (arena, 4, n)], [], int(evaluate(record.items, {})))
+        ctx.submit()
+        raw = ctx.read(arena, 4 + n + 4, np.uint8, 0)
+        np.testing.assert_array_equal(raw[4:4 + n].view(bool), ~a, err_msg=f"n={n}")
+        assert (raw[:4] == 0xA5).all() and (raw[4 + n:] == 0xA5).all()

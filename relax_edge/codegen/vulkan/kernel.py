@@ -53,7 +53,8 @@ fits int32; anything past that is refused ("int64 arithmetic on data"). A
 store writes the low word and the sign-extended high word.
 
 bool buffers: packed four per uint. A load shifts and masks its byte. A
-store goes through atomicAnd (clearing the byte) then atomicOr (setting it):
+store computes its value first (in place, the byte it reads is the one it
+clears), then goes through atomicAnd (clearing the byte) and atomicOr:
 each invocation writes distinct bytes (the grid's independence), so the two
 atomics leave the word's other bytes, which other invocations write at the
 same time, intact. Byte views start on a word (the runtime refuses others).
@@ -587,9 +588,10 @@ class GlslKernel(IndentedLines, KernelSkeleton):
                         lambda: self.line(f"{low} = {self.last}; {low[:-1]} + 1u] = {self.last} >> 31;"))
             return
         if b.dtype == "bool" and b not in self.locals:
+            # the value first: in place, the atomicAnd below clears the byte the value may read
             value = self.r.expr(s.value)
             word, shift = self.byte_address(b, s.indices)
-            self.braced("{", f"uint {self.temp('sh')} = {shift};", lambda: self.lines_bool(word, value))
+            self.braced("{", f"uint {self.temp('bit')} = {value} ? 1u : 0u;", lambda: self.lines_bool(word, shift))
             return
         value = self.r.expr(s.value, b.dtype == "int64")   # an int64 local keeps its low 32 bits
         self.line(f"{self.element(b, s.indices)} = {value};")
@@ -600,10 +602,12 @@ class GlslKernel(IndentedLines, KernelSkeleton):
         self.last = self.r.name(self.temps[-1], hint)
         return self.last
 
-    def lines_bool(self, word: str, value: str) -> None:
-        shift = self.last
-        self.line(f"atomicAnd({word}, ~(0xffu << {shift}));")
-        self.line(f"atomicOr({word}, ({value} ? 1u : 0u) << {shift});")
+    def lines_bool(self, word: str, shift: str) -> None:
+        bit = self.last
+        sh = self.temp("sh")
+        self.line(f"uint {sh} = {shift};")
+        self.line(f"atomicAnd({word}, ~(0xffu << {sh}));")
+        self.line(f"atomicOr({word}, {bit} << {sh});")
 
     def visit_IfThenElse(self, s: IfThenElse):
         self.branch(s, f"if ({self.r.expr(s.cond)}) {{", "} else {", "}")
