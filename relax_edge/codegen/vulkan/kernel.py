@@ -66,7 +66,9 @@ raise an error, so a failed condition ends the invocation before the access
 it guards (`if (!(cond)) return;`), leaving that invocation's remaining
 outputs unwritten; the record lists the asserts' messages (`asserts`) so the
 host knows the checks it has to make itself (data-dependent indices, e.g.
-take and gather, whose index buffers are int64 and so refused today anyway).
+the token ids of take and gather: an id out of range leaves its rows
+unwritten, with no error yet; a device-side flag the host reads after the
+run is still to come).
 
 Math (float32 only): exp, sqrt, floor, ceil, fabs (abs) and round
 (roundEven: the IR rounds half to even, like rint) are GLSL built-ins;
