@@ -70,7 +70,8 @@ def run_on_device(ctx, p, record, env, inputs):
     for off, a in zip(offsets, inputs):
         ctx.write(arena, np.ascontiguousarray(a).view(np.uint8), off)
     ctx.begin()
-    ctx.dispatch(0, [(arena, off, _nbytes(b, env)) for off, b in zip(offsets, p.params)],
+    status = [(ctx.buffer(256), 0, 0)] if record.status else []   # the asserts' status block
+    ctx.dispatch(0, [(arena, off, _nbytes(b, env)) for off, b in zip(offsets, p.params)] + status,
                  [env[v] for v in p.size_params], int(evaluate(record.items, env)))
     ctx.submit()
     got = []

@@ -84,7 +84,8 @@ def run_program(ctx, p, tmp_path, sizes_list):
         for off, a in zip(offsets, inputs):
             ctx.write(arena, a, off)
         ctx.begin()
-        ctx.dispatch(0, [(arena, off, count * 4) for off, count in zip(offsets, counts)],
+        status = [(ctx.buffer(256), 0, 0)] if record.status else []   # the asserts' status block
+        ctx.dispatch(0, [(arena, off, count * 4) for off, count in zip(offsets, counts)] + status,
                      [env[v] for v in p.size_params], int(evaluate(record.items, env)))
         ctx.submit()
         for j, (b, want) in enumerate(zip(p.outputs, expected)):
@@ -122,7 +123,8 @@ def _dispatch(ctx, p, record, inputs, env):
     for b, a in zip(buffers, inputs):
         ctx.write(b, a)
     ctx.begin()
-    ctx.dispatch(0, [(b, 0, c * 4) for b, c in zip(buffers, counts)], [env[v] for v in p.size_params],
+    status = [(ctx.buffer(256), 0, 0)] if record.status else []   # the asserts' status block
+    ctx.dispatch(0, [(b, 0, c * 4) for b, c in zip(buffers, counts)] + status, [env[v] for v in p.size_params],
                  int(evaluate(record.items, env)))
     ctx.submit()
     return [ctx.read(buffers[len(p.inputs) + j], counts[len(p.inputs) + j], np.dtype(b.dtype))

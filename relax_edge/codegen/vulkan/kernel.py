@@ -62,13 +62,17 @@ same time, intact. Byte views start on a word (the runtime refuses others).
 Statements: Store, Let, Allocate (local arrays of constant size, at most
 LOCAL_BYTES bytes), IfThenElse and the loops. Vectorized and unrolled loops
 are emitted as plain scalar loops in this version. Assert: the device cannot
-raise an error, so a failed condition ends the invocation before the access
-it guards (`if (!(cond)) return;`), leaving that invocation's remaining
-outputs unwritten; the record lists the asserts' messages (`asserts`) so the
-host knows the checks it has to make itself (data-dependent indices, e.g.
-the token ids of take and gather: an id out of range leaves its rows
-unwritten, with no error yet; a device-side flag the host reads after the
-run is still to come).
+raise an error, so a kernel with asserts gets one more storage binding, a
+status block (`uint v[]`, STATUS_WORDS words at its view's offset) right
+after its parameters (binding NB; its offset is off[NB], so num_buffers and
+push_words count it, and the push fallback buffer moves to NB + 1). A failed
+condition sets bit min(k, 31) of word 0 (k: the assert's index in the
+record's `asserts`), and the first invocation to claim word 1 stores k in
+word 2 and the assert's values (as int32, at most STATUS_VALUES) from word 3;
+then the invocation returns before the access it guards. The host reads the
+block after the run and raises the assert's message (`asserts`: the C
+backend's printf format, placeholders past STATUS_VALUES printed as `?`)
+with the recorded values (module.py).
 
 Math (float32 only): exp, sqrt, floor, ceil, fabs (abs) and round
 (roundEven: the IR rounds half to even, like rint) are GLSL built-ins;
@@ -108,10 +112,13 @@ from ..c.kernel import CRenderer
 from ..kernel_skeleton import KernelSkeleton
 from .grid import map_grid
 
-__all__ = ["emit_glsl", "KernelRecord", "GlslUnsupported", "GLSL_TYPES", "PUSH_CONSTANT_WORDS", "LOCAL_BYTES"]
+__all__ = ["emit_glsl", "KernelRecord", "GlslUnsupported", "GLSL_TYPES", "PUSH_CONSTANT_WORDS", "LOCAL_BYTES",
+           "STATUS_WORDS", "STATUS_VALUES"]
 
 PUSH_CONSTANT_WORDS = 32   # 128 bytes: Vulkan's guaranteed maxPushConstantsSize
 LOCAL_BYTES = 4096         # the largest local array an invocation declares
+STATUS_VALUES = 13         # assert values a status block records
+STATUS_WORDS = 3 + STATUS_VALUES   # mask, claim, the recorded assert's index, its values
 INT32 = 2 ** 31
 DATA64 = 2 ** 30           # every int64 value in device memory lies in [-DATA64, DATA64) (module docstring)
 
@@ -147,7 +154,8 @@ class KernelRecord:
     to dispatch it: `items` (IntExpr over `size_params`), `items_c` (the same as
     C text over their names), `grid` (the loop variables mapped to the grid),
     `push_in_buffer` (the block is a storage buffer at binding num_buffers)
-    and `asserts` (the messages of the checks the device skips, see Assert)."""
+    `asserts` (the printf formats of the device's checks, see Assert) and
+    `status` (the kernel has a status binding, the last of its num_buffers)."""
     name: str
     num_buffers: int
     push_words: int
@@ -160,6 +168,7 @@ class KernelRecord:
     grid: tuple
     push_in_buffer: bool
     asserts: list = field(default_factory=list)
+    status: bool = False
 
 
 def _f32_literal(value: float) -> str:
@@ -510,7 +519,7 @@ class GlslKernel(IndentedLines, KernelSkeleton):
                 self.refuse("buffer may exceed 2^31 elements",
                             f"buffer {b.name} has up to {hi} elements under the size bounds; 32-bit indexing needs "
                             f"fewer than 2^31 (bound the size variables with SizeVar(name, upper=...))")
-        self.r.used.update(f"b{k}" for k in range(len(p.params)))   # the buffers' block names
+        self.r.used.update(f"b{k}" for k in range(len(p.params) + 1))   # the buffers' block names, the status block
         self.r.used.update(f"rxe_{h}" for h in HELPERS)
         for v in p.size_params:
             self.r.name(v, v.name)
@@ -543,7 +552,8 @@ class GlslKernel(IndentedLines, KernelSkeleton):
 
     def end(self):
         p = self.program
-        nb, ns = len(p.params), len(p.size_params)
+        status = bool(self.asserts)
+        nb, ns = len(p.params) + (1 if status else 0), len(p.size_params)
         words = 2 + nb + ns
         loaded = _Loaded()
         loaded.visit(self.grid.body)
@@ -557,6 +567,10 @@ class GlslKernel(IndentedLines, KernelSkeleton):
                 access = ""   # stored through atomics
             head.append(f"layout(std430, set = 0, binding = {k}) {alias}{access}buffer B{k} "
                         f"{{ {GLSL_TYPES[b.dtype]} v[]; }} b{k};  // {b.name}")
+        if status:
+            k = len(p.params)
+            head.append(f"layout(std430, set = 0, binding = {k}) buffer B{k} {{ uint v[]; }} b{k};  "
+                        "// status of the asserts")
         members = ["uint groups_x;", "uint items;", f"uint off[{nb}];"] + ([f"int size[{ns}];"] if ns else [])
         block = "layout(push_constant, std430) uniform" if words <= PUSH_CONSTANT_WORDS else \
             f"layout(std430, set = 0, binding = {nb}) readonly buffer"
@@ -572,7 +586,7 @@ class GlslKernel(IndentedLines, KernelSkeleton):
             flags=0, items=self.grid.items, items_c=c.int_expr(self.grid.items),
             size_params=tuple(c.name(v, v.name) for v in p.size_params),
             grid=tuple(v.name for v, _ in self.grid.loops), push_in_buffer=words > PUSH_CONSTANT_WORDS,
-            asserts=self.asserts)
+            asserts=self.asserts, status=status)
         return text, record
 
     # statements ------------------------------------------------------------
@@ -642,8 +656,24 @@ class GlslKernel(IndentedLines, KernelSkeleton):
         self.braced("{", f"{t} {self.r.name(b, b.name)}[{n}];", lambda: self.visit(s.body))
 
     def visit_Assert(self, s: Assert):
-        self.asserts.append(self.assert_message(s))
-        self.line(f"if (!{self.r.expr(s.cond)}) return;  // assert: {s.message.replace(chr(10), ' ')}")
+        k = len(self.asserts)
+        pieces = s.message.replace("%", "%%").split("{}")
+        marks = ["%d" if i < STATUS_VALUES else "?" for i in range(len(pieces) - 1)]
+        self.asserts.append(f"{self.program.name}: " + "".join(a + b for a, b in zip(pieces, marks + [""])))
+        word = f"b{len(self.program.params)}.v[pc.off[{len(self.program.params)}]"
+        self.line(f"if (!{self.r.expr(s.cond)}) {{  // assert: {s.message.replace(chr(10), ' ')}")
+        self.depth += 1
+        self.line(f"atomicOr({word}], {1 << min(k, 31)}u);")
+        self.line(f"if (atomicCompSwap({word} + 1u], 0u, 1u) == 0u) {{")
+        self.depth += 1
+        self.line(f"{word} + 2u] = {k}u;")
+        for i, v in enumerate(s.values[:STATUS_VALUES]):
+            self.line(f"{word} + {3 + i}u] = uint(int({self.r.expr(v)}));")
+        self.depth -= 1
+        self.line("}")
+        self.line("return;")
+        self.depth -= 1
+        self.line("}")
 
     # loops ------------------------------------------------------------
     def serial_loop(self, s: For):

@@ -27,6 +27,13 @@ except where the work happens:
   the build checks the int64 weights the kernels read (CodegenError naming
   the kernel). Outputs come back as the kernels wrote them (sign-extended
   pairs); bool tensors are bytes on both sides.
+- Asserts (kernel.py): the module has one status buffer, a block of
+  STATUS_WORDS words per kernel with asserts (`PREFIX_vk_status`), zeroed
+  before each run and bound as that kernel's last view. After the submit
+  the run reads it back (`PREFIX_vk_status_check`): the first kernel whose
+  block is set fails the run with RXE_ERR_INDEX and its assert's message
+  and values, the C backend's text (e.g. "take: index 1000 out of range
+  [-4, 4) on axis 1"); the outputs are not read.
 - The host workspace the ABI passes is not used (the arena lives on the
   device).
 - `PREFIX_FUNC_vk_rows` names each dispatch of a run in order (kernel
@@ -56,7 +63,7 @@ from ..c.module import _ENV, CSources, _context, support_files
 from ..host_program import Address, CodegenError, HostFunction, HostModule
 from . import matmul
 from .grid import map_grid
-from .kernel import DATA64, emit_glsl
+from .kernel import DATA64, STATUS_VALUES, STATUS_WORDS, emit_glsl
 from .spirv import compile_spirv
 
 __all__ = ["emit_vulkan", "MAX_SERIAL_ITERATIONS"]
@@ -113,8 +120,10 @@ def _spirv_array(name: str, spirv: bytes) -> str:
 class VulkanHostEmitter(CHostEmitter):
     """The C host entries with each kernel call a dispatch of the Vulkan runtime."""
 
-    def __init__(self, fn: HostFunction, weights_symbol: str, prefix: str, kernels: dict, weights: bytes = b""):
+    def __init__(self, fn: HostFunction, weights_symbol: str, prefix: str, kernels: dict, weights: bytes = b"",
+                 slots: dict | None = None):
         super().__init__(fn, weights_symbol)
+        self.slots = slots or {}   # symbol -> its block in the status buffer (kernels with asserts)
         self.weights = weights
         self.prefix = prefix
         self.kernels = kernels   # symbol -> (index, KernelRecord, TensorProgram)
@@ -144,6 +153,8 @@ class VulkanHostEmitter(CHostEmitter):
             return lines
         g = self.prefix
         tail = [f"  st = rxe_vk_submit({g}_vk, (uint64_t)RXE_VK_TIMEOUT_NS, err);", "  if (st != RXE_OK) return st;"]
+        if self.slots:
+            tail += [f"  st = {g}_vk_status_check(err);", "  if (st != RXE_OK) return st;"]
         for k in range(len(self.fn.outputs)):
             slot = len(self.fn.inputs) + k
             tail += [f"  st = rxe_vk_buffer_read({g}_vk, {self.p}_vk_io[{slot}], 0, RXE_DATA(outputs[{k}]), "
@@ -171,6 +182,8 @@ class VulkanHostEmitter(CHostEmitter):
             slot = len(self.fn.inputs) + k
             lines += [f"  st = {g}_vk_reserve(&{p}_vk_io[{slot}], &{p}_vk_io_bytes[{slot}], "
                       f"{g}_vk_tensor_bytes(&outputs[{k}]), err);", "  if (st != RXE_OK) return st;"]
+        if self.slots:
+            lines += [f"  st = {g}_vk_status_clear(err);", "  if (st != RXE_OK) return st;"]
         return lines + [f"  st = rxe_vk_begin({g}_vk, err);", "  if (st != RXE_OK) return st;"]
 
     def check_int64_inputs(self) -> list:
@@ -207,14 +220,17 @@ class VulkanHostEmitter(CHostEmitter):
         index, record, program = self.kernels[op.symbol]
         lines = [] if self.begun else self.prologue()
         self.begun = True
-        if len(op.buffers) != record.num_buffers or len(op.sizes) != len(record.size_params):
+        status = []
+        if record.status:   # the status block of this kernel (kernel.py's Assert)
+            status = [f"{{{self.prefix}_vk_status, {4 * STATUS_WORDS * self.slots[op.symbol]}u, {4 * STATUS_WORDS}u}}"]
+        if len(op.buffers) + len(status) != record.num_buffers or len(op.sizes) != len(record.size_params):
             raise CodegenError(f"kernel {op.symbol}: {len(op.buffers)} buffers and {len(op.sizes)} sizes, its shader "
                                f"takes {record.num_buffers} and {len(record.size_params)}")
         check_int64_weights(op.symbol, program, op.buffers, self.weights)
         items = substitute(record.items, dict(zip(program.size_params, op.sizes)))
-        views = ", ".join(self.device_view(a) for a in op.buffers)
+        views = ", ".join([self.device_view(a) for a in op.buffers] + status)
         ns = len(op.sizes)
-        lines += ["  {", f"    const rxe_vk_view_t v[{len(op.buffers)}] = {{{views}}};"]
+        lines += ["  {", f"    const rxe_vk_view_t v[{record.num_buffers}] = {{{views}}};"]
         if ns:
             values = ", ".join(f"(int64_t)({self.r.int_expr(s)})" for s in op.sizes)
             lines += [f"    const int64_t z64[{ns}] = {{{values}}};", f"    int32_t z[{ns}];",
@@ -267,6 +283,7 @@ SUPPORT = """\
 static rxe_vk_t* {g}_vk = NULL;
 static rxe_vk_buffer_t* {g}_vk_weights = NULL;
 static rxe_vk_buffer_t* {g}_vk_arena = NULL;
+static rxe_vk_buffer_t* {g}_vk_status = NULL;
 static uint64_t {g}_vk_arena_bytes = 0;
 
 static uint64_t {g}_vk_tensor_bytes(const rxe_tensor_t* t) {{
@@ -321,6 +338,8 @@ rxe_vk_t* {g}_vk_context(void) {{ return {g}_vk; }}
 void {g}_vk_close(void) {{
 {release}  rxe_vk_buffer_free({g}_vk, {g}_vk_arena);
   rxe_vk_buffer_free({g}_vk, {g}_vk_weights);
+  rxe_vk_buffer_free({g}_vk, {g}_vk_status);
+  {g}_vk_status = NULL;
   {g}_vk_arena = NULL;
   {g}_vk_weights = NULL;
   {g}_vk_arena_bytes = 0;
@@ -349,10 +368,62 @@ rxe_status_t {g}_vk_init(const rxe_vk_options_t* options, rxe_error_t* err) {{
   if (st == RXE_OK && {count}u > 0) st = rxe_vk_load({g}_vk, {g}_vk_kernels, {count}u, err);
   if (st == RXE_OK) st = rxe_vk_buffer_new({g}_vk, {weights}u, &{g}_vk_weights, err);
   if (st == RXE_OK) st = rxe_vk_buffer_write({g}_vk, {g}_vk_weights, 0, {g}_weights, {weights}u, err);
+  if (st == RXE_OK && {status}u > 0) st = rxe_vk_buffer_new({g}_vk, {status}u, &{g}_vk_status, err);
   if (st != RXE_OK) {g}_vk_close();
   return st;
 }}
 """
+
+
+STATUS = """\
+/* the status blocks of the kernels with asserts (kernel.py): zeroed before a run */
+static rxe_status_t {g}_vk_status_clear(rxe_error_t* err) {{
+  static const uint32_t zero[{words}] = {{0}};
+  return rxe_vk_buffer_write({g}_vk, {g}_vk_status, 0, zero, sizeof zero, err);
+}}
+
+/* after a run: the first kernel whose block records a failed assert fails the run with its message */
+static rxe_status_t {g}_vk_status_check(rxe_error_t* err) {{
+  static const char* const kernels[{slots}] = {{{kernels}}};
+  static const uint32_t first[{slots}] = {{{first}}};
+  static const uint32_t count[{slots}] = {{{count}}};
+  static const char* const messages[{messages}] = {{
+{message_rows}}};
+  uint32_t w[{words}];
+  rxe_status_t st = rxe_vk_buffer_read({g}_vk, {g}_vk_status, 0, w, sizeof w, err);
+  if (st != RXE_OK) return st;
+  for (uint32_t s = 0; s < {slots}u; ++s) {{
+    const uint32_t* b = w + s * {block}u;
+    int64_t v[{values}];
+    if (b[0] == 0u) continue;
+    if (b[2] >= count[s]) {{
+      return rxe_error_set(err, RXE_ERR_INTERNAL, "kernel %s: its status block names assert %d of %d", kernels[s],
+                           (int64_t)b[2], (int64_t)count[s]);
+    }}
+    for (uint32_t i = 0; i < {values}u; ++i) v[i] = (int64_t)(int32_t)b[3 + i];
+    return rxe_error_set(err, RXE_ERR_INDEX, messages[first[s] + b[2]], {args});
+  }}
+  return RXE_OK;
+}}
+"""
+
+
+def _status_support(prefix: str, compiled: list, slots: dict) -> str:
+    """The status buffer's clear and check functions (empty when no kernel has asserts)."""
+    if not slots:
+        return ""
+    records = {symbol: record for symbol, record, _ in compiled}
+    order = sorted(slots, key=slots.get)
+    first, messages = [], []
+    for symbol in order:
+        first.append(len(messages))
+        messages += records[symbol].asserts
+    return STATUS.format(
+        g=prefix, slots=len(order), words=STATUS_WORDS * len(order), block=STATUS_WORDS, values=STATUS_VALUES,
+        kernels=", ".join(c_string(x) for x in order), first=", ".join(f"{x}u" for x in first),
+        count=", ".join(f"{len(records[x].asserts)}u" for x in order), messages=len(messages),
+        message_rows="".join(f"    {c_string(m)},\n" for m in messages),
+        args=", ".join(f"v[{i}]" for i in range(STATUS_VALUES)))
 
 
 def _kernel_table(prefix: str, compiled: list) -> str:
@@ -407,7 +478,7 @@ def emit_vulkan(host: HostModule, board) -> CSources:
     settings = board.vulkan or {}
     local = int(settings.get("workgroup_size", 64))
     prefix = host.prefix
-    compiled, kernels = [], {}
+    compiled, kernels, slots = [], {}, {}
     with tempfile.TemporaryDirectory(prefix="relax-edge-spirv-") as tmp:
         for index, (symbol, program) in enumerate(host.kernels.items()):
             try:
@@ -420,17 +491,22 @@ def emit_vulkan(host: HostModule, board) -> CSources:
                 raise CodegenError(f"kernel {symbol} ({program.name}): {err}") from None
             compiled.append((symbol, record, spirv))
             kernels[symbol] = (index, record, program)
+            if record.status:
+                slots[symbol] = len(slots)
         add_library_shaders(host, compiled, kernels, tmp)
     parts = ["#include <string.h>", "#include \"relax_edge/vulkan.h\"", ""]
     parts += [_spirv_array(f"{prefix}_spv_{symbol}", spirv) for symbol, _, spirv in compiled]
     parts += [_kernel_table(prefix, compiled), SUPPORT.format(g=prefix, req=_requirements(compiled)),
+              _status_support(prefix, compiled, slots),
               f"rxe_status_t {prefix}_vk_init(const rxe_vk_options_t* options, rxe_error_t* err);"]
     context = _context(host)
     for entry, fn in zip(context["functions"], host.functions):
-        entry["body"] = VulkanHostEmitter(fn, host.weights.symbol, prefix, kernels, host.weights.tobytes()).render()
+        entry["body"] = VulkanHostEmitter(fn, host.weights.symbol, prefix, kernels, host.weights.tobytes(),
+                                           slots).render()
     release = "".join(f"  {fn.symbol}_vk_release();\n" for fn in host.functions)
     parts.append(INIT.format(g=prefix, release=release, allow_cpu=1 if settings.get("allow_cpu") else 0,
-                             count=len(compiled), weights=host.weights.nbytes))
+                             count=len(compiled), weights=host.weights.nbytes,
+                             status=4 * STATUS_WORDS * len(slots)))
     # the init and close functions after the host functions (they release their buffers)
     text = _ENV.get_template("model.c.j2").render(kernels=parts[:-1], **context)
     text += "\n" + parts[-1]
