@@ -123,6 +123,22 @@ def call_reference(op_name: str, n_args: int):
     return run
 
 
+def runtime_call(call: Call, symbol: str, args, sizes, attrs: dict, reference=None):
+    """The (CallExtern, ExternDecl) pair every library lowering returns: `symbol` called on `args` with the
+    kernel's int64 `sizes`, the operator's attributes as "params", a "scratch_bytes" (dropped when None) as
+    an expression, and the declaration of a runtime kernel whose reference is the operator's numpy one
+    (or `reference`)."""
+    attrs = dict(attrs, sizes=tuple(as_expr(s) for s in sizes), params=tuple(call.attrs.items()))
+    if attrs.get("scratch_bytes") is None:
+        attrs.pop("scratch_bytes", None)
+    else:
+        attrs["scratch_bytes"] = as_expr(attrs["scratch_bytes"])
+    if reference is None:
+        reference = call_reference(call.op.name, len(call.args))
+    decl = ExternDecl(symbol, [a.type for a in args], call.type, "runtime", reference=reference)
+    return CallExtern(symbol, args, call.type, attrs, call.span), decl
+
+
 def lower_call(call: Call):
     """(CallExtern, ExternDecl) of the library kernel for a data-dependent
     operator call, or None when `call` is not one."""
@@ -132,10 +148,4 @@ def lower_call(call: Call):
     symbol, args, sizes, attrs = lowering(call)
     attrs["count"] = int(attrs["count"])
     attrs["capacity"] = tuple(as_expr(d) for d in attrs["capacity"])
-    attrs["sizes"] = tuple(as_expr(s) for s in sizes)
-    if "scratch_bytes" in attrs:
-        attrs["scratch_bytes"] = as_expr(attrs["scratch_bytes"])
-    attrs["params"] = tuple(call.attrs.items())
-    reference = call_reference(call.op.name, len(call.args))
-    decl = ExternDecl(symbol, [a.type for a in args], call.type, "runtime", reference=reference)
-    return CallExtern(symbol, args, call.type, attrs, call.span), decl
+    return runtime_call(call, symbol, args, sizes, attrs)

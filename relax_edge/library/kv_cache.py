@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.expr import Call, CallExtern, Constant, ExternDecl
+from ..ir.expr import Call, Constant
 from ..ir.shape import Proof, as_expr, prove_equal
-from .data_dependent import call_reference
+from .data_dependent import runtime_call
 
 APPEND = "rxe_lib_kv_append_f32"
 # the split of the context at decode (kernels_kv.h RXE_KV_MAX_SPLITS, RXE_KV_GROUP_CHUNK)
@@ -71,8 +71,4 @@ def lower_call(call: Call):
     if lowering is None:
         return None
     symbol, args, sizes, attrs = lowering(call)
-    attrs["sizes"] = tuple(as_expr(s) for s in sizes)
-    attrs["params"] = tuple(call.attrs.items())
-    reference = call_reference(call.op.name, len(call.args))
-    decl = ExternDecl(symbol, [a.type for a in args], call.type, "runtime", reference=reference)
-    return CallExtern(symbol, args, call.type, attrs, call.span), decl
+    return runtime_call(call, symbol, args, sizes, attrs)

@@ -24,9 +24,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import RelaxEdgeError
-from ..ir.expr import Call, CallExtern, Constant, ExternDecl
+from ..ir.expr import Call, Constant
 from ..ir.shape import as_expr
-from .data_dependent import call_reference
+from .data_dependent import runtime_call
 
 MAX_K = 33025     # RXE_QDYN_MAX_K: K * 255 * 255 < 2^31
 X_UNSIGNED, W_ZERO, BIAS = 1, 2, 4
@@ -90,9 +90,4 @@ def lower_call(call: Call):
     if lowering is None:
         return None
     symbol, args, sizes, scratch = lowering(call)
-    attrs = {"sizes": tuple(as_expr(s) for s in sizes), "params": tuple(call.attrs.items()), "pack": ((1, "qdense"),)}
-    if scratch is not None:
-        attrs["scratch_bytes"] = as_expr(scratch)
-    decl = ExternDecl(symbol, [a.type for a in args], call.type, "runtime",
-                      reference=call_reference(call.op.name, len(call.args)))
-    return CallExtern(symbol, args, call.type, attrs, call.span), decl
+    return runtime_call(call, symbol, args, sizes, {"pack": ((1, "qdense"),), "scratch_bytes": scratch})

@@ -17,10 +17,10 @@ and max_pool2d (relax_edge/op/nn.py) calls.
 
 from __future__ import annotations
 
-from ..ir.expr import Call, CallExtern, ExternDecl
+from ..ir.expr import Call
 from ..ir.shape import Proof, as_expr, prove_equal
 from ..op.quant_int8 import QUANT_RANGES
-from .data_dependent import call_reference
+from .data_dependent import runtime_call
 
 QADD = "rxe_lib_qadd_s8"
 MAX_POOL2D = "rxe_lib_max_pool2d_s8"
@@ -77,8 +77,4 @@ def lower_call(call: Call):
     if lowered is None:
         return None
     symbol, sizes = lowered
-    attrs = {"sizes": tuple(as_expr(s) for s in sizes), "params": tuple(call.attrs.items()), "pack": ()}
-    args = list(call.args)
-    decl = ExternDecl(symbol, [a.type for a in args], call.type, "runtime",
-                      reference=call_reference(call.op.name, len(args)))
-    return CallExtern(symbol, args, call.type, attrs, call.span), decl
+    return runtime_call(call, symbol, list(call.args), sizes, {"pack": ()})

@@ -34,10 +34,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import RelaxEdgeError
-from ..ir.expr import Call, CallExtern, ExternDecl
+from ..ir.expr import Call
 from ..ir.shape import as_expr, min_expr
 from . import lowering_target
-from .data_dependent import call_reference
+from .data_dependent import runtime_call
 
 NR, KG = 8, 4            # RXE_QINT8_NR, RXE_QINT8_KG
 MAX_K = 65536            # RXE_QINT8_MAX_K
@@ -265,10 +265,4 @@ def lower_call(call: Call):
     if lowering is None:
         return None
     symbol, sizes, pack, scratch = lowering(call)
-    attrs = {"sizes": tuple(as_expr(s) for s in sizes), "params": tuple(call.attrs.items()), "pack": pack}
-    if scratch is not None:
-        attrs["scratch_bytes"] = as_expr(scratch)
-    args = list(call.args)
-    decl = ExternDecl(symbol, [a.type for a in args], call.type, "runtime",
-                      reference=call_reference(call.op.name, len(args)))
-    return CallExtern(symbol, args, call.type, attrs, call.span), decl
+    return runtime_call(call, symbol, list(call.args), sizes, {"pack": pack, "scratch_bytes": scratch})

@@ -22,9 +22,10 @@ gather_nbits (relax_edge/op/quant_weight.py).
 
 from __future__ import annotations
 
-from ..ir.expr import Call, CallExtern, ExternDecl
+from ..ir.expr import Call
 from ..ir.shape import as_expr
 from ..op.registry import OPS
+from .data_dependent import runtime_call
 
 MATMUL = "rxe_lib_matmul_nbits_f32"
 MATMUL_Q8 = "rxe_lib_matmul_nbits_q8_f32"
@@ -101,10 +102,5 @@ def lower_call(call: Call):
     if lowering is None:
         return None
     symbol, args, sizes, attrs = lowering(call)
-    attrs["sizes"] = tuple(as_expr(s) for s in sizes)
-    if "scratch_bytes" in attrs:
-        attrs["scratch_bytes"] = as_expr(attrs["scratch_bytes"])
-    attrs["params"] = tuple(call.attrs.items())
     reference = _reference(call.op.name, 1 if call.op.name == "matmul_nbits" else 0)
-    decl = ExternDecl(symbol, [a.type for a in args], call.type, "runtime", reference=reference)
-    return CallExtern(symbol, args, call.type, attrs, call.span), decl
+    return runtime_call(call, symbol, args, sizes, attrs, reference)
