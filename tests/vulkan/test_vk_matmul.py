@@ -1,7 +1,7 @@
 """The Vulkan matmul shaders (codegen/vulkan/matmul.py) through rxe.build:
 matmuls become the library call the Vulkan host dispatches with the tiled
 shader (the GEMV when m = 1), checked against numpy at sizes that do and
-do not fill a tile, from one build over symbolic sizes, with the validation
+do not fill a tile (8 rows x 512 columns; 512 for the GEMV), from one build over symbolic sizes, with the validation
 layer on (when installed) and zero messages."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def _assert_clean(m, validation: bool) -> None:
 
 
 def _matmul_module(batched: bool):
-    m, k, n = SizeVar("m", upper=512), SizeVar("k", upper=512), SizeVar("n", upper=512)
+    m, k, n = SizeVar("m", upper=512), SizeVar("k", upper=512), SizeVar("n", upper=2048)
     lead = (SizeVar("b", upper=8),) if batched else ()
     a = Var("a", TensorType((*lead, m, k), "float32"))
     b = Var("b", TensorType((*lead, k, n), "float32"))
@@ -86,7 +86,8 @@ def test_batched_matmul_matches_numpy(vulkan_env, tmp_path):
     rng = np.random.default_rng(1)
     with rxe.connect("host-vulkan") as dev:
         mod = dev.load(art)
-        for bt, m, n, k in ((3, 1, 65, 130), (2, 65, 7, 63), (4, 64, 64, 64), (1, 130, 257, 7)):
+        for bt, m, n, k in ((3, 1, 65, 130), (2, 65, 7, 63), (4, 64, 64, 64), (1, 130, 257, 7),
+                              (2, 9, 1100, 5), (2, 1, 1100, 9)):   # n past one tile's 512 columns
             a = rng.standard_normal((bt, m, k)).astype("float32")
             b = rng.standard_normal((bt, k, n)).astype("float32")
             (c,) = mod.run(a, b)

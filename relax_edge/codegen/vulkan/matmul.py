@@ -7,20 +7,31 @@ b_stride, 0 for a shared 2-D B), row-major float32; the call's buffers are
 (a, b, c) and its sizes (batch, m, n, k, a_stride, b_stride), the shader ABI
 of kernel.py (push constants groups_x, items, off[3], size[6]; 11 words).
 
-- `rxe_vk_matmul_tiled_f32`: one workgroup of 256 invocations per 64x64
-  tile of C (and batch); the A and B tiles go through shared memory in steps
-  of 16 along K, each invocation accumulates a 4x4 block of outputs in
-  registers (rows ty + 16 i, columns tx + 16 j). Rows, columns and K that do
-  not fill a tile are bounded explicitly (loads of zeros, no stores).
-  Shared memory: 2 x 16 x 64 floats = 8 KiB.
-- `rxe_vk_matmul_gemv_f32` (M = 1, e.g. a decode step): one workgroup of
-  256 per 64 columns (and batch); four invocations per column split K and a
-  shared-memory reduction adds their sums. Shared memory: 1 KiB.
+Both shaders are one template, register-blocked with no shared memory and
+no barrier: a workgroup of L invocations (specialization constant 0, the
+record's 64) owns ROWS rows of C and COLS * L columns, invocation t the
+columns t + L j (j < COLS) of those rows, so that
 
-The host picks the GEMV when m == 1 at run time. Both shaders keep their
-barriers in uniform control flow: a workgroup past the last tile (the folded
-grid may round up) loads and stores nothing but reaches every barrier.
-Serial loops: K / 16 (tiled) and K / 4 (GEMV) iterations per invocation,
+- the A element of a row at a given k is the same for every invocation of
+  the workgroup (a uniform load: one scalar load on a CPU driver, a
+  broadcast on a GPU), read straight from the buffer;
+- the B elements of a k are COLS loads per invocation, consecutive across
+  invocations (coalesced), each used ROWS times from registers;
+- each invocation keeps ROWS x COLS sums in registers and runs K in steps
+  of UNROLL (a tail for the rest).
+
+Rows and columns past the edge read a clamped (valid) element and store
+nothing, so the inner loop has no bounds test.
+
+- `rxe_vk_matmul_tiled_f32`: 8 rows x 8 columns per invocation (a tile of
+  8 x 512 per workgroup of 64).
+- `rxe_vk_matmul_gemv_f32` (M = 1, e.g. a decode step): 1 row x 8 columns
+  per invocation (512 columns per workgroup).
+
+The host picks the GEMV when m == 1 at run time. On lavapipe (8 SIMD lanes
+per subgroup) the blocking is what counts: a load whose address differs per
+invocation is a gather there, so the tile is sized for few loads per fma.
+Shared memory: none. Serial loop: K / UNROLL iterations per invocation,
 bounded by the caller against lavapipe's loop limit.
 """
 
@@ -32,10 +43,9 @@ __all__ = ["MATMUL_SYMBOL", "TILED", "GEMV", "SHADERS", "ShaderRecord", "glsl", 
 
 MATMUL_SYMBOL = "rxe_lib_matmul_f32"
 TILED, GEMV = "rxe_vk_matmul_tiled_f32", "rxe_vk_matmul_gemv_f32"
-THREADS = 256
-TILE = 64
-STEP_K = 16
-GEMV_SPLIT = 4
+THREADS = 64
+UNROLL = 4
+BLOCKS = {TILED: (8, 8), GEMV: (1, 8)}   # (rows, columns) per invocation
 
 
 @dataclass(frozen=True)
@@ -62,92 +72,72 @@ uint workgroup_index() {
 }
 """
 
-_TILED = _HEAD + """
-shared float As[16][64];   /* [k][row] of the A tile */
-shared float Bs[16][64];   /* [k][col] of the B tile */
+_BLOCKED = """
+const uint R = {rows}u, C = {cols}u;
 
-void main() {
+/* one k: COLS loads of B, then ROWS uniform loads of A, each used COLS times */
+void step(inout float acc[R][C], uint arow[R], uint bcol[C], uint k, uint N) {{
+  float bv[C];
+  for (uint j = 0u; j < C; ++j) bv[j] = b1.v[bcol[j] + k * N];
+  for (uint i = 0u; i < R; ++i) {{
+    float av = b0.v[arow[i] + k];
+    for (uint j = 0u; j < C; ++j) acc[i][j] = fma(av, bv[j], acc[i][j]);
+  }}
+}}
+
+void main() {{
   uint batch = uint(pc.size[0]), M = uint(pc.size[1]), N = uint(pc.size[2]), K = uint(pc.size[3]);
-  uint tiles_m = (M + 63u) / 64u, tiles_n = (N + 63u) / 64u, per = tiles_m * tiles_n;
+  uint L = gl_WorkGroupSize.x, span = C * L;
+  uint tiles_m = (M + R - 1u) / R, tiles_n = (N + span - 1u) / span, per = tiles_m * tiles_n;
   uint wg = workgroup_index();
-  bool live = wg < batch * per;
-  uint bi = live ? wg / per : 0u, r = live ? wg % per : 0u;
-  uint m0 = (r / tiles_n) * 64u, n0 = (r % tiles_n) * 64u;
+  if (wg >= batch * per) return;   /* a whole workgroup past the last tile (no barrier below) */
+  uint bi = wg / per, r = wg % per, t = gl_LocalInvocationID.x;
+  uint m0 = (r / tiles_n) * R, n0 = (r % tiles_n) * span;
   uint a0 = pc.off[0] + bi * uint(pc.size[4]), bb = pc.off[1] + bi * uint(pc.size[5]);
+  uint arow[R], bcol[C];
+  for (uint i = 0u; i < R; ++i) arow[i] = a0 + min(m0 + i, M - 1u) * K;
+  for (uint j = 0u; j < C; ++j) bcol[j] = bb + min(n0 + t + L * j, N - 1u);
+  float acc[R][C];
+  for (uint i = 0u; i < R; ++i) for (uint j = 0u; j < C; ++j) acc[i][j] = 0.0;
+  uint k = 0u;
+  for (; k + {unroll}u <= K; k += {unroll}u) {{
+    for (uint u = 0u; u < {unroll}u; ++u) step(acc, arow, bcol, k + u, N);
+  }}
+  for (; k < K; ++k) step(acc, arow, bcol, k, N);
   uint c0 = pc.off[2] + bi * M * N;
-  uint t = gl_LocalInvocationID.x, tx = t % 16u, ty = t / 16u;
-  float acc[4][4];
-  for (int i = 0; i < 4; ++i) for (int j = 0; j < 4; ++j) acc[i][j] = 0.0;
-  for (uint k0 = 0u; k0 < K; k0 += 16u) {
-    for (uint i = 0u; i < 4u; ++i) {
-      uint e = t + 256u * i;
-      uint row = e / 16u, kk = e % 16u;         /* A: 64 rows x 16 k */
-      uint gm = m0 + row, gk = k0 + kk;
-      As[kk][row] = (live && gm < M && gk < K) ? b0.v[a0 + gm * K + gk] : 0.0;
-      uint kb = e / 64u, col = e % 64u;         /* B: 16 k x 64 columns */
-      uint hk = k0 + kb, gn = n0 + col;
-      Bs[kb][col] = (live && hk < K && gn < N) ? b1.v[bb + hk * N + gn] : 0.0;
-    }
-    barrier();
-    for (uint kk = 0u; kk < 16u; ++kk) {
-      float av[4], bv[4];
-      for (uint i = 0u; i < 4u; ++i) { av[i] = As[kk][ty + 16u * i]; bv[i] = Bs[kk][tx + 16u * i]; }
-      for (uint i = 0u; i < 4u; ++i) for (uint j = 0u; j < 4u; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
-    }
-    barrier();
-  }
-  if (live) {
-    for (uint i = 0u; i < 4u; ++i) {
-      uint gm = m0 + ty + 16u * i;
-      for (uint j = 0u; j < 4u; ++j) {
-        uint gn = n0 + tx + 16u * j;
-        if (gm < M && gn < N) b2.v[c0 + gm * N + gn] = acc[i][j];
-      }
-    }
-  }
-}
+  for (uint i = 0u; i < R; ++i) {{
+    for (uint j = 0u; j < C; ++j) {{
+      uint gm = m0 + i, gn = n0 + t + L * j;
+      if (gm < M && gn < N) b2.v[c0 + gm * N + gn] = acc[i][j];
+    }}
+  }}
+}}
 """
 
-_GEMV = _HEAD + """
-shared float part[256];
 
-void main() {
-  uint batch = uint(pc.size[0]), N = uint(pc.size[2]), K = uint(pc.size[3]);
-  uint blocks = (N + 63u) / 64u;
-  uint wg = workgroup_index();
-  bool live = wg < batch * blocks;
-  uint bi = live ? wg / blocks : 0u;
-  uint t = gl_LocalInvocationID.x, col = (live ? wg % blocks : 0u) * 64u + t % 64u, s = t / 64u;
-  uint a0 = pc.off[0] + bi * uint(pc.size[4]), bb = pc.off[1] + bi * uint(pc.size[5]);
-  float sum = 0.0;
-  if (live && col < N) {
-    for (uint k = s; k < K; k += 4u) sum = fma(b0.v[a0 + k], b1.v[bb + k * N + col], sum);
-  }
-  part[t] = sum;
-  barrier();
-  if (live && s == 0u && col < N) {
-    b2.v[pc.off[2] + bi * N + col] = (part[t] + part[t + 64u]) + (part[t + 128u] + part[t + 192u]);
-  }
-}
-"""
+def _source(name: str) -> str:
+    rows, cols = BLOCKS[name]
+    return _HEAD + _BLOCKED.format(rows=rows, cols=cols, unroll=UNROLL)
 
-SHADERS = {
-    TILED: (_TILED, ShaderRecord(TILED, shared_bytes=2 * STEP_K * TILE * 4)),
-    GEMV: (_GEMV, ShaderRecord(GEMV, shared_bytes=THREADS * 4)),
-}
+
+SHADERS = {name: (_source(name), ShaderRecord(name)) for name in (TILED, GEMV)}
 
 
 def glsl(name: str) -> str:
     return SHADERS[name][0]
 
 
+def _items(name: str, batch: str, m: str, n: str) -> str:
+    rows, cols = BLOCKS[name]
+    span = cols * THREADS
+    return f"(({batch}) * ((({m}) + {rows - 1}) / {rows}) * ((({n}) + {span - 1}) / {span}) * {THREADS})"
+
+
 def items_c(batch: str, m: str, n: str) -> tuple:
     """C expressions (tiled items, GEMV items) for the size expressions given as C text."""
-    tiled = f"(({batch}) * ((({m}) + 63) / 64) * ((({n}) + 63) / 64) * {THREADS})"
-    gemv = f"(({batch}) * ((({n}) + 63) / 64) * {THREADS})"
-    return tiled, gemv
+    return _items(TILED, batch, m, n), _items(GEMV, batch, m, n)
 
 
 def max_k(limit: int) -> int:
-    """The largest K whose serial loops stay within `limit` iterations (the GEMV's is the longer)."""
-    return limit * GEMV_SPLIT
+    """The largest K whose serial loop stays within `limit` iterations (K / UNROLL plus a tail below UNROLL)."""
+    return limit * UNROLL
