@@ -7,6 +7,11 @@ to reach it: a transport (local, qemu, ssh, adb) and its connection fields.
 An optional `vulkan:` section describes the board's Vulkan device for the
 Vulkan runtime (runtime_c/vulkan/): the ICD file to pin, whether a CPU device
 such as lavapipe is accepted, the workgroup size and lavapipe's thread count.
+An optional `android:` section describes the app library of an Android board
+(relax_edge/android/library.py): the ABI's name as jniLibs/ spells it, the
+NDK's target triple for it (checked against the ABI), the minimum API level
+(default 24) and the library's own compiler flags; `target:` stays what the
+static executables for `adb shell` are built with.
 
 Boards are YAML files in `boards/` (or any path), loaded with
 `yaml.safe_load` and validated: an unknown key, a missing field, a bad triple
@@ -83,6 +88,7 @@ class Board:
     adb: dict = dataclasses.field(default_factory=dict)
     timeout_s: float = 120.0
     vulkan: dict = dataclasses.field(default_factory=dict)
+    android: dict = dataclasses.field(default_factory=dict)   # abi, ndk_triple, api_level, cflags
 
 
 # field -> (required, type, allowed values or None)
@@ -96,11 +102,19 @@ _BOARD_FIELDS = {
     "name": (True, str, None), "description": (False, str, None), "target": (True, dict, None),
     "transport": (True, str, TRANSPORTS), "qemu": (False, dict, None), "ssh": (False, dict, None),
     "adb": (False, dict, None), "timeout_s": (False, (int, float), None), "vulkan": (False, dict, None),
+    "android": (False, dict, None),
 }
 # icd: the driver manifest (VK_DRIVER_FILES); allow_cpu: accept a CPU device; workgroup_size: the kernels'
 # local_size_x; lp_num_threads: LP_NUM_THREADS for lavapipe (0: the machine's cores)
 _VULKAN_FIELDS = {"icd": (False, str, None), "allow_cpu": (False, bool, None), "workgroup_size": (False, int, None),
                   "lp_num_threads": (False, int, None)}
+# Android ABI (the jniLibs/ folder name) -> the NDK's target triple, without the API level
+ANDROID_ABIS = {"arm64-v8a": "aarch64-linux-android", "armeabi-v7a": "armv7a-linux-androideabi",
+                "x86_64": "x86_64-linux-android"}
+DEFAULT_ANDROID_API = 24
+MIN_ANDROID_API = 21   # the NDK's oldest supported API level for 64-bit ABIs
+_ANDROID_FIELDS = {"abi": (True, str, tuple(ANDROID_ABIS)), "ndk_triple": (True, str, None),
+                   "api_level": (False, int, None), "cflags": (False, list, None)}
 _TRANSPORT_FIELDS = {
     "qemu": {"command": (True, list, None), "system": (False, bool, None), "icount_shift": (False, int, None)},
     "ssh": {"host": (True, str, None), "port": (False, int, None), "user": (True, str, None),
@@ -155,6 +169,25 @@ def _check_features(where: str, t: dict) -> None:
                              f"(known: {', '.join(known)})")
 
 
+def _check_android(where: str, section) -> None:
+    _check(f"{where}: android", section, _ANDROID_FIELDS)
+    expected = ANDROID_ABIS[section["abi"]]
+    if section["ndk_triple"] != expected:
+        raise BoardError(f"{where}: field 'android.ndk_triple' is {section['ndk_triple']!r}, but ABI "
+                         f"{section['abi']} is {expected!r} (without the API level)")
+    api = section.get("api_level", DEFAULT_ANDROID_API)
+    if not MIN_ANDROID_API <= api <= 99:
+        raise BoardError(f"{where}: field 'android.api_level' must be an Android API level from "
+                         f"{MIN_ANDROID_API} (e.g. 24 for Android 7.0), got {api!r}")
+
+
+def _android_section(section) -> dict:
+    """The android: section with its defaults filled in ({} when absent)."""
+    if not section:
+        return {}
+    return {"api_level": DEFAULT_ANDROID_API, "cflags": [], **section}
+
+
 def _parse(path: Path, data) -> Board:
     where = str(path)
     _check(where, data, _BOARD_FIELDS)
@@ -184,12 +217,15 @@ def _parse(path: Path, data) -> Board:
                              f"got {size!r}")
         if data["vulkan"].get("lp_num_threads", 0) < 0:
             raise BoardError(f"{where}: field 'vulkan.lp_num_threads' must be 0 (the cores) or more")
+    if "android" in data:
+        _check_android(where, data["android"])
     if "timeout_s" in data and data["timeout_s"] <= 0:
         raise BoardError(f"{where}: field 'timeout_s' must be positive, got {data['timeout_s']!r}")
     target = Target(**{k: tuple(v) if isinstance(v, list) else v for k, v in t.items()})
     return Board(name=data["name"], description=data.get("description", ""), target=target,
                  transport=transport, path=where, qemu=data.get("qemu", {}), ssh=data.get("ssh", {}),
-                 adb=data.get("adb", {}), timeout_s=float(data.get("timeout_s", 120.0)), vulkan=data.get("vulkan", {}))
+                 adb=data.get("adb", {}), timeout_s=float(data.get("timeout_s", 120.0)), vulkan=data.get("vulkan", {}),
+                 android=_android_section(data.get("android")))
 
 
 def load_board(name_or_path) -> Board:

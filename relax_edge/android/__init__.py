@@ -1,0 +1,1 @@
+"""Android app libraries: one shared library per ABI (library.py), linked without the NDK against stubs (stubs.py)."""

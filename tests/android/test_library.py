@@ -1,0 +1,119 @@
+"""Android shared libraries built without the NDK (Debian clang, lld and the
+stub system libraries), read back with llvm-readelf: the machine, DT_NEEDED
+within Android's system libraries, no glibc symbol versions, LOAD segments
+aligned to 16 KB pages, no text relocations, no TLS, and exactly the model's
+API plus the requested exports in the dynamic symbol table. An undefined
+symbol outside the stub list is a BuildError that names it."""
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+import relax_edge as rxe
+from relax_edge.android.library import ABIS, build_android_library
+from relax_edge.build import BuildError
+from tests.models import build_mlp, mlp_weights
+
+pytestmark = pytest.mark.skipif(not (shutil.which("clang") and shutil.which("ld.lld") and shutil.which("llvm-readelf")),
+                                reason="needs Debian's clang, lld and llvm (scripts/setup.sh)")
+
+MACHINES = {"arm64-v8a": "AArch64", "armeabi-v7a": "ARM", "x86_64": "Advanced Micro Devices X86-64"}
+SYSTEM_LIBRARIES = {"libc.so", "libm.so", "libdl.so", "liblog.so"}
+MODEL_API = {"mlp_main", "mlp_main_workspace_size", "mlp_main_plan_shapes", "mlp_module"}
+GLUE = """
+#include <stdint.h>
+int32_t JNI_OnLoad(void* vm, void* reserved) { (void)vm; (void)reserved; return 0x00010006; }
+int32_t glue_helper(int32_t x) { return x + 1; }   /* not exported */
+"""
+
+
+def readelf(*args):
+    proc = subprocess.run(["llvm-readelf", "-W", *map(str, args)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def mlp(tmp_path_factory):
+    """The MLP built for the host, and its module."""
+    mod = build_mlp(mlp_weights())
+    return rxe.build(mod, board="host", out_dir=tmp_path_factory.mktemp("host") / "mlp", name="mlp"), mod
+
+
+@pytest.fixture(scope="module")
+def libraries(tmp_path_factory, mlp):
+    root = tmp_path_factory.mktemp("android")
+    art, mod = mlp
+    glue = root / "glue.c"
+    glue.write_text(GLUE)
+    return {abi: build_android_library(art, abi, root / "jniLibs" / abi / "libmlp.so", module=mod,
+                                       extra_sources=[glue], exports=["JNI_OnLoad"])
+            for abi in ABIS}
+
+
+@pytest.mark.parametrize("abi", list(ABIS))
+def test_library_as_android_loads_it(libraries, abi):
+    lib = libraries[abi]
+    assert lib.path.exists() and lib.abi == abi and lib.api_level == 24
+    assert lib.toolchain == "clang-stubs" and lib.threads == 1
+    header = readelf("-h", lib.path)
+    assert re.search(rf"Machine:\s+{re.escape(MACHINES[abi])}$", header, re.M), header
+    assert re.search(r"Type:\s+DYN", header)
+
+    dynamic = readelf("-d", lib.path)
+    needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", dynamic))
+    assert needed <= SYSTEM_LIBRARIES, needed
+    assert set(lib.needed) == needed
+    assert "Library soname: [libmlp.so]" in dynamic
+    assert "TEXTREL" not in dynamic                       # neither DT_TEXTREL nor DF_TEXTREL in DT_FLAGS
+    assert "GLIBC_" not in readelf("-V", "--dyn-syms", lib.path)
+
+    program = readelf("-l", lib.path)
+    loads = [line.split() for line in program.splitlines() if line.strip().startswith("LOAD")]
+    assert loads and all(int(fields[-1], 16) >= 16384 for fields in loads), loads
+    assert " TLS " not in program
+    stack = [line for line in program.splitlines() if "GNU_STACK" in line]
+    assert stack and stack[0].split()[6] == "RW"        # -z noexecstack: read-write, not executable
+    assert ".gnu.hash" in readelf("-S", lib.path) and ".hash" in readelf("-S", lib.path)
+    assert "Build ID" in readelf("-n", lib.path)
+
+    exported = set()
+    for line in readelf("--dyn-syms", lib.path).splitlines():
+        fields = line.split()
+        if len(fields) >= 8 and fields[0][:-1].isdigit() and fields[6] != "UND":
+            exported.add(fields[7])
+    assert exported == MODEL_API | {"JNI_OnLoad"}
+    assert sorted(exported) == lib.exported
+
+
+def test_armv7_library_uses_androids_float_abi(libraries):
+    """armeabi-v7a passes floats in integer registers (softfp), as the NDK's code."""
+    lib = libraries["armeabi-v7a"]
+    flags = int(re.search(r"Flags:\s+(0x[0-9a-f]+)", readelf("-h", lib.path)).group(1), 16)
+    assert flags & 0xFF000000 == 0x05000000          # EABI version 5
+    assert flags & 0x600 == 0x200                    # EF_ARM_ABI_FLOAT_SOFT, not EF_ARM_ABI_FLOAT_HARD
+    attributes = readelf("-A", lib.objects[0])
+    assert "ABI_VFP_args" not in attributes and "Advanced_SIMD_arch" in attributes
+
+
+def test_undefined_symbol_outside_the_stubs_is_named(mlp, tmp_path):
+    art, mod = mlp
+    bad = tmp_path / "bad.c"
+    bad.write_text("void* fopen(const char*, const char*);\nvoid* open_log(void) { return fopen(\"x\", \"r\"); }\n")
+    with pytest.raises(BuildError, match=r"ABI arm64-v8a: mlp: undefined symbol fopen: not in Android's"):
+        build_android_library(art, "arm64-v8a", tmp_path / "libmlp.so", module=mod, extra_sources=[bad])
+    assert not (tmp_path / "libmlp.so").exists()
+
+
+def test_bad_requests_are_named(mlp, tmp_path):
+    art, mod = mlp
+    with pytest.raises(BuildError, match="unknown Android ABI 'mips'; choose one of arm64-v8a"):
+        build_android_library(art, "mips", tmp_path / "lib.so")
+    with pytest.raises(BuildError, match="built for board host, not android-arm64, and it records no source"):
+        build_android_library(art, "arm64-v8a", tmp_path / "lib.so")
+    with pytest.raises(BuildError, match="exported symbol JNI_OnLoad is defined by none of the sources"):
+        build_android_library(art, "x86_64", tmp_path / "lib.so", module=mod, exports=["JNI_OnLoad"])
+    with pytest.raises(BuildError, match="API level 19 is below 21"):
+        build_android_library(art, "x86_64", tmp_path / "lib.so", module=mod, api_level=19)
