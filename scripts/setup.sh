@@ -30,6 +30,8 @@ DEBIAN_PACKAGES=(
   mesa-vulkan-drivers libvulkan-dev glslc spirv-tools vulkan-tools vulkan-validationlayers
   # a real sshd on loopback for the remote harness tests; adb for phones
   openssh-server adb
+  # a JDK: jni.h for the JNI glue, javac and java for its host tests (tests/android)
+  openjdk-17-jdk-headless
 )
 
 install_debian_packages() {
