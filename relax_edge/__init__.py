@@ -5,7 +5,7 @@
     ref = rxe.interpret(mod, x)     # numpy reference of any module
 """
 
-from . import ir, op  # noqa: E402
+from . import farm, ir, op  # noqa: E402
 from .build import Artifact, build  # noqa: E402
 from .deploy import DeviceError, GenerateResult, RuntimeCheckError, connect  # noqa: E402
 from .errors import InterpretError, RelaxEdgeError, ShapeError, TypeInferenceError, VerifyError  # noqa: E402
@@ -15,7 +15,7 @@ from .pipeline import optimize  # noqa: E402
 from .version import __version__  # noqa: E402
 
 __all__ = [
-    "__version__", "ir", "op", "interpret", "optimize", "build", "connect", "Artifact", "RuntimeCheckError",
+    "__version__", "farm", "ir", "op", "interpret", "optimize", "build", "connect", "Artifact", "RuntimeCheckError",
     "GenerateResult", "from_gguf", "GGUFError",
     "DeviceError", "from_onnx", "OnnxImportError", "Builder", "IRModule", "SizeVar", "TensorType",
     "TupleType", "Var", "print_module", "verify", "RelaxEdgeError", "ShapeError",

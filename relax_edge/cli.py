@@ -6,6 +6,8 @@
     relax-edge bench MODEL.onnx|DIR --generate [--prompt-len L] [--new-tokens N] [--json out.json]
     relax-edge generate MODEL.onnx|MODEL.gguf|DIR --prompt-ids 1,2,3 | --prompt TEXT [--tokenizer tokenizer.json]
         [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop 2,3]
+    relax-edge farm bench --farm farm.yaml --models a.onnx b.onnx [--boards all] [--backend c llvm] [--resume]
+    relax-edge farm report [--db results.db] [--since 7d] [--compare A B]
     relax-edge boards [--check]
     relax-edge ops
 
@@ -43,6 +45,7 @@ from .cli_generate import add_bench_options, add_generate_parser
 from .codegen.abi import MAX_THREADS
 from .deploy.session import MAX_REPEAT
 from .errors import RelaxEdgeError
+from .farm.cli import add_farm_parser
 from .target import DEFAULT_BOARD, load_board
 
 
@@ -592,6 +595,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_options(p)
     p.set_defaults(func=cmd_bench)
     add_generate_parser(sub, threads)
+    add_farm_parser(sub, repeats, threads)
 
     p = sub.add_parser("boards", help="list the boards (boards/*.yaml)")
     p.add_argument("--check", action="store_true", help="check each board's toolchain and emulator")

@@ -1,0 +1,78 @@
+"""Farm file validation: every mistake named with its field (no Ray, no boards reached)."""
+
+import pytest
+import yaml
+
+from relax_edge.farm import FarmError, load_farm, parse_farm
+from relax_edge.target import BOARDS_DIR
+
+
+def test_a_farm_of_emulator_slots_ssh_and_phones(tmp_path):
+    pi = tmp_path / "lab-pi.yaml"
+    data = yaml.safe_load((BOARDS_DIR / "raspberry-pi-4.yaml").read_text())
+    pi.write_text(yaml.safe_dump({**data, "name": "lab-pi"}))
+    path = tmp_path / "farm.yaml"
+    path.write_text(yaml.safe_dump({"ray": "ray://head.lab:10001", "boards": {"qemu-aarch64": 2, "host": 1},
+                                    "ssh": ["raspberry-pi-5", "lab-pi.yaml"],
+                                    "android": {"android-arm64": ["R58M1", "emulator-5554"]}}, sort_keys=False))
+    farm = load_farm(path)
+    assert farm.ray == "ray://head.lab:10001"
+    assert [(b.name, b.slots, b.physical) for b in farm.boards] == [
+        ("qemu-aarch64", 2, False), ("host", 1, False), ("raspberry-pi-5", 1, True), ("lab-pi", 1, True),
+        ("android-arm64@R58M1", 1, True), ("android-arm64@emulator-5554", 1, True)]
+    phone = farm.board("android-arm64@R58M1")
+    assert phone.board.adb["serial"] == "R58M1" and phone.board.name == "android-arm64"
+    assert phone.resource == "board:android-arm64@R58M1"
+    assert [b.name for b in farm.select(["lab-pi", "qemu-aarch64"])] == ["qemu-aarch64", "lab-pi"]
+    assert len(farm.select("all")) == 6
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"boards": {"qemu-aarch64": 2}, "slots": 3}, "unknown field 'slots'"),
+    ({"boards": {"qemu-aarch64": 0}}, "boards.qemu-aarch64: slots must be a positive integer, got 0"),
+    ({"boards": {"qemu-aarch64": True}}, "slots must be a positive integer, got True"),
+    ({"boards": {"raspberry-pi-4": 2}}, "boards.raspberry-pi-4: a ssh board runs one job at a time"),
+    ({"boards": {"no-such-board": 1}}, "boards.no-such-board: unknown board 'no-such-board'"),
+    ({"ssh": ["qemu-aarch64"]}, "ssh[0]: board qemu-aarch64 has transport qemu, not ssh"),
+    ({"ssh": "raspberry-pi-4"}, "field 'ssh' must be a list"),
+    ({"android": {"android-arm64": []}}, "android.android-arm64: give a list of device serials"),
+    ({"android": {"qemu-aarch64": ["x"]}}, "transport qemu, not adb"),
+    ({"boards": {"qemu-aarch64": 1}, "ray": "tcp://x"}, "field 'ray' is 'tcp://x'; use local, auto or ray://"),
+    ({"boards": {"qemu-aarch64": 1}, "num_cpus": 0}, "field 'num_cpus' must be at least 1"),
+    ({"boards": {"raspberry-pi-4": 1}, "ssh": ["raspberry-pi-4"]}, "board raspberry-pi-4 is listed twice"),
+    ({"ray": "local"}, "the farm has no boards"),
+    (["qemu-aarch64"], "expected a mapping"),
+])
+def test_invalid_farms_name_the_field(data, message):
+    with pytest.raises(FarmError) as err:
+        parse_farm(data, "farm.yaml")
+    assert message in str(err.value) and str(err.value).startswith("farm.yaml")
+
+
+def test_unknown_board_of_a_selection_and_bad_files(tmp_path):
+    farm = parse_farm({"boards": {"qemu-aarch64": 1}}, "farm.yaml")
+    with pytest.raises(FarmError, match="no board 'pi' in this farm"):
+        farm.select(["pi"])
+    with pytest.raises(FarmError, match="no such farm file"):
+        load_farm(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("boards: {qemu-aarch64: 2\n")
+    with pytest.raises(FarmError, match=r"not valid YAML \(.*line 2"):
+        load_farm(bad)
+
+
+def test_farm_command_errors_make_no_database(tmp_path, monkeypatch, capsys):
+    from relax_edge.cli import main
+    monkeypatch.chdir(tmp_path)
+    assert main(["farm"]) == 2
+    assert main(["farm", "bench", "--models", "a.onnx"]) == 1
+    farm = tmp_path / "farm.yaml"
+    farm.write_text("boards: {qemu-aarch64: 1}\n")
+    assert main(["farm", "bench", "--farm", farm, "--models", "missing.onnx"]) == 1
+    assert main(["farm", "bench", "--farm", farm, "--models", farm, "--boards", "pi"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["relax-edge: error: choose a farm command: bench or report (see relax-edge farm --help)",
+                   "relax-edge: error: give the farm file (farm=... or --farm farm.yaml)",
+                   "relax-edge: error: missing.onnx: no such model file",
+                   f"relax-edge: error: {farm}: no board 'pi' in this farm (boards: qemu-aarch64)"]
+    assert not (tmp_path / "results.db").exists()

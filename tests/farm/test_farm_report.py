@@ -1,0 +1,49 @@
+"""The report on hand-made rows: regressions beyond the measured noise, run comparisons, --since."""
+
+import datetime
+
+import pytest
+
+from relax_edge.farm import FarmError, ResultsDB, regressions, report
+from relax_edge.farm.report import compare, since_time
+
+
+def _row(run, median, noise, board="qemu-aarch64", status="ok", **kw):
+    return {"model": "tiny", "model_hash": "h1", "board": board, "backend": "c", "threads": 1, "status": status,
+            "unit": "ms", "median": median, "noise": noise, "samples": [median], **kw}
+
+
+@pytest.fixture
+def db(tmp_path):
+    with ResultsDB(tmp_path / "r.db") as db:
+        yield db
+
+
+def test_regressions_are_beyond_the_noise(db):
+    a = db.start_run("bench", run_id="a")
+    db.add_cell(a, _row(a, 10.0, 0.05, created_at="2026-12-01T10:00:00+00:00"))
+    db.add_cell(a, _row(a, 4.0, 0.02, board="qemu-riscv64", created_at="2026-12-01T10:00:01+00:00"))
+    b = db.start_run("bench", run_id="b")
+    db.add_cell(b, _row(b, 10.4, 0.05, created_at="2026-12-02T10:00:00+00:00"))   # +4% within 5% noise
+    db.add_cell(b, _row(b, 4.5, 0.02, board="qemu-riscv64", created_at="2026-12-02T10:00:01+00:00"))  # +12.5%
+    db.add_cell(b, _row(b, None, None, board="ssh-down", status="failed", reason="cannot reach the board",
+                        created_at="2026-12-02T10:00:02+00:00"))
+    found = regressions(db.cells())
+    assert [(p["median"], c["median"], c["board"]) for p, c in found] == [(4.0, 4.5, "qemu-riscv64")]
+    pairs = compare(db.cells(run_id="a"), db.cells(run_id="b"))
+    assert sorted((r["board"], v) for _, r, v in pairs) == [("qemu-aarch64", "same"), ("qemu-riscv64", "slower")]
+    text = report(db)
+    assert "regressions (slower than the previous median by more than the noise): 1" in text
+    assert "1.12x" in text and "cannot reach the board" in text and "ssh-down" in text
+    text = report(db, compare_runs=("a", "b"))
+    assert "2 cells in both, 1 slower beyond noise" in text
+    runs_since = report(db, since="2026-12-02").split("latest measurement")[0].splitlines()[2:]
+    assert [line.split()[0] for line in runs_since if line.strip()] == ["b"]
+
+
+def test_since_forms():
+    now = datetime.datetime(2026, 12, 2, 12, 0, tzinfo=datetime.timezone.utc)
+    assert since_time("12h", now) == "2026-12-02T00:00:00+00:00"
+    assert since_time("2026-12-01") == "2026-12-01T00:00:00+00:00"
+    with pytest.raises(FarmError, match="give an ISO date or time"):
+        since_time("yesterday")
