@@ -150,7 +150,8 @@ def optimize_module(mod: IRModule, board: Board, optimize: bool = True, backend:
     optimize=False; a legalized module as it is. For backend "vulkan" the
     `dispatch` pass runs for the Vulkan target: matmuls become the library
     call the Vulkan host dispatches with its tiled / GEMV shaders, every
-    other operator stays a tensor program."""
+    other operator stays a tensor program, scheduled with no vector width
+    and no threads."""
     from .pipeline import default_passes
     from .pipeline import optimize as run_pipeline
     from .transform.legalize import legalize
@@ -164,11 +165,16 @@ def optimize_module(mod: IRModule, board: Board, optimize: bool = True, backend:
         return run_pipeline(mod, board, passes)
     from .codegen.vulkan import matmul
     from .codegen.vulkan.module import MAX_SERIAL_ITERATIONS
+    from .ir.expr import IRModule
     from .transform.dispatch import VULKAN_FAMILIES, dispatch
+    from .transform.schedule import schedule_program
     at = passes.index("dispatch")
     mod = dispatch(run_pipeline(mod, board, passes[:at]), VULKAN_FAMILIES, target="vulkan",
                    max_k=matmul.max_k(MAX_SERIAL_ITERATIONS))
-    return run_pipeline(mod, board, passes[at + 1:])
+    mod = run_pipeline(mod, board, [p for p in passes[at + 1:] if p != "schedule"])
+    # no CPU vectors or threads: the shaders' reductions stay the plain loops the emitter maps to workgroups
+    return IRModule(mod.functions, {n: schedule_program(p, 0, False) for n, p in mod.tensor_programs.items()},
+                    mod.externs)
 
 
 def kernel_prefix(backend: str, name: str) -> str:

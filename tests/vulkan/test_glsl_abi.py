@@ -82,10 +82,11 @@ def test_stages_of_one_extent_fuse_into_the_grid():
     assert len(grid.loops) == 1 and prove_equal(grid.items, p.size_params[0]) is Proof.YES
 
 
-def test_a_whole_reduction_runs_in_one_invocation():
+def test_a_whole_reduction_runs_in_one_workgroup():
     p = legalized([("n", 3)], [F], lambda x: make_call("sum", [x]))
-    _, record = emit_glsl(p)
-    assert record.grid == () and record.items_c == "1"
+    text, record = emit_glsl(p)
+    assert record.grid == () and record.items_c == "64" and record.shared_bytes == 4 * 64   # reduce.py
+    assert "barrier();" in text and "return;" not in text
 
 
 def test_unbounded_sizes_are_refused_naming_the_buffer():

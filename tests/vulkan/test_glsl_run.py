@@ -215,7 +215,8 @@ def test_host_scheduled_programs_and_other_workgroup_sizes(open_vk, name, local_
         inputs = _inputs(p, env, k)
         (got,) = _dispatch(ctx, p, record, inputs, env)
         want = p.interpret(inputs, None, [n] * len(p.size_params))
-        np.testing.assert_allclose(got, np.asarray(want).reshape(-1), rtol=2e-6, atol=1e-6)
+        rtol = 1e-5 if name == "reduce_sum_all" else 2e-6   # a workgroup's tree adds in another order
+        np.testing.assert_allclose(got, np.asarray(want).reshape(-1), rtol=rtol, atol=1e-6)
 
 
 def test_int64_accumulators_wrap_to_the_int32_result(open_vk, tmp_path):

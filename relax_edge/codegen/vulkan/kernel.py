@@ -701,4 +701,5 @@ def emit_glsl(program: TensorProgram, local_size_x: int = 64, *, inplace: bool =
     if isinstance(local_size_x, bool) or not isinstance(local_size_x, int) or not 1 <= local_size_x <= 1024:
         raise RelaxEdgeError(f"GLSL kernel {program.name}: local_size_x must be an integer in [1, 1024], "
                              f"got {local_size_x!r}")
-    return GlslKernel(program, local_size_x, inplace).emit()
+    from .reduce import cooperative  # its emitter extends GlslKernel
+    return cooperative(program, local_size_x, inplace) or GlslKernel(program, local_size_x, inplace).emit()
