@@ -5,8 +5,13 @@ The runner and the RPC server are pushed into `workdir/<content hash>/`
 files, and the RPC frames ride `adb shell -T` (no terminal, binary-safe).
 A fully static aarch64 binary runs from `adb shell` without the NDK.
 
-Checked here against a stand-in `adb` (tests/deploy/fake_adb.py); not yet
-against a real phone.
+The phone is chosen from `adb devices`: the board's `adb.serial`, or the one
+device attached. No device, an unauthorized or offline one, several without
+a serial in the board, or a serial that is not attached is a DeviceError
+saying what to do.
+
+Checked here against stand-in `adb` programs (tests/deploy/fake_adb.py,
+tests/android/test_adb_devices.py); not yet against a real phone.
 """
 
 from __future__ import annotations
@@ -24,6 +29,17 @@ from .rpc import ProcessStream
 from .session import DeviceError
 
 
+def parse_devices(text: str) -> dict:
+    """{serial: state} from the output of `adb devices` (state: device,
+    unauthorized, offline, ...)."""
+    devices = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and not line.startswith(("List of devices", "*")):
+            devices[parts[0]] = parts[1]
+    return devices
+
+
 class AdbDevice(DeviceSession):
     """An Android phone over adb: the model's server over `adb shell -T`, or
     its runner on tensor files in the push folder."""
@@ -35,10 +51,42 @@ class AdbDevice(DeviceSession):
         self.workdir = board.adb["workdir"].rstrip("/")
         self.session_dir = self.workdir
         self.uploads = 0
-        state = self._adb(["get-state"], check=False)
-        if state.returncode != 0 or "device" not in state.stdout:
-            raise DeviceError(f"board {board.name}: no device over adb ({(state.stderr or state.stdout).strip()}); "
-                              "plug the phone in, enable USB debugging, or set adb.serial in " + board.path)
+        self.serial = self._choose_device()
+
+    def _choose_device(self) -> str:
+        """The serial of the phone to use, from `adb devices`."""
+        board = self.board
+        try:
+            listing = subprocess.run(["adb", "devices"], capture_output=True, text=True, timeout=board.timeout_s)
+        except subprocess.TimeoutExpired:
+            raise DeviceError(f"board {board.name}: adb devices gave no answer within {board.timeout_s:g}s "
+                              "(adb kill-server restarts the adb daemon)") from None
+        devices = parse_devices(listing.stdout) if listing.returncode == 0 else {}
+        if not devices:
+            said = (listing.stderr or listing.stdout).strip().splitlines()
+            why = said[-1] if listing.returncode != 0 and said else "adb devices lists none"
+            raise DeviceError(f"board {board.name}: no device over adb ({why}); plug the phone in, enable USB "
+                              f"debugging, or set adb.serial in {board.path}")
+        names = ", ".join(f"{serial} ({state})" for serial, state in devices.items())
+        if self.serial is None:
+            if len(devices) > 1:
+                raise DeviceError(f"board {board.name}: {len(devices)} devices over adb: {names}; name the phone "
+                                  f"as adb.serial in {board.path}")
+            serial = next(iter(devices))
+        elif self.serial in devices:
+            serial = self.serial
+        else:
+            raise DeviceError(f"board {board.name}: adb.serial {self.serial} is not attached (adb devices lists "
+                              f"{names}); fix adb.serial in {board.path} or plug that phone in")
+        state = devices[serial]
+        if state == "unauthorized":
+            raise DeviceError(f"board {board.name}: device {serial} has not authorized this computer; unlock the "
+                              "phone and accept the 'Allow USB debugging?' prompt (adb kill-server, then replug, "
+                              "brings it back)")
+        if state != "device":
+            raise DeviceError(f"board {board.name}: device {serial} is {state}, not ready; replug it or run "
+                              "adb reconnect")
+        return serial
 
     def close(self) -> None:
         self.close_models()

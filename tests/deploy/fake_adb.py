@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """A stand-in for `adb` over a local folder: push/pull copy files, `shell`
-runs the command with sh on this machine, `get-state` answers "device".
+runs the command with sh on this machine, `get-state` answers "device",
+`devices` lists one device.
 Device paths are local paths."""
 
 import os
@@ -13,6 +14,8 @@ if args[:1] == ["-s"]:
 command, rest = args[0], args[1:]
 if command == "get-state":
     print("device")
+elif command == "devices":
+    print("List of devices attached\nfake-phone\tdevice\n")
 elif command in ("push", "pull"):
     try:
         shutil.copyfile(rest[0], rest[1])

@@ -52,7 +52,9 @@ def test_android_objects_run_under_qemu(model, tmp_path):
     mod = rxe.from_onnx(str(path), **MODELS[model])
     art = rxe.build(mod, board="host", out_dir=tmp_path / "host", name=model)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    runs = [{d: pair[k] for d, pair in spec["dynamic"].items()} for k in (0, 1)] if spec["dynamic"] else [{}]
+    sizes = [{d: pair[k] for d, pair in spec["dynamic"].items()} for k in (0, 1)] if spec["dynamic"] else [{}]
+    feeds = [spec["make_inputs"](seed=k, **s) for k, s in enumerate(sizes)]
+    references = [session.run(None, f) for f in feeds]
     for abi, (board, _, _) in LAUNCHERS.items():
         lib = build_android_library(art, abi, tmp_path / abi / f"lib{model}.so", module=mod)
         assert lib.abi == abi and lib.objects
@@ -61,12 +63,8 @@ def test_android_objects_run_under_qemu(model, tmp_path):
         on_board = dataclasses.replace(art, board=board, runner=launcher, server=None, shared_library=None)
         with rxe.connect(board) as dev:
             loaded = dev.load(on_board)
-            for k, sizes in enumerate(runs):
-                feeds = spec["make_inputs"](seed=k, **sizes)
-                expected = session.run(None, feeds)
-                outs = loaded.run(*feeds.values())
-                assert len(outs) == len(expected), abi
-                for ours, ref in zip(outs, expected):
-                    assert ours.shape == ref.shape, abi
-                    np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-5, err_msg=f"{abi} {sizes}")
-
+            results = [loaded.run(*f.values()) for f in feeds]
+        for got, want, size in zip(results, references, sizes):
+            assert [o.shape for o in got] == [r.shape for r in want], (abi, size)
+            for name, ours, ref in zip(spec["outputs"], got, want):
+                np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-5, err_msg=f"{abi} {size} {name}")
