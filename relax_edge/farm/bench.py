@@ -28,7 +28,7 @@ from ..deploy.session import MAX_REPEAT
 from .config import FarmError, load_farm
 from .db import ResultsDB, git_commit
 from .scheduler import run_matrix
-from .work import model_hash, run_cell
+from .work import model_hash, run_cell, stats_columns
 
 DEFAULT_CACHE = Path("build") / "farm"
 
@@ -165,9 +165,6 @@ def _row(job: dict, result: dict, commit: str) -> dict:
     row = {"kind": "bench", "model": job["model"], "model_hash": job["model_hash"], "board": job["farm_board"],
            "backend": job["backend"], "threads": job["threads"], "git_commit": commit, "status": result["status"],
            "reason": result.get("reason"), "repeats": job["repeat"], "warmup": job["warmup"]}
-    stats = result.get("stats")
-    if stats:
-        row.update(unit=stats["unit"], median=stats["median_ms"], minimum=stats["min_ms"], maximum=stats["max_ms"],
-                   mean=stats["mean_ms"], std=stats["std_ms"], noise=stats["noise"], samples=stats["samples"])
+    row.update(stats_columns(result.get("stats")))
     row["profile"] = result.get("profile")
     return row

@@ -52,26 +52,32 @@ class Progress:
         self.failed = collections.Counter()
         self.start = time.monotonic()
 
-    def done(self, job: dict, result: dict) -> None:
+    def done(self, job: dict, result: dict, running=None) -> None:
+        """Count a finished cell; `running` {board: cells running} where the scheduler knows it (the local pool;
+        Ray's cells are queued or running, the line then says so)."""
         board = job["farm_board"]
         self.left[board] -= 1
         (self.ok if result["status"] == "ok" else self.failed)[board] += 1
         if not self.quiet:
-            print(self.line(), file=sys.stderr, flush=True)
+            print(self.line(running), file=sys.stderr, flush=True)
 
-    def line(self) -> str:
+    def line(self, running=None) -> str:
         finished = sum(self.ok.values()) + sum(self.failed.values())
-        boards = "; ".join(f"{b} {self.ok[b]} ok {self.failed[b]} failed {self.left[b]} to go" for b in self.left)
+        parts = []
+        for b in self.left:
+            left = (f"{running[b]} running, {self.left[b] - running[b]} waiting" if running is not None
+                    else f"{self.left[b]} running or queued")
+            parts.append(f"{b} {self.ok[b]} ok, {self.failed[b]} failed, {left}")
         return (f"[farm] {finished}/{self.total} cells, {sum(self.failed.values())} failed, "
-                f"{time.monotonic() - self.start:.0f}s | {boards}")
+                f"{time.monotonic() - self.start:.0f}s | " + "; ".join(parts))
 
 
 def run_matrix(farm: Farm, builds: dict, jobs: list, work, on_done, local: bool = False, quiet: bool = False) -> None:
     progress = Progress(jobs, quiet)
 
-    def finished(job, result):
+    def finished(job, result, running=None):
         on_done(job, result)
-        progress.done(job, result)
+        progress.done(job, result, running)
 
     if local:
         _run_local(farm, builds, jobs, work, finished)
@@ -210,7 +216,7 @@ def _run_local(farm: Farm, builds: dict, jobs: list, work, finished) -> None:
                         waiting[job["farm_board"]].appendleft(job)
                         continue
                     result = _failed(f"{job['farm_board']}: the worker died {RETRIES + 1} times")
-                finished(job, result)
+                finished(job, result, in_flight)
             if broken:   # a dead worker breaks the whole pool: a new one runs what was in flight
                 for job in running.values():
                     in_flight[job["farm_board"]] -= 1

@@ -46,6 +46,15 @@ def summarize(samples: list, unit: str = "ms", repeat: int | None = None, warmup
             "noise": (q3 - q1) / median if median > 0 else 0.0, "repeat": repeat or len(samples), "warmup": warmup}
 
 
+def stats_columns(stats: dict | None) -> dict:
+    """The results database's statistics columns of a measurement (none for a failed one)."""
+    if not stats:
+        return {}
+    return {"unit": stats["unit"], "median": stats["median_ms"], "minimum": stats["min_ms"],
+            "maximum": stats["max_ms"], "mean": stats["mean_ms"], "std": stats["std_ms"], "noise": stats["noise"],
+            "samples": stats["samples"]}
+
+
 def model_hash(model) -> str:
     """The content hash of a model file (or of an IRModule's printed text)."""
     digest = hashlib.sha256()

@@ -3,6 +3,7 @@ stopped here, two qemu-aarch64 slots, one qemu-riscv64, the loopback-sshd
 board and a board that is down; two tiny models x those boards x the C and
 LLVM backends, repeat 3. Then a run killed after some cells, resumed."""
 
+import json
 import os
 import signal
 import subprocess
@@ -46,19 +47,19 @@ def _processes_under(folder: str) -> list:
     return found
 
 
-@pytest.mark.emu
-def test_ray_farm_stores_every_cell_and_the_down_boards_reasons(farm_env):
+@pytest.fixture(scope="module")
+def ray_farm(farm_env):
+    """The farm file and a local Ray with its board resources (2 CPUs, no dashboard), stopped after the
+    module's tests, which checks that none of Ray's processes remain."""
     b = farm_env["boards"]
     farm_file = write_farm(farm_env["folder"] / "farm.yaml", {"qemu-aarch64": 2, "qemu-riscv64": 1},
                            [b["sshd"], b["down"]])
     farm = rxe.farm.load_farm(farm_file)
-    db = farm_env["folder"] / "results.db"
     ray_dir = tempfile.mkdtemp(prefix="rxe-ray-", dir="/tmp")   # short: Ray's sockets live under it
     start_local_ray(farm, temp_dir=ray_dir)
     try:
         assert ray.cluster_resources()["CPU"] == 2 and ray.cluster_resources()["board:qemu-aarch64"] == 2
-        run = rxe.farm.bench(farm=farm, models=farm_env["models"], backends=("c", "llvm"), repeat=3, warmup=1,
-                             db=db, cache_dir=farm_env["cache"], quiet=True)
+        yield farm
     finally:
         ray.shutdown()
     deadline = time.time() + 30
@@ -66,6 +67,12 @@ def test_ray_farm_stores_every_cell_and_the_down_boards_reasons(farm_env):
         time.sleep(0.5)
     assert _processes_under(ray_dir) == [], "Ray left processes running"
 
+
+@pytest.mark.emu
+def test_ray_farm_stores_every_cell_and_the_down_boards_reasons(farm_env, ray_farm):
+    db = farm_env["folder"] / "results.db"
+    run = rxe.farm.bench(farm=ray_farm, models=farm_env["models"], backends=("c", "llvm"), repeat=3, warmup=1,
+                         db=db, cache_dir=farm_env["cache"], quiet=True)
     with ResultsDB(db) as results:
         rows = results.cells(run_id=run.run_id)
     assert len(rows) == 2 * 4 * 2   # models x farm boards x backends, one thread count
@@ -121,9 +128,11 @@ def test_a_killed_run_keeps_its_cells_and_resume_completes_it(farm_env, tmp_path
         proc.stderr.close()
     b["hang_socket"].close()   # the board is down now: its cells fail fast on resume
 
-    out = subprocess.run(_cli("bench", "--resume", "--db", db, "--local", "--quiet", "--cache", farm_env["cache"]),
-                         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(_cli("bench", "--resume", "--db", db, "--local", "--quiet", "--cache", farm_env["cache"],
+                              "--json", tmp_path / "run.json"), env=env, cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)
     assert out.returncode == 1, out.stderr   # 1: the run has failed cells
+    assert len(json.loads((tmp_path / "run.json").read_text())["cells"]) == 4
     with ResultsDB(db) as results:
         rows = results.cells()
         assert len(results.runs()) == 1

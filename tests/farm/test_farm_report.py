@@ -47,3 +47,13 @@ def test_since_forms():
     assert since_time("2026-12-01") == "2026-12-01T00:00:00+00:00"
     with pytest.raises(FarmError, match="give an ISO date or time"):
         since_time("yesterday")
+
+
+def test_heatmap_of_hand_made_rows(db, tmp_path):
+    from relax_edge.farm.report import plot_heatmap
+    a = db.start_run("bench")
+    db.add_cell(a, _row(a, 2.0, 0.01))
+    db.add_cell(a, _row(a, 5.0, 0.01, board="qemu-riscv64"))
+    db.add_cell(a, _row(a, None, None, board="ssh-down", status="failed", reason="down"))
+    plot_heatmap(db.cells(), tmp_path / "heat.png")
+    assert (tmp_path / "heat.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
