@@ -78,6 +78,7 @@ class Artifact:
     server: Path | None = None           # the RPC server (Linux boards; profiled build)
     sizes: dict | None = None            # {"model": {"text":..}, "runtime": {...}} in bytes
     board_file: str = ""
+    tuning: str = ""                     # the tuning table used: its path, "given" (build(tuning=...)) or ""
     sanitize: bool = False               # built with ASan + UBSan (no shared library then)
     stage_seconds: dict = dataclasses.field(default_factory=dict)   # stage name -> wall seconds, in order
 
@@ -232,8 +233,8 @@ def emit_keyed(host, backend: str, board: Board, tc: Toolchain, opt_level: str |
     return sources, build_key(sources, backend, board, tc, opt_level, emit_llvm, profile)
 
 
-def _toolchain(board: Board, opt_level: str | None, sanitize: bool) -> Toolchain:
-    tc = Toolchain.for_board(board, opt_level)
+def _toolchain(board: Board, opt_level: str | None, sanitize: bool, table: dict) -> Toolchain:
+    tc = Toolchain.for_board(board, opt_level, table)
     return tc.sanitized(board) if sanitize else tc
 
 
@@ -245,7 +246,8 @@ def _up_to_date(out_dir: Path, key: str, products: Products) -> bool:
 
 def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, name: str = "model",
           opt_level: str | None = None, quiet: bool = True, source: dict | None = None,
-          emit_llvm: bool = False, optimize: bool = True, sanitize: bool = False, profile: bool = True) -> Artifact:
+          emit_llvm: bool = False, optimize: bool = True, sanitize: bool = False, profile: bool = True,
+          tuning: dict | None = None) -> Artifact:
     """Compile `mod` for `board` (a name or a YAML path) into `out_dir`;
     `backend` "c", "llvm" (kernels and host functions through LLVM) or
     "vulkan" (kernels as SPIR-V compute shaders run by runtime_c/vulkan). A
@@ -256,7 +258,10 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
     the per-kernel profiler (the server's, or the bare-metal runner's, copy
     of the model compiled with RXE_PROFILE): a build of half the compiler
     work whose `profile()` is refused by name; run, benchmark and generate
-    are unchanged."""
+    are unchanged. The board's tuning table (relax_edge/tuning.py), or
+    `tuning` ({kernel: {knob: value}}) when given, sets the runtime kernels'
+    constants (-D flags, in the build key) and their Python mirrors."""
+    from . import tuning as tuning_tables
     board = load_board(board)
     require_toolchain(board)
     if backend not in BACKENDS:
@@ -266,9 +271,11 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
     start = time.perf_counter()
     out_dir = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="relax-edge-"))
     out_dir.mkdir(parents=True, exist_ok=True)
-    tc = _toolchain(board, opt_level, sanitize)
+    table, table_source = tuning_tables.resolve(board, tuning)
+    tc = _toolchain(board, opt_level, sanitize, table)
     stages = StageClock(quiet)
-    mod = stages.run("optimize", optimize_module, mod, board, optimize, backend)
+    with tuning_tables.mirrors(table):
+        mod = stages.run("optimize", optimize_module, mod, board, optimize, backend)
     plans = stages.run("plan_memory", plan_module, mod)
     _check_fixed_arena(plans)
     host = stages.run("lower_host", lower_host, mod, plans, name, kernel_prefix(backend, name))
@@ -278,7 +285,8 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
                         out_dir / f"{host.prefix}.h", host.signature, source=source,
                         workspace_bytes=host.main.fixed_workspace, memory_plan=dump_plan(plans["main"].plan),
                         runner=products.runner, server=products.server, board_file=board.path, sanitize=sanitize,
-                        stage_seconds=stages.seconds, decoder=decoder_info(host), weights_bytes=len(sources.weights))
+                        stage_seconds=stages.seconds, decoder=decoder_info(host), weights_bytes=len(sources.weights),
+                        tuning=table_source)
     artifact.state_bytes = artifact.decoder["state_bytes"] if artifact.decoder else None
     if _up_to_date(out_dir, key, products):
         artifact.cached = True
@@ -286,6 +294,8 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
         _finish(artifact, start)
         _progress(f"{out_dir}: up to date", quiet)
         return artifact
+    if table_source:
+        _progress(f"tuning table: {table_source}", quiet)
     _progress(f"compiling {host.prefix} for {board.name} with {tc.cc} "
               f"({len(sources.weights) / 1e6:.1f} MB of constants)", quiet)
     packager = Packager(tc, board, out_dir, products, opt_level, emit_llvm, profile)

@@ -222,6 +222,7 @@ def cmd_compile(args) -> int:
                                      args.max_context)
     sig = art.signature["main"]
     print(f"compiled {args.model} for {art.board} ({art.backend}) into {art.out_dir}")
+    print("  tuning table: " + (art.tuning or "none (the kernels' defaults)"))
     print("  inputs:  " + ", ".join(f"{i['name']}: {i['dtype']}{i['shape']}" for i in sig["inputs"]))
     print("  outputs: " + ", ".join(f"{o['dtype']}{o['shape']}" for o in sig["outputs"]))
     shared = f"{art.shared_library.name} (shared), " if art.shared_library is not None else ""

@@ -91,18 +91,20 @@ def optimize(mod: IRModule, board=DEFAULT_BOARD, passes=None, verify: bool = Fal
              quiet: bool = True) -> IRModule:
     """`mod` through the pipeline for `board` (a name, a YAML path or a Board);
     verify=True checks the graph IR and every tensor program after each pass."""
+    from .tuning import board_mirrors
     board = load_board(board)
     names = list(passes) if passes is not None else default_passes(board)
     unknown = [n for n in names if n not in PASSES]
     if unknown:
         raise RelaxEdgeError(f"unknown passes {', '.join(unknown)}; known: {', '.join(PASSES)}")
-    for name in names:
-        start = time.perf_counter()
-        mod = PASSES[name](mod, board)
-        if verify:
-            _verify_after(mod, name)
-        if not quiet:
-            print(f"[relax-edge] {name}: {time.perf_counter() - start:.2f}s", file=sys.stderr, flush=True)
+    with board_mirrors(board):   # the scratch sizes of the board's tuning table (relax_edge/tuning.py)
+        for name in names:
+            start = time.perf_counter()
+            mod = PASSES[name](mod, board)
+            if verify:
+                _verify_after(mod, name)
+            if not quiet:
+                print(f"[relax-edge] {name}: {time.perf_counter() - start:.2f}s", file=sys.stderr, flush=True)
     return mod
 
 

@@ -4,9 +4,11 @@ A **target** is what the compiler needs: triples (GNU for the toolchain,
 LLVM for llvmlite), CPU, features, vector width, float ABI, operating system
 (linux / android / none), compiler and flags. A **board** is a target plus how
 to reach it: a transport (local, qemu, ssh, adb) and its connection fields.
-An optional `vulkan:` section describes the board's Vulkan device for the
-Vulkan runtime (runtime_c/vulkan/): the ICD file to pin, whether a CPU device
-such as lavapipe is accepted, the workgroup size and lavapipe's thread count.
+An optional `tuning:` field names the board's tuning table
+(relax_edge/tuning.py; default boards/tuning/NAME.json). An optional
+`vulkan:` section describes the board's Vulkan device for the Vulkan
+runtime (runtime_c/vulkan/): the ICD file to pin, whether a CPU device such
+as lavapipe is accepted, the workgroup size and lavapipe's thread count.
 An optional `android:` section describes the app library of an Android board
 (relax_edge/android/library.py): the ABI's name as jniLibs/ spells it, the
 NDK's target triple for it (checked against the ABI), the minimum API level
@@ -89,6 +91,7 @@ class Board:
     timeout_s: float = 120.0
     vulkan: dict = dataclasses.field(default_factory=dict)
     android: dict = dataclasses.field(default_factory=dict)   # abi, ndk_triple, api_level, cflags
+    tuning: str = ""    # the tuning table's path (YAML field `tuning`), else boards/tuning/NAME.json
 
 
 # field -> (required, type, allowed values or None)
@@ -103,6 +106,7 @@ _BOARD_FIELDS = {
     "transport": (True, str, TRANSPORTS), "qemu": (False, dict, None), "ssh": (False, dict, None),
     "adb": (False, dict, None), "timeout_s": (False, (int, float), None), "vulkan": (False, dict, None),
     "android": (False, dict, None),
+    "tuning": (False, str, None),   # the board's tuning table (relax_edge/tuning.py), relative to the YAML file
 }
 # icd: the driver manifest (VK_DRIVER_FILES); allow_cpu: accept a CPU device; workgroup_size: the kernels'
 # local_size_x; lp_num_threads: LP_NUM_THREADS for lavapipe (0: the machine's cores)
@@ -225,7 +229,8 @@ def _parse(path: Path, data) -> Board:
     return Board(name=data["name"], description=data.get("description", ""), target=target,
                  transport=transport, path=where, qemu=data.get("qemu", {}), ssh=data.get("ssh", {}),
                  adb=data.get("adb", {}), timeout_s=float(data.get("timeout_s", 120.0)), vulkan=data.get("vulkan", {}),
-                 android=_android_section(data.get("android")))
+                 android=_android_section(data.get("android")),
+                 tuning=str((path.parent / data["tuning"]).resolve()) if data.get("tuning") else "")
 
 
 def load_board(name_or_path) -> Board:

@@ -2,7 +2,8 @@
 generated sources and the C runtime.
 
 1. `Toolchain.for_board` is the board's compiler and flags (the host's `cc`
-   on the local board; -DRXE_NO_LIBM -DRXE_NO_THREADS when freestanding);
+   on the local board; -DRXE_NO_LIBM -DRXE_NO_THREADS when freestanding;
+   the -D flags of the board's tuning table, relax_edge/tuning.py);
    `sanitized` adds ASan + UBSan to every C object and to the link.
 2. The runtime core, the thread pool, the library kernels, the runner and
    the RPC server's objects are model-independent (or depend only on flags
@@ -107,13 +108,16 @@ class Toolchain:
     local: bool          # runs in this process (host)
 
     @classmethod
-    def for_board(cls, board: Board, opt_level: str | None = None) -> "Toolchain":
+    def for_board(cls, board: Board, opt_level: str | None = None, table: dict | None = None) -> "Toolchain":
+        """`table`: a validated tuning table (tuning.resolve); None reads the board's."""
+        from . import tuning
         t = board.target
         local = board.transport == "local"
         cc = host_compiler() if t.compiler == "cc" and local else t.compiler
         flags = [f for f in t.cflags if not (opt_level and f.startswith("-O"))]
         if opt_level:
             flags.insert(0, opt_level)
+        flags += tuning.cflags(tuning.load_table(board) if table is None else table)
         # -fno-math-errno: sqrt and friends inline as instructions (nothing reads errno)
         base = ["-std=c99", "-Wall", "-Wextra", "-fno-math-errno", f"-I{RUNTIME_DIR / 'include'}"]
         if t.freestanding:

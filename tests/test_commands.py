@@ -44,6 +44,7 @@ def test_compile_then_run_with_inputs_and_check(tmp_path):
     proc = cli("compile", path, "--board", "host", "-o", out_dir, "--dim", "batch=1..16")
     assert proc.returncode == 0, proc.stderr
     assert "inputs:  x: float32(batch, 32)" in proc.stdout
+    assert "tuning table: " in proc.stdout   # the board's table, or none
     assert "[relax-edge] compiling" in proc.stderr  # progress is shown
     x = np.random.default_rng(0).standard_normal((5, 32)).astype(np.float32)
     np.savez(tmp_path / "in.npz", x=x)

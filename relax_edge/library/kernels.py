@@ -7,7 +7,10 @@ compile-time weight packing and a numpy reference.
    (in `sizes` order), then `rxe_error_t* err`; the kernel returns a status.
 2. The packers give the exact layout the C kernels read
    (runtime_c/include/relax_edge/kernels.h); MR, NR, KC and NC mirror the
-   RXE_GEMM_* macros there and must change with them. One packed W serves
+   RXE_GEMM_* macros there and must change with them. KC and NC are the
+   defaults: a board's tuning table (relax_edge/tuning.py) may set others,
+   which the build passes to C as -D flags and to the scratch mirrors
+   through `blocking` (active inside `using_blocking`). One packed W serves
    both paths of rxe_lib_dense_f32 (m is known only at run time): the
    blocked GEMM and, up to GEMV_MAX_M rows, the matrix-vector path.
 3. The scratch functions mirror RXE_LIB_*_SCRATCH_BYTES: they take ints
@@ -19,6 +22,8 @@ compile-time weight packing and a numpy reference.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
@@ -29,6 +34,29 @@ from ..ir.shape import as_expr, floordiv, min_expr
 MR, NR, KC, NC = 6, 16, 256, 512   # RXE_GEMM_MR, _NR, _KC, _NC
 GEMV_MAX_M = 4   # RXE_GEMV_MAX_M: rxe_lib_dense_f32 takes its matrix-vector path (gemv.c) up to this m
 ACT_NONE, ACT_RELU, ACT_RELU6 = 0, 1, 2
+_BLOCKING = contextvars.ContextVar("gemm_blocking", default=None)   # (KC, NC) of the build under way
+
+
+def blocking() -> tuple:
+    """The (KC, NC) the scratch mirrors use now: the build's tuning table's,
+    else the defaults."""
+    return _BLOCKING.get() or (KC, NC)
+
+
+def blocking_is_set() -> bool:
+    """A caller (a build with a tuning table) has set the blocking."""
+    return _BLOCKING.get() is not None
+
+
+@contextlib.contextmanager
+def using_blocking(kc: int, nc: int):
+    """The scratch mirrors use KC = kc and NC = nc inside the block (the C
+    kernels must be compiled with -DRXE_GEMM_KC=kc -DRXE_GEMM_NC=nc)."""
+    token = _BLOCKING.set((int(kc), int(nc)))
+    try:
+        yield
+    finally:
+        _BLOCKING.reset(token)
 
 
 # ------------------------------------------------------------------ scratch
@@ -39,8 +67,9 @@ def _sized(expr, *sizes):
 
 
 def _gemm_scratch(k, n):
+    kc, nc = blocking()
     columns = floordiv(as_expr(n) + (NR - 1), NR) * NR
-    return 4 * min_expr(k, KC) * min_expr(columns, NC)
+    return 4 * min_expr(k, kc) * min_expr(columns, nc)
 
 
 def matmul_scratch_bytes(m, n, k):

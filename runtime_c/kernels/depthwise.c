@@ -17,8 +17,11 @@
 #define DW_INLINE static inline
 #endif
 
-/* Below this many multiply-adds the kernel runs on its caller only. */
-#define PARALLEL_MIN_MACS 32768
+/* Below this many multiply-adds the kernel runs on its caller only (a tuning table may set it). */
+#ifndef RXE_DEPTHWISE_PARALLEL_MIN_MACS
+#define RXE_DEPTHWISE_PARALLEL_MIN_MACS 32768
+#endif
+#define PARALLEL_MIN_MACS ((int64_t)RXE_DEPTHWISE_PARALLEL_MIN_MACS)
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>

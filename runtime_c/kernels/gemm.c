@@ -9,7 +9,10 @@
 #define NR RXE_GEMM_NR
 #define KC RXE_GEMM_KC
 #define NC RXE_GEMM_NC
-#define PARALLEL_WORK ((int64_t)64 * 64 * 64) /* below this m*n*k, one thread */
+#ifndef RXE_GEMM_PARALLEL_WORK /* below this m*n*k, one thread (a tuning table may set it) */
+#define RXE_GEMM_PARALLEL_WORK (64 * 64 * 64)
+#endif
+#define PARALLEL_WORK ((int64_t)RXE_GEMM_PARALLEL_WORK)
 
 /* What a tile does with its sums: overwrite c (first k block) or add to it;
  * after the last k block add the biases and apply act. */

@@ -17,7 +17,10 @@
 
 #define NR RXE_GEMM_NR
 #define MAX_M RXE_GEMV_MAX_M
-#define PARALLEL_MIN_MACS 262144 /* below this m*n*k (1 MB of W at m = 1), one thread */
+#ifndef RXE_GEMV_PARALLEL_MIN_MACS /* below this m*n*k (1 MB of W at m = 1), one thread; a tuning table may set it */
+#define RXE_GEMV_PARALLEL_MIN_MACS 262144
+#endif
+#define PARALLEL_MIN_MACS ((int64_t)RXE_GEMV_PARALLEL_MIN_MACS)
 
 #if defined(__GNUC__)
 #define GEMV_INLINE static inline __attribute__((always_inline))

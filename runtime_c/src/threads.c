@@ -28,7 +28,10 @@ void rxe_threads_shutdown(void) {}
  * yield the core, so that a spinning thread does not starve the others
  * when threads outnumber cores. */
 #define PAUSE_ROUNDS 200
-#define SPIN_ROUNDS 300
+#ifndef RXE_THREADS_SPIN_ROUNDS /* a tuning table may set it */
+#define RXE_THREADS_SPIN_ROUNDS 300
+#endif
+#define SPIN_ROUNDS RXE_THREADS_SPIN_ROUNDS
 
 /* The generation word: a counter in the high bits, the job's chunk count in
  * the low CHUNK_BITS, so that a worker without a chunk never reads the job

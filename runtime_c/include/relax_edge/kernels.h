@@ -49,8 +49,13 @@ extern "C" {
  * do not depend on the thread count. */
 #define RXE_GEMM_MR 6
 #define RXE_GEMM_NR 16
+/* KC and NC may be set by a board's tuning table (relax_edge/tuning.py). */
+#ifndef RXE_GEMM_KC
 #define RXE_GEMM_KC 256
+#endif
+#ifndef RXE_GEMM_NC
 #define RXE_GEMM_NC 512
+#endif
 /* Rows up to which rxe_lib_dense_f32 takes its matrix-vector path (gemv.c). */
 #define RXE_GEMV_MAX_M 4
 
