@@ -152,7 +152,7 @@ def _run_ray(farm: Farm, builds: dict, jobs: list, work, finished) -> None:
                 try:
                     result = ray.get(ref)
                 except Exception as err:  # noqa: BLE001 - a worker that died RETRIES + 1 times
-                    result = _failed(f"{job['farm_board']}: the task failed after {RETRIES} retries: "
+                    result = _failed(f"{job['farm_board']}: gave up after {RETRIES} retries: "
                                      f"{type(err).__name__}: {str(err)[-500:]}")
                 finished(job, result)
     finally:
@@ -201,7 +201,8 @@ def _run_local(farm: Farm, builds: dict, jobs: list, work, finished) -> None:
                         broken = True
                         attempts[key] += 1
                         if attempts[key] > RETRIES:
-                            built[key] = {"error": f"the build's worker died {RETRIES + 1} times"}
+                            built[key] = {"error": f"the build gave up after {RETRIES} retries: "
+                                                   "its worker process died"}
                         else:
                             again.append(key)
                     continue
@@ -215,7 +216,8 @@ def _run_local(farm: Farm, builds: dict, jobs: list, work, finished) -> None:
                     if attempts[id(job)] <= RETRIES:
                         waiting[job["farm_board"]].appendleft(job)
                         continue
-                    result = _failed(f"{job['farm_board']}: the worker died {RETRIES + 1} times")
+                    result = _failed(f"{job['farm_board']}: gave up after {RETRIES} retries: "
+                                     "its worker process died")
                 finished(job, result, in_flight)
             if broken:   # a dead worker breaks the whole pool: a new one runs what was in flight
                 for job in running.values():

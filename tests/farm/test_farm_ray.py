@@ -17,9 +17,10 @@ import ray
 
 import relax_edge as rxe
 from relax_edge.farm.db import ResultsDB
-from relax_edge.farm.scheduler import start_local_ray
+from relax_edge.farm.scheduler import RETRIES, run_matrix, start_local_ray
 from tests.deploy.sshd import Sshd
 from tests.farm.farm_fixtures import models, ssh_boards, write_farm
+from tests.farm.worker_faults import die_once
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -141,3 +142,16 @@ def test_a_killed_run_keeps_its_cells_and_resume_completes_it(farm_env, tmp_path
         ("qemu-aarch64", 1, "ok"), ("qemu-aarch64", 2, "ok"), ("ssh-hang", 1, "failed"), ("ssh-hang", 2, "failed")]
     report = subprocess.run(_cli("report", "--db", db), env=env, cwd=tmp_path, capture_output=True, text=True)
     assert report.returncode == 0 and "ssh-hang" in report.stdout and "qemu-aarch64" in report.stdout
+
+
+@pytest.mark.parametrize("local", [False, True], ids=["ray", "pool"])
+def test_a_worker_killed_mid_task_is_retried_and_one_that_always_dies_fails_alone(ray_farm, tmp_path, local):
+    jobs = [{"farm_board": "qemu-aarch64", "marker": str(tmp_path / "once"), "always": False},
+            {"farm_board": "qemu-riscv64", "marker": str(tmp_path / "always"), "always": True}]
+    results = []
+    run_matrix(ray_farm, {}, jobs, die_once, lambda job, result: results.append((job["farm_board"], result)),
+               local=local, quiet=True)
+    outcome = dict(results)
+    assert outcome["qemu-aarch64"]["status"] == "ok" and outcome["qemu-aarch64"]["pid"] != os.getpid()
+    assert outcome["qemu-riscv64"]["status"] == "failed"
+    assert outcome["qemu-riscv64"]["reason"].startswith(f"qemu-riscv64: gave up after {RETRIES} retries: ")
