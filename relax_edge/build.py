@@ -79,6 +79,7 @@ class Artifact:
     sizes: dict | None = None            # {"model": {"text":..}, "runtime": {...}} in bytes
     board_file: str = ""
     tuning: str = ""                     # the tuning table used: its path, "given" (build(tuning=...)) or ""
+    tuning_flags: list = dataclasses.field(default_factory=list)   # its -D flags, for a runtime compiled apart
     sanitize: bool = False               # built with ASan + UBSan (no shared library then)
     stage_seconds: dict = dataclasses.field(default_factory=dict)   # stage name -> wall seconds, in order
 
@@ -286,7 +287,7 @@ def build(mod: IRModule, board=DEFAULT_BOARD, backend: str = "c", out_dir=None, 
                         workspace_bytes=host.main.fixed_workspace, memory_plan=dump_plan(plans["main"].plan),
                         runner=products.runner, server=products.server, board_file=board.path, sanitize=sanitize,
                         stage_seconds=stages.seconds, decoder=decoder_info(host), weights_bytes=len(sources.weights),
-                        tuning=table_source)
+                        tuning=table_source, tuning_flags=tuning_tables.cflags(table))
     artifact.state_bytes = artifact.decoder["state_bytes"] if artifact.decoder else None
     if _up_to_date(out_dir, key, products):
         artifact.cached = True

@@ -355,7 +355,7 @@ def link_server(tc: Toolchain, out: Path, profiled_objects, runtime_objects, pre
 
 def build_runner(artifact, out_path, cc: str | None = None, extra_cflags=(), extra_ldflags=()) -> Path:
     """A host runner executable for an Artifact's model, with extra flags
-    (e.g. sanitizers)."""
+    (e.g. sanitizers) after the -D flags of the build's tuning table."""
     cc = cc or host_compiler()
     out_path = Path(out_path)
     d = artifact.out_dir
@@ -366,7 +366,7 @@ def build_runner(artifact, out_path, cc: str | None = None, extra_cflags=(), ext
     sources = [*model, d / f"{artifact.prefix}_weights.S", RUNNER_SOURCE]
     sources += [*RUNTIME_SOURCES, *library_sources()]
     cmd = [cc, "-std=c99", "-O1", "-g", f"-I{RUNTIME_DIR / 'include'}", f"-Wa,-I{d}",
-           f"-DRXE_MODULE={artifact.prefix}_module", *extra_cflags, *map(str, sources), "-o", str(out_path),
-           *extra_ldflags, "-lm", "-lpthread"]
+           f"-DRXE_MODULE={artifact.prefix}_module", *getattr(artifact, "tuning_flags", ()), *extra_cflags,
+           *map(str, sources), "-o", str(out_path), *extra_ldflags, "-lm", "-lpthread"]
     run_tool(cmd, "building the runner")
     return out_path

@@ -10,7 +10,9 @@ compile-time weight packing and a numpy reference.
    RXE_GEMM_* macros there and must change with them. KC and NC are the
    defaults: a board's tuning table (relax_edge/tuning.py) may set others,
    which the build passes to C as -D flags and to the scratch mirrors
-   through `blocking` (active inside `using_blocking`). One packed W serves
+   through `blocking` (active inside `using_blocking`); the scratch is the
+   larger of its size under the table's blocks and under the defaults, so
+   that it fits a runtime compiled either way. One packed W serves
    both paths of rxe_lib_dense_f32 (m is known only at run time): the
    blocked GEMM and, up to GEMV_MAX_M rows, the matrix-vector path.
 3. The scratch functions mirror RXE_LIB_*_SCRATCH_BYTES: they take ints
@@ -29,7 +31,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from ..ir.shape import as_expr, floordiv, min_expr
+from ..ir.shape import as_expr, floordiv, max_expr, min_expr
 
 MR, NR, KC, NC = 6, 16, 256, 512   # RXE_GEMM_MR, _NR, _KC, _NC
 GEMV_MAX_M = 4   # RXE_GEMV_MAX_M: rxe_lib_dense_f32 takes its matrix-vector path (gemv.c) up to this m
@@ -67,9 +69,12 @@ def _sized(expr, *sizes):
 
 
 def _gemm_scratch(k, n):
-    kc, nc = blocking()
+    # the larger of the bytes under the table's KC and NC and under the defaults: the scratch then also
+    # fits a runtime built without the table's flags (CMake's rxe_runtime, a runner built apart)
     columns = floordiv(as_expr(n) + (NR - 1), NR) * NR
-    return 4 * min_expr(k, kc) * min_expr(columns, nc)
+    kc, nc = blocking()
+    tuned = 4 * min_expr(k, kc) * min_expr(columns, nc)
+    return tuned if (kc, nc) == (KC, NC) else max_expr(tuned, 4 * min_expr(k, KC) * min_expr(columns, NC))
 
 
 def matmul_scratch_bytes(m, n, k):

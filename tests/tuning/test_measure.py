@@ -69,7 +69,7 @@ def test_a_tuned_build_on_the_host_matches_numpy(tmp_path):
     (tmp_path / "tuned-host.json").write_text(json.dumps({"board": "host", "kernels": HOST_TABLE}))
     w, args = weights(), inputs()
     art = rxe.build(model(w), board=board_file, out_dir=tmp_path / "build")
-    assert art.tuning == str(tmp_path / "tuned-host.json")
+    assert art.tuning == str(tmp_path / "tuned-host.json") and art.tuning_flags == ["-DRXE_GEMM_KC=128"]
     with rxe.connect("host") as dev:
         m = dev.load(art, threads=2)
         check(m.run(*args), expected(w, *args))
