@@ -14,7 +14,9 @@ transport. A Vulkan artifact (backend "vulkan", board host-vulkan) is a
 `VulkanModule`: at load the board's ICD is pinned (VK_DRIVER_FILES, unless
 RXE_VK_ANY_DEVICE=1), then PREFIX_vk_init opens the device, checks the
 module's requirements, creates the pipelines and uploads the weights;
-`close` frees the device. Its per-kernel profile is measured in process:
+`close` frees the device. `generate` keeps a decoder's KV cache in device
+buffers for the whole request (only the logits come back per step); a plain
+`run` of `step` writes the state inputs and reads them back. Its per-kernel profile is measured in process:
 one run, then the GPU's time of each dispatch (rxe_vk_times, from
 timestamps) under the kernel and node that PREFIX_FUNC_vk_rows names.
 
@@ -239,6 +241,23 @@ class VulkanModule(LoadedModule):
         """(count, the first one's text) of the validation layer's messages since load."""
         ctx = self._ctx()
         return (self.lib.rxe_vk_validation_messages(ctx), (self.lib.rxe_vk_validation_text(ctx) or b"").decode())
+
+    def generate(self, prompt_ids, max_new_tokens: int = 32, temperature: float = 0.0, top_k=None, top_p=None,
+                 seed: int = 0, stop=None, on_token=None) -> GenerateResult:
+        """rxe_generate in this process with the KV cache kept on the device
+        (PREFIX_vk_keep_state(1)): each step reads back only its logits."""
+        req = check_request(self.artifact.signature, prompt_ids, max_new_tokens, temperature, top_k, top_p, seed, stop)
+        self._ctx()
+        keep = getattr(self.lib, f"{self.artifact.prefix}_vk_keep_state", None)
+        if keep is None:
+            raise RelaxEdgeError(f"{self.artifact.shared_library}: no {self.artifact.prefix}_vk_keep_state; "
+                                 "rebuild the artifact")
+        keep.argtypes, keep.restype = [ctypes.c_int], None
+        keep(1)
+        try:
+            return generate_in_process(self.lib, self.module, req, on_token)
+        finally:
+            keep(0)
 
     def profile(self, *inputs) -> dict:
         """One run; each dispatch's GPU time (timestamps), summed per kernel

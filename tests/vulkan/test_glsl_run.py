@@ -26,6 +26,7 @@ N = [1, 63, 64, 65, 4097]
 N_HEAVY = [1, 63, 65, 130]     # convolutions, pools, matmuls, norms: the interpreter is slow past that
 # (case id, the program of its module to run: the last one unless named)
 ELEMENTWISE = ["add_broadcast", "tanh", "gelu", "unary_erf", "unary_log", "unary_sqrt", "unary_round",
+               "unary_sin", "unary_cos",
                ("round_halves", "round"), ("power", "power"), "sign_int", "div_int_truncates", ("mod_int_floor", "mod"),
                ("bit_shift_left_int32", "bit_shift"), "slice_reverse_step", "pad_reflect", "clip", "cast_int"]
 HEAVY = ["log_softmax", "softmax_last", "layer_norm_last_axis_bias", "matmul_batch_broadcast", "conv2d_symbolic_h",

@@ -3,8 +3,7 @@ against ONNX Runtime (graph optimizations off): BERT, whose token ids,
 attention mask and index math are int64 and bool on the device, at several
 sequence lengths from one build, with the validation layer on (when
 installed) and zero messages; GPT-2 without a cache. The decoders with the
-KV cache are not here: the state buffers and the kv_append / kv_attention
-library kernels have no shader yet."""
+KV cache are in test_vk_decoder.py."""
 
 from __future__ import annotations
 

@@ -169,6 +169,7 @@ class KernelRecord:
     push_in_buffer: bool
     asserts: list = field(default_factory=list)
     status: bool = False
+    stored: dict = field(default_factory=dict)   # int64 buffer name -> (lo, hi) of the values its stores write
 
 
 def _f32_literal(value: float) -> str:
@@ -257,7 +258,38 @@ uint rxe_max(uint a, uint b) { return a > b ? a : b; }
     return x < 0.0 ? -e : e;
 }
 """,
+    # sin and cos of any float: the quadrant from x * 2/pi, x reduced by pi/2 in three parts (Cody-Waite),
+    # Cephes' minimax polynomials on [-pi/4, pi/4]; the same on every driver (GLSL's builtins promise 2^-11)
+    "sincos": """float rxe_sincos_r(float x, out int q) {
+    float k = roundEven(x * 0.636619772);
+    q = int(k);
+    return ((x - k * 1.5703125) - k * 4.837512969970703125e-4) - k * 7.54978995489188216e-8;
 }
+float rxe_sin_poly(float r) {
+    float z = r * r;
+    return r + r * z * (-1.6666654611e-1 + z * (8.3321608736e-3 + z * -1.9515295891e-4));
+}
+float rxe_cos_poly(float r) {
+    float z = r * r;
+    return 1.0 - 0.5 * z + z * z * (4.166664568298827e-2 + z * (-1.388731625493765e-3 + z * 2.443315711809948e-5));
+}
+float rxe_sin(float x) {
+    if (isinf(x) || isnan(x)) return uintBitsToFloat(0x7fc00000u);
+    int q;
+    float r = rxe_sincos_r(x, q);
+    float v = (q & 1) == 0 ? rxe_sin_poly(r) : rxe_cos_poly(r);
+    return (q & 2) == 0 ? v : -v;
+}
+float rxe_cos(float x) {
+    if (isinf(x) || isnan(x)) return uintBitsToFloat(0x7fc00000u);
+    int q;
+    float r = rxe_sincos_r(x, q);
+    float v = (q & 1) == 0 ? rxe_cos_poly(r) : rxe_sin_poly(r);
+    return ((q + 1) & 2) == 0 ? v : -v;
+}
+""",
+}
+HELPER_OF = {"sin": "sincos", "cos": "sincos"}   # intrinsics whose helper function carries another key
 BUILTIN_MATH = {"exp": "exp", "floor": "floor", "ceil": "ceil", "fabs": "abs", "round": "roundEven"}
 HELPER_MATH = ("log", "sqrt", "pow", "tanh", "erf")
 # int32 / uint32 bit operations; shift counts past 31 give what the C backend's 64-bit shifts leave in the
@@ -340,7 +372,7 @@ class GlslRenderer(Renderer):
             return None if math.inf in (abs(lo), abs(hi)) else (int(lo), int(hi))
         if isinstance(e, Load):
             if e.buffer.dtype == "int64":
-                return None if e.buffer in self.k.locals else (-DATA64, DATA64 - 1)
+                return None if e.buffer in self.k.locals else self.k.ranges.get(e.buffer.name, (-DATA64, DATA64 - 1))
             return {"int32": (-INT32, INT32 - 1), "bool": (0, 1)}.get(e.buffer.dtype)
         if isinstance(e, Cast):
             if e.a.dtype == "int64":
@@ -436,8 +468,8 @@ class GlslRenderer(Renderer):
             self.refuse(f"intrinsic {name} on {dtype}", f"{name} of {dtype}")
         if name in BUILTIN_MATH:
             return f"{BUILTIN_MATH[name]}({', '.join(args)})"
-        if name in HELPER_MATH:
-            return self.helper(name, f"rxe_{name}({', '.join(args)})")
+        if name in HELPER_MATH or name in HELPER_OF:
+            return self.helper(HELPER_OF.get(name, name), f"rxe_{name}({', '.join(args)})")
         return self.refuse(f"intrinsic {name}", f"float32 {name} has no GLSL version here")
 
     def load(self, e: Load) -> str:
@@ -463,8 +495,10 @@ class _Loaded(StmtVisitor):
 class GlslKernel(IndentedLines, KernelSkeleton):
     """One tensor program as GLSL text (see emit_glsl)."""
 
-    def __init__(self, program: TensorProgram, local_size_x: int, inplace: bool):
+    def __init__(self, program: TensorProgram, local_size_x: int, inplace: bool, ranges: dict | None = None):
         super().__init__(program, program.name, inplace)
+        self.ranges = dict(ranges or {})   # int64 buffer name -> (lo, hi) its values are known to lie in
+        self.stored: dict = {}
         self.local_size_x = local_size_x
         self.r = GlslRenderer(self)
         self.grid = map_grid(program)
@@ -520,7 +554,7 @@ class GlslKernel(IndentedLines, KernelSkeleton):
                             f"buffer {b.name} has up to {hi} elements under the size bounds; 32-bit indexing needs "
                             f"fewer than 2^31 (bound the size variables with SizeVar(name, upper=...))")
         self.r.used.update(f"b{k}" for k in range(len(p.params) + 1))   # the buffers' block names, the status block
-        self.r.used.update(f"rxe_{h}" for h in HELPERS)
+        self.r.used.update(f"rxe_{h}" for h in (*HELPERS, "sin", "cos", "sin_poly", "cos_poly", "sincos_r"))
         for v in p.size_params:
             self.r.name(v, v.name)
         items = self.grid.items
@@ -586,7 +620,7 @@ class GlslKernel(IndentedLines, KernelSkeleton):
             flags=0, items=self.grid.items, items_c=c.int_expr(self.grid.items),
             size_params=tuple(c.name(v, v.name) for v in p.size_params),
             grid=tuple(v.name for v, _ in self.grid.loops), push_in_buffer=words > PUSH_CONSTANT_WORDS,
-            asserts=self.asserts, status=status)
+            asserts=self.asserts, status=status, stored=self.stored)
         return text, record
 
     # statements ------------------------------------------------------------
@@ -598,6 +632,8 @@ class GlslKernel(IndentedLines, KernelSkeleton):
                 self.refuse("int64 store may exceed 2^30",
                             f"the value stored to int64 buffer {b.name} lies in {r}, not proven inside "
                             f"[-2^30, 2^30) (every int64 in device memory must)")
+            old = self.stored.get(b.name, r)
+            self.stored[b.name] = (min(old[0], r[0]), max(old[1], r[1]))
             value = self.r.expr(s.value)
             low = self.element(b, s.indices)
             self.braced("{", f"int {self.temp('v64')} = {value};",
@@ -692,14 +728,17 @@ class GlslKernel(IndentedLines, KernelSkeleton):
         self.serial_loop(s)   # not reached: self.task is always set (the grid is decided by grid.py)
 
 
-def emit_glsl(program: TensorProgram, local_size_x: int = 64, *, inplace: bool = True):
+def emit_glsl(program: TensorProgram, local_size_x: int = 64, *, inplace: bool = True, ranges: dict | None = None):
     """(GLSL 450 compute shader text, KernelRecord) for `program` (the ABI in
     the module docstring). `local_size_x` is the default of specialization
     constant 0; `inplace=False` promises that no output aliases an input (the
-    buffers are then declared restrict). Raises GlslUnsupported naming any
-    construct not handled yet."""
+    buffers are then declared restrict). `ranges` (int64 buffer name -> (lo,
+    hi)) narrows what a load of that buffer may hold below [-2^30, 2^30)
+    (module.py knows it from the weights and the kernels that stored the
+    values); the record's `stored` says what each int64 store wrote. Raises
+    GlslUnsupported naming any construct not handled yet."""
     if isinstance(local_size_x, bool) or not isinstance(local_size_x, int) or not 1 <= local_size_x <= 1024:
         raise RelaxEdgeError(f"GLSL kernel {program.name}: local_size_x must be an integer in [1, 1024], "
                              f"got {local_size_x!r}")
-    from .reduce import cooperative  # its emitter extends GlslKernel
-    return cooperative(program, local_size_x, inplace) or GlslKernel(program, local_size_x, inplace).emit()
+    from .reduce import cooperative  # its emitter extends GlslKernel (int64 loads there keep the default range)
+    return cooperative(program, local_size_x, inplace) or GlslKernel(program, local_size_x, inplace, ranges).emit()

@@ -40,8 +40,24 @@ except where the work happens:
   symbol, node: NULL-terminated pairs), for the profile built from
   rxe_vk_times.
 
-Refused (CodegenError naming the node): library kernels (call_extern; the
-vulkan pipeline does not dispatch to them), copies between values, `if`
+- int64 value ranges: a kernel's int64 loads are known to lie in [-2^30,
+  2^30) unless more is known (`int64_ranges`): an int64 weight holds the
+  values the blob has, a workspace value the ones its producing kernel
+  proved it stored (its record's `stored`), in the order of the run; each
+  kernel is emitted with the union over its calls. So shape arithmetic
+  (total_seq - seq, positions from arange plus a stored offset) is proven
+  to fit on the device.
+- KV-cache decoders (kv.py): kv_append and kv_attention dispatch their
+  shaders. A `step` function's state inputs (state_<N>, transform/
+  kv_state.py) live in device buffers of their fixed size, made at init
+  and kept across runs (`PREFIX_FUNC_vk_state`). By default a run writes
+  each state input into its buffer and reads it back after the submit
+  (the C build's in-place state); after `PREFIX_vk_keep_state(1)` (what
+  `m.generate` sets around rxe_generate) the device buffers are the state:
+  nothing of it crosses to the host, a run reads back only the logits.
+
+Refused (CodegenError naming the node): library kernels other than the
+matmul and the KV-cache ones, copies between values, `if`
 and `loop` control flow, and kernels with a serial loop that may run more
 than MAX_SERIAL_ITERATIONS times in one invocation (lavapipe stops any
 shader loop after 65,535 iterations without an error).
@@ -61,9 +77,9 @@ from ..c.host import CHostEmitter
 from ..c.kernel import c_string
 from ..c.module import _ENV, CSources, _context, support_files
 from ..host_program import Address, CodegenError, HostFunction, HostModule
-from . import matmul
+from . import kv, matmul
 from .grid import map_grid
-from .kernel import DATA64, STATUS_VALUES, STATUS_WORDS, emit_glsl
+from .kernel import DATA64, STATUS_VALUES, STATUS_WORDS, GlslUnsupported, emit_glsl
 from .spirv import compile_spirv
 
 __all__ = ["emit_vulkan", "MAX_SERIAL_ITERATIONS"]
@@ -98,6 +114,57 @@ def check_loops(symbol: str, program) -> None:
                            "lavapipe; bound the sizes lower (--dim NAME=LO..HI)")
 
 
+def _union(a, b):
+    return b if a is None else (min(a[0], b[0]), max(a[1], b[1]))
+
+
+def _weight_range(param, a: Address, blob: bytes):
+    n = int(param.numel())
+    values = np.frombuffer(blob, dtype="<i8", count=n, offset=int(a.index))
+    return (int(values.min()), int(values.max())) if n else (0, 0)
+
+
+def int64_ranges(host: HostModule, local: int, blob: bytes, rounds: int = 6) -> dict:
+    """symbol -> {int64 parameter name: (lo, hi)}: what each kernel's int64
+    loads hold over all its calls, from the weights and from what the kernels
+    before proved they stored (the module docstring); {} for a kernel without
+    int64 parameters. Rounds until nothing widens; if that takes more than
+    `rounds`, no ranges (every load in [-2^30, 2^30), always sound)."""
+    int64 = {symbol: p for symbol, p in host.kernels.items() if any(b.dtype == "int64" for b in p.params)}
+    ranges: dict = {symbol: {} for symbol in int64}
+    default = (-DATA64, DATA64 - 1)
+    for _ in range(rounds):
+        before = {k: dict(v) for k, v in ranges.items()}
+        for fn in host.functions:
+            known: dict = {}   # (base, index) -> the range of the int64 values last stored there
+            for op in fn.entries.get("run", []):
+                if not hasattr(op, "buffers"):
+                    continue
+                if op.symbol not in int64:
+                    for a in op.buffers:   # a library call: whatever it writes is only known to be in range
+                        known.pop((a.base, a.index), None)
+                    continue
+                program = int64[op.symbol]
+                for param, a in zip(program.params, op.buffers):
+                    if param.dtype != "int64" or param not in program.inputs:
+                        continue
+                    r = _weight_range(param, a, blob) if a.base == "weights" else known.get((a.base, a.index),
+                                                                                           default)
+                    ranges[op.symbol][param.name] = _union(ranges[op.symbol].get(param.name), r)
+                try:
+                    _, record = emit_glsl(program, local, inplace=op.symbol in host.inplace,
+                                          ranges=ranges[op.symbol])
+                    stored = record.stored
+                except GlslUnsupported:
+                    stored = {}
+                for param, a in zip(program.params, op.buffers):
+                    if param in program.outputs:
+                        known[(a.base, a.index)] = stored.get(param.name, default)
+        if ranges == before:
+            return ranges
+    return {}
+
+
 def check_int64_weights(symbol: str, program, addresses, blob: bytes) -> None:
     """Refuse a kernel reading an int64 weight with a value outside the
     device's int64 range (kernel.py's DATA64)."""
@@ -129,6 +196,9 @@ class VulkanHostEmitter(CHostEmitter):
         self.kernels = kernels   # symbol -> (index, KernelRecord, TensorProgram)
         self.io = len(fn.inputs) + len(fn.outputs)
         self.begun = False
+        # the state inputs of a decoder's step: input index -> its slot in PREFIX_FUNC_vk_state
+        self.states = {i: k for k, i in enumerate(i for i, a in enumerate(fn.inputs)
+                                                   if fn.name == "step" and a.name.startswith("state_"))}
 
     def render(self) -> str:
         p = self.p
@@ -137,14 +207,33 @@ class VulkanHostEmitter(CHostEmitter):
         rows = [f"{c_string(kernel)}, {c_string(span)}," for kernel, span in self.fn.profile_rows]
         names = ["/* per dispatch of a run, in order: (kernel, node) */", f"const char* const {p}_vk_rows[] = {{",
                  *(f"  {row}" for row in rows), "  NULL};", ""]
-        return "\n".join(head) + super().render() + "\n" + self.release() + "\n".join(names)
+        return "\n".join(head + self.state_head()) + super().render() + "\n" + self.release() + "\n".join(names)
+
+    def state_bytes(self, i: int) -> int:
+        shape = [int(d) for d in self.fn.inputs[i].shape.strip("()").split(",") if d.strip()]
+        return 4 * int(np.prod(shape))
+
+    def state_head(self) -> list:
+        """The state buffers and their allocation at init (empty without states)."""
+        if not self.states:
+            return []
+        p, g = self.p, self.prefix
+        lines = [f"static rxe_vk_buffer_t* {p}_vk_state[{len(self.states)}];",
+                 "/* the device buffers of the state inputs, made at init, kept across runs */",
+                 f"static rxe_status_t {p}_vk_state_new(rxe_error_t* err) {{", "  rxe_status_t st = RXE_OK;"]
+        for i, k in self.states.items():
+            lines.append(f"  if (st == RXE_OK) st = rxe_vk_buffer_new({g}_vk, {self.state_bytes(i)}u, "
+                         f"&{p}_vk_state[{k}], err);")
+        return lines + ["  return st;", "}", ""]
 
     def release(self) -> str:
         p = self.p
         return "\n".join([f"static void {p}_vk_release(void) {{",
                           f"  for (uint32_t i = 0; i < {max(self.io, 1)}u; ++i) {{",
                           f"    rxe_vk_buffer_free({self.prefix}_vk, {p}_vk_io[i]);",
-                          f"    {p}_vk_io[i] = NULL;", f"    {p}_vk_io_bytes[i] = 0;", "  }", "}", ""])
+                          f"    {p}_vk_io[i] = NULL;", f"    {p}_vk_io_bytes[i] = 0;", "  }",
+                          *(f"  rxe_vk_buffer_free({self.prefix}_vk, {p}_vk_state[{k}]);\n"
+                            f"  {p}_vk_state[{k}] = NULL;" for k in self.states.values()), "}", ""])
 
     def entry(self, kind: str, head: str) -> list:
         self.begun = False
@@ -155,6 +244,9 @@ class VulkanHostEmitter(CHostEmitter):
         tail = [f"  st = rxe_vk_submit({g}_vk, (uint64_t)RXE_VK_TIMEOUT_NS, err);", "  if (st != RXE_OK) return st;"]
         if self.slots:
             tail += [f"  st = {g}_vk_status_check(err);", "  if (st != RXE_OK) return st;"]
+        for i, k in self.states.items():   # the in-place state back to the caller, unless it stays on the device
+            tail += [f"  st = {g}_vk_keep ? RXE_OK : rxe_vk_buffer_read({g}_vk, {self.p}_vk_state[{k}], 0, "
+                     f"RXE_DATA(inputs[{i}]), {self.state_bytes(i)}u, err);", "  if (st != RXE_OK) return st;"]
         for k in range(len(self.fn.outputs)):
             slot = len(self.fn.inputs) + k
             tail += [f"  st = rxe_vk_buffer_read({g}_vk, {self.p}_vk_io[{slot}], 0, RXE_DATA(outputs[{k}]), "
@@ -174,6 +266,11 @@ class VulkanHostEmitter(CHostEmitter):
         lines = []
         lines += self.check_int64_inputs()
         for i in range(len(self.fn.inputs)):
+            if i in self.states:
+                state = f"{p}_vk_state[{self.states[i]}]"
+                lines += [f"  st = {g}_vk_keep ? RXE_OK : rxe_vk_buffer_write({g}_vk, {state}, 0, "
+                          f"RXE_DATA(inputs[{i}]), {self.state_bytes(i)}u, err);", "  if (st != RXE_OK) return st;"]
+                continue
             lines += [f"  st = {g}_vk_reserve(&{p}_vk_io[{i}], &{p}_vk_io_bytes[{i}], "
                       f"{g}_vk_tensor_bytes(&inputs[{i}]), err);", "  if (st != RXE_OK) return st;",
                       f"  st = rxe_vk_buffer_write({g}_vk, {p}_vk_io[{i}], 0, RXE_DATA(inputs[{i}]), "
@@ -200,6 +297,8 @@ class VulkanHostEmitter(CHostEmitter):
 
     def device_view(self, a: Address) -> str:
         g, p = self.prefix, self.p
+        if a.base == "inputs" and a.index in self.states:
+            return f"{{{p}_vk_state[{self.states[a.index]}], 0, 0}}"
         if a.base == "inputs":
             return f"{{{p}_vk_io[{a.index}], 0, 0}}"
         if a.base == "outputs":
@@ -214,6 +313,10 @@ class VulkanHostEmitter(CHostEmitter):
     def call_kernel(self, op) -> list:
         if op.symbol == matmul.MATMUL_SYMBOL:
             return self.call_matmul(op)
+        if op.symbol == kv.APPEND_SYMBOL:
+            return self.call_append(op)
+        if op.symbol == kv.ATTENTION_SYMBOL:
+            return self.call_attention(op)
         if op.symbol not in self.kernels:
             raise CodegenError(f"function {self.fn.name}: the library kernel {op.symbol} ({op.note or 'call'}) cannot "
                                "run on Vulkan; build without library kernels")
@@ -262,6 +365,53 @@ class VulkanHostEmitter(CHostEmitter):
                         f"(uint64_t){items_gemv}, err) : rxe_vk_dispatch({self.prefix}_vk, {tiled}u, v, z, "
                         f"(uint64_t){items_tiled}, err);", "  }"]
 
+    def dispatch_library(self, op, shader: str, views: list, items: str, checks: list) -> list:
+        """A library call as one dispatch of `shader` over `views` with the
+        call's sizes, after the host-side `checks` (C lines over z64)."""
+        lines = [] if self.begun else self.prologue()
+        self.begun = True
+        index = self.kernels[shader][0]
+        ns = len(op.sizes)
+        values = ", ".join(f"(int64_t)({self.r.int_expr(s)})" for s in op.sizes)
+        return lines + ["  {", f"    const rxe_vk_view_t v[{len(views)}] = {{{', '.join(views)}}};",
+                        f"    const int64_t z64[{ns}] = {{{values}}};", f"    int32_t z[{ns}];", *checks,
+                        f"    st = {self.prefix}_vk_sizes32(z64, z, {ns}u, {c_string(op.symbol)}, err);",
+                        f"    if (st == RXE_OK) st = rxe_vk_dispatch({self.prefix}_vk, {index}u, v, z, "
+                        f"(uint64_t){items}, err);", "  }"]
+
+    def call_append(self, op) -> list:
+        """kv_append (buffers state, new, out; sizes kv_heads, max_context, seq,
+        head_dim, offset): its result must be the state's storage."""
+        if len(op.buffers) != 3 or len(op.sizes) != 5:
+            raise CodegenError(f"function {self.fn.name}: {op.symbol} with {len(op.buffers)} buffers and "
+                               f"{len(op.sizes)} sizes; the Vulkan kv_append takes 3 and 5")
+        state, new, out = op.buffers
+        if (state.base, state.index) != (out.base, out.index):
+            raise CodegenError(f"function {self.fn.name}: {op.symbol} ({op.note or 'kv_append'}) writes its result "
+                               "outside the state's storage (a copy of the whole cache); on Vulkan the state must "
+                               "be updated in place")
+        bound = ["    if (z64[4] < 0 || z64[2] < 0 || z64[4] + z64[2] > z64[1]) {",
+                 "      return rxe_error_set(err, RXE_ERR_BOUND, \"kv_append: positions [%d, %d) are outside the "
+                 "cache's context bound max_context=%d\", z64[4], z64[4] + z64[2], z64[1]);", "    }"]
+        return self.dispatch_library(op, kv.APPEND, [self.device_view(out), self.device_view(new)],
+                                     kv.append_items_c("z64[0]", "z64[2]", "z64[3]"), bound)
+
+    def call_attention(self, op) -> list:
+        """kv_attention (buffers q, k, v, mask, scale, out[, scratch: unused
+        here]; sizes heads, kv_heads, seq, kv_len, max_context, head_dim,
+        has_mask, mask strides)."""
+        if len(op.buffers) < 6 or len(op.sizes) != 9:
+            raise CodegenError(f"function {self.fn.name}: {op.symbol} with {len(op.buffers)} buffers and "
+                               f"{len(op.sizes)} sizes; the Vulkan kv_attention takes 6 (and scratch) and 9")
+        checks = ["    if (z64[1] <= 0 || z64[0] % z64[1] != 0) {",
+                  "      return rxe_error_set(err, RXE_ERR_SHAPE, \"kv_attention: %d query heads are not a multiple of "
+                  "%d KV heads\", z64[0], z64[1]);", "    }",
+                  "    if (z64[3] < 0 || z64[3] > z64[4]) {",
+                  "      return rxe_error_set(err, RXE_ERR_BOUND, \"kv_attention: %d positions exceed the context "
+                  "bound max_context=%d\", z64[3], z64[4]);", "    }"]
+        return self.dispatch_library(op, kv.ATTENTION, [self.device_view(a) for a in op.buffers[:6]],
+                                     kv.attention_items_c("z64[0]", "z64[2]"), checks)
+
     def copy(self, op) -> list:
         raise CodegenError(f"function {self.fn.name}: a copy of {op.bytes} bytes between values is not supported on "
                            "Vulkan yet")
@@ -285,6 +435,11 @@ static rxe_vk_buffer_t* {g}_vk_weights = NULL;
 static rxe_vk_buffer_t* {g}_vk_arena = NULL;
 static rxe_vk_buffer_t* {g}_vk_status = NULL;
 static uint64_t {g}_vk_arena_bytes = 0;
+static int {g}_vk_keep = 0;   /* 1: the state inputs stay on the device (PREFIX_vk_keep_state) */
+
+/* keep = 1: a step's state lives in its device buffers, runs neither write nor read it back (generation);
+   keep = 0 (the default): each run writes the state inputs and reads them back (in place, as in C) */
+void {g}_vk_keep_state(int keep) {{ {g}_vk_keep = keep != 0; }}
 
 static uint64_t {g}_vk_tensor_bytes(const rxe_tensor_t* t) {{
   uint64_t n = (uint64_t)((t->dtype.bits + 7) / 8);
@@ -369,7 +524,7 @@ rxe_status_t {g}_vk_init(const rxe_vk_options_t* options, rxe_error_t* err) {{
   if (st == RXE_OK) st = rxe_vk_buffer_new({g}_vk, {weights}u, &{g}_vk_weights, err);
   if (st == RXE_OK) st = rxe_vk_buffer_write({g}_vk, {g}_vk_weights, 0, {g}_weights, {weights}u, err);
   if (st == RXE_OK && {status}u > 0) st = rxe_vk_buffer_new({g}_vk, {status}u, &{g}_vk_status, err);
-  if (st != RXE_OK) {g}_vk_close();
+{states}  if (st != RXE_OK) {g}_vk_close();
   return st;
 }}
 """
@@ -453,10 +608,40 @@ def _calls(host: HostModule, symbol: str) -> list:
             if getattr(op, "symbol", None) == symbol]
 
 
+def _constant(e, what: str, op) -> int:
+    hi = bounds(e)[1]
+    if hi is None or hi == float("inf"):
+        raise CodegenError(f"{op.symbol} ({op.note or 'call'}): its {what} ({e}) is unbounded; the Vulkan shader "
+                           "needs a bound")
+    return int(hi)
+
+
+def add_kv_shaders(host: HostModule, compiled: list, kernels: dict, tmp) -> None:
+    """The KV-cache shaders (kv.py) when the module calls kv_append or
+    kv_attention; the attention's shared memory sized by the largest
+    context and head_dim of its calls."""
+    if _calls(host, kv.APPEND_SYMBOL):
+        source, record = kv.append_shader()
+        kernels[kv.APPEND] = (len(compiled), record, None)
+        compiled.append((kv.APPEND, record, compile_spirv(source, tmp, kv.APPEND)))
+    calls = _calls(host, kv.ATTENTION_SYMBOL)
+    if not calls:
+        return
+    context = max(_constant(op.sizes[4], "max_context", op) for op in calls)
+    dim = max(_constant(op.sizes[5], "head_dim", op) for op in calls)
+    if context > kv.MAX_CONTEXT:
+        raise CodegenError(f"{kv.ATTENTION_SYMBOL} ({calls[0].note or 'kv_attention'}): a context of {context} "
+                           f"positions, past the {kv.MAX_CONTEXT} the Vulkan attention shader keeps in shared memory")
+    source, record = kv.attention_shader(context, dim)
+    kernels[kv.ATTENTION] = (len(compiled), record, None)
+    compiled.append((kv.ATTENTION, record, compile_spirv(source, tmp, kv.ATTENTION)))
+
+
 def add_library_shaders(host: HostModule, compiled: list, kernels: dict, tmp) -> None:
-    """The hand-written shaders (matmul.py) that the module's library calls
-    need, compiled and appended to the kernel table; a matmul whose K may
-    exceed what the device's loop limit allows is refused."""
+    """The hand-written shaders (matmul.py, kv.py) that the module's library
+    calls need, compiled and appended to the kernel table; a matmul whose K
+    may exceed what the device's loop limit allows is refused."""
+    add_kv_shaders(host, compiled, kernels, tmp)
     calls = _calls(host, matmul.MATMUL_SYMBOL)
     if not calls:
         return
@@ -479,10 +664,11 @@ def emit_vulkan(host: HostModule, board) -> CSources:
     local = int(settings.get("workgroup_size", 64))
     prefix = host.prefix
     compiled, kernels, slots = [], {}, {}
+    ranges = int64_ranges(host, local, host.weights.tobytes())
     with tempfile.TemporaryDirectory(prefix="relax-edge-spirv-") as tmp:
         for index, (symbol, program) in enumerate(host.kernels.items()):
             try:
-                glsl, record = emit_glsl(program, local, inplace=symbol in host.inplace)
+                glsl, record = emit_glsl(program, local, inplace=symbol in host.inplace, ranges=ranges.get(symbol))
                 check_loops(symbol, program)
                 spirv = compile_spirv(glsl, tmp, symbol)
             except CodegenError:
@@ -504,9 +690,11 @@ def emit_vulkan(host: HostModule, board) -> CSources:
         entry["body"] = VulkanHostEmitter(fn, host.weights.symbol, prefix, kernels, host.weights.tobytes(),
                                            slots).render()
     release = "".join(f"  {fn.symbol}_vk_release();\n" for fn in host.functions)
+    states = "".join(f"  if (st == RXE_OK) st = {fn.symbol}_vk_state_new(err);\n" for fn in host.functions
+                     if fn.name == "step" and any(a.name.startswith("state_") for a in fn.inputs))
     parts.append(INIT.format(g=prefix, release=release, allow_cpu=1 if settings.get("allow_cpu") else 0,
                              count=len(compiled), weights=host.weights.nbytes,
-                             status=4 * STATUS_WORDS * len(slots)))
+                             status=4 * STATUS_WORDS * len(slots), states=states))
     # the init and close functions after the host functions (they release their buffers)
     text = _ENV.get_template("model.c.j2").render(kernels=parts[:-1], **context)
     text += "\n" + parts[-1]
