@@ -19,20 +19,24 @@ __all__ = [
     "GenerateResult", "from_gguf", "GGUFError",
     "DeviceError", "from_onnx", "OnnxImportError", "Builder", "IRModule", "SizeVar", "TensorType",
     "TupleType", "Var", "print_module", "verify", "RelaxEdgeError", "ShapeError",
-    "TypeInferenceError", "VerifyError", "InterpretError",
+    "TypeInferenceError", "VerifyError", "InterpretError", "package",
 ]
 
 
 def __getattr__(name: str):
-    """from_onnx and OnnxImportError import the ONNX frontend (and onnx) on first use."""
+    """from_onnx and OnnxImportError import the ONNX frontend (and onnx) on first use, package the
+    Android packaging (jinja2 templates)."""
     if name in ("from_onnx", "OnnxImportError", "from_genai"):   # from_genai: an ONNX Runtime GenAI folder
         from . import frontend
         return getattr(frontend, name)
     if name in ("from_gguf", "GGUFError"):
         from .frontend import gguf
         return getattr(gguf, name)
+    if name == "package":   # rxe.package: the Android app package (relax_edge/android/package.py)
+        from .android.package import package
+        return package
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted([*globals(), "from_onnx", "OnnxImportError", "from_gguf", "GGUFError", "from_genai"])
+    return sorted([*globals(), "from_onnx", "OnnxImportError", "from_gguf", "GGUFError", "from_genai", "package"])

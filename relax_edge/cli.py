@@ -8,6 +8,8 @@
         [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop 2,3]
     relax-edge farm bench --farm farm.yaml --models a.onnx b.onnx [--boards all] [--backend c llvm] [--resume]
     relax-edge farm report [--db results.db] [--since 7d] [--compare A B]
+    relax-edge package MODEL.onnx|DIR --board android-arm64 [--abi all|arm64-v8a ...] --java-package com.example.model
+        -o out/ [--dim seq=1..512] [--api-level 24]
     relax-edge boards [--check]
     relax-edge ops
 
@@ -506,6 +508,45 @@ def plot_profile(prof: dict, title: str, path: Path, top: int) -> None:
     _write_atomic(path, buf.getvalue())
 
 
+def _java_package_arg(text: str) -> str:
+    """The parser's check of --java-package."""
+    from .android.jni import check_java_package
+    try:
+        return check_java_package(text)
+    except RelaxEdgeError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("java package ")) from None
+
+
+def cmd_package(args) -> int:
+    """An Android app package: jniLibs/<abi>/*.so, the Java class, include/, README.md, model.json."""
+    from .android.package import check_abis, package
+    _check_model(args.model)
+    _check_output_dir(args.output, "-o")
+    board = load_board(args.board)
+    if not board.android:
+        raise RelaxEdgeError(f"board {board.name} builds no Android app library (no android: section); "
+                             "use --board android-arm64, android-armv7 or android-x86_64")
+    abis = check_abis(args.abi or [board.android["abi"]])
+    module = None
+    if Path(args.model).is_dir():
+        if args.dim:
+            raise UsageError("--dim applies to an ONNX model; the directory is compiled already")
+        args.board = None   # the artifact's own board; the Android libraries are emitted for each ABI
+        art, _ = _artifact_for(args, {})
+    else:
+        module, art, _ = _compile(args.model, board.name, "c", args.build_dir, parse_dims(args.dim), args.name)
+    pkg = package(art, args.java_package, args.output, abis, api_level=args.api_level, module=module, quiet=False)
+    desc = pkg.model_json
+    print(f"packaged {art.prefix} for Android into {pkg.path} (Java {desc['java_class']})")
+    for abi, lib in pkg.libraries.items():
+        print(f"  jniLibs/{abi}/{lib.path.name}: {desc['abis'][abi]['bytes']} bytes, API level {lib.api_level}, "
+              f"{lib.toolchain}, needs {', '.join(lib.needed) or 'nothing'}, {lib.threads} thread(s)")
+    arena = desc["arena_bytes"]
+    print("  arena: " + (f"fixed, {arena} bytes" if arena is not None else "sized at load or by the first run"))
+    print(f"  see {pkg.path / 'README.md'} for the Gradle and CMake lines; not run on a phone here")
+    return 0
+
+
 def cmd_boards(args) -> int:
     from .target import board_names, load_board, toolchain_problems
     failed = 0
@@ -597,6 +638,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_bench)
     add_generate_parser(sub, threads)
     add_farm_parser(sub, repeats, threads)
+
+    p = sub.add_parser("package", help="an Android app package: a JNI library per ABI, the Java class, a README")
+    p.add_argument("model", help="an ONNX file or a directory made by `relax-edge compile`")
+    p.add_argument("--board", default="android-arm64",
+                   help="an Android board: its ABI is the default --abi (default android-arm64)")
+    p.add_argument("--abi", action="append", choices=["all", "arm64-v8a", "armeabi-v7a", "x86_64"],
+                   help="an ABI to build (repeat it; all: every ABI; default: the board's)")
+    p.add_argument("--java-package", required=True, type=_java_package_arg, metavar="NAME",
+                   help="the Java package of the generated class, e.g. com.example.model")
+    p.add_argument("-o", "--output", required=True, help="the package folder (replaced if an earlier package)")
+    p.add_argument("--dim", action="append", type=_dim_arg, metavar="NAME=LO..HI",
+                   help="bounds of a dynamic dimension (an ONNX model)")
+    p.add_argument("--name", help="symbol prefix of the generated code (default: the file's stem)")
+    p.add_argument("--api-level", type=_int_arg(21), help="the Android API level (default: the board's)")
+    p.add_argument("--build-dir", help="where to compile an ONNX file (default build/<model name>)")
+    p.set_defaults(func=cmd_package)
 
     p = sub.add_parser("boards", help="list the boards (boards/*.yaml)")
     p.add_argument("--check", action="store_true", help="check each board's toolchain and emulator")

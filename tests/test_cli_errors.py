@@ -71,7 +71,7 @@ USAGE = [
     (["run", "{art}", "--dim", "n=0"], "--dim 'n=0': a size must be in [1, 2147483647] (see relax-edge run --help)"),
     (["run"], "the following arguments are required: model (see relax-edge run --help)"),
     (["frob"], "COMMAND: invalid choice: 'frob' (choose from 'compile', 'run', 'bench', 'generate', 'farm', "
-               "'boards', 'ops') (see relax-edge --help)"),
+               "'package', 'boards', 'ops') (see relax-edge --help)"),
     (["ops", "--bogus"], "unrecognized arguments: --bogus (see relax-edge --help)"),
     (["compile", "m.onnx", "--backend", "cuda"], "--backend: invalid choice: 'cuda' (choose from 'c', 'llvm', "
                                                  "'vulkan') (see relax-edge compile --help)"),

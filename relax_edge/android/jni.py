@@ -28,7 +28,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import jinja2
@@ -46,6 +45,8 @@ JAVA_KEYWORDS = frozenset("""
     final finally float for goto if implements import instanceof int interface long native new package private
     protected public return short static strictfp super switch synchronized this throw throws transient try void
     volatile while true false null _ var record yield sealed permits""".split())
+ACCESSORS = {"float": "floats", "double": "doubles", "long": "longs", "int": "ints", "short": "shorts",
+             "byte": "bytes"}   # Java element type -> the Tensor method returning that array
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("relax_edge.android", "templates"),
@@ -108,7 +109,8 @@ def _context(art, java_package: str, class_name: str, function: str) -> dict:
                        "shape_java": _java_string(i["shape"]), "dims": dims,
                        "dims_java": "{" + ", ".join("-1" if d is None else str(d) for d in dims) + "}"})
     outputs = [{"dtype": o["dtype"], "shape": o["shape"], "dtype_java": _java_string(o["dtype"]),
-                "shape_java": _java_string(o["shape"]), "ndim": o["ndim"]} for o in sig["outputs"]]
+                "shape_java": _java_string(o["shape"]), "ndim": o["ndim"],
+                "accessor": ACCESSORS[_java_array(o["dtype"])]} for o in sig["outputs"]]
     fixed = sig.get("fixed_workspace_bytes")
     floats = all(i["dtype"] == "float32" and sum(d is None for d in i["dims"]) <= 1 for i in inputs)
     example = [("new float[" + str(_example_count(i["dims"])) + "]") for i in inputs]
@@ -211,16 +213,3 @@ def build_host_library(art, java_package: str, out_dir, class_name: str = CLASS_
               "-Wl,--no-undefined"], "linking the host JNI library")
     return target
 
-
-def exported_symbols(library) -> list:
-    """The defined dynamic symbols of a shared library (llvm-readelf or nm)."""
-    tool = shutil.which("llvm-readelf") or shutil.which("readelf")
-    if tool is None:
-        raise BuildError("no llvm-readelf or readelf on PATH (apt-get install llvm binutils)")
-    out = subprocess.run([tool, "--dyn-syms", "-W", str(library)], capture_output=True, text=True, check=True).stdout
-    names = []
-    for line in out.splitlines():
-        cols = line.split()
-        if len(cols) >= 8 and cols[0].endswith(":") and cols[6] != "UND" and cols[4] in ("GLOBAL", "WEAK"):
-            names.append(cols[7].split("@")[0])
-    return sorted(set(names))
