@@ -297,10 +297,10 @@ def build_android_library(art, abi: str, out_path, *, extra_sources=(), include_
     run_tool([*compiler.command, "-fPIC", f"-Wa,-I{src}", "-c", src / f"{prefix}_weights.S", "-o", objects[1]],
              f"ABI {abi}: assembling {prefix}_weights.S")
     extra = [Path(s) for s in extra_sources]
-    for path in extra:
+    for i, path in enumerate(extra):
         if not path.exists():
             raise BuildError(f"ABI {abi}: extra source {path} does not exist")
-        obj = workdir / f"extra_{path.stem}.o"
+        obj = workdir / f"extra{i}_{path.stem}.o"
         run_tool([*extra_cflags(compiler, include_dirs), "-c", path, "-o", obj], f"ABI {abi}: compiling {path.name}")
         objects.append(obj)
     objects += cached_objects(compiler.clang, cflags[1:], [*RUNTIME_SOURCES, *library_sources()])

@@ -14,7 +14,7 @@ import pytest
 import relax_edge as rxe
 from relax_edge.android.library import ABIS, build_android_library
 from relax_edge.build import BuildError
-from tests.models import build_mlp, mlp_weights
+from tests.models import build_mlp, mlp_weights, save_tiny_onnx
 
 pytestmark = pytest.mark.skipif(not (shutil.which("clang") and shutil.which("ld.lld") and shutil.which("llvm-readelf")),
                                 reason="needs Debian's clang, lld and llvm (scripts/setup.sh)")
@@ -117,3 +117,17 @@ def test_bad_requests_are_named(mlp, tmp_path):
         build_android_library(art, "x86_64", tmp_path / "lib.so", module=mod, exports=["JNI_OnLoad"])
     with pytest.raises(BuildError, match="API level 19 is below 21"):
         build_android_library(art, "x86_64", tmp_path / "lib.so", module=mod, api_level=19)
+
+
+def test_rebuilt_for_the_abi_from_the_recorded_onnx(tmp_path):
+    """An artifact of another board is emitted again for the ABI's board from the ONNX file it records."""
+    onnx_path = tmp_path / "tiny.onnx"
+    save_tiny_onnx(onnx_path)
+    art = rxe.build(rxe.from_onnx(str(onnx_path)), board="host", out_dir=tmp_path / "host", name="tiny",
+                    source={"onnx": str(onnx_path), "dim_bounds": {}, "max_context": None})
+    lib = build_android_library(art, "armeabi-v7a", tmp_path / "libtiny.so")
+    assert lib.exported == ["tiny_main", "tiny_main_plan_shapes", "tiny_main_workspace_size", "tiny_module"]
+    assert (tmp_path / "host" / "android" / "armeabi-v7a" / "sources" / "tiny.c").exists()
+    assert "Machine:                           ARM" in readelf("-h", lib.path)
+    with pytest.raises(BuildError, match="extra source .*nowhere.c does not exist"):
+        build_android_library(art, "armeabi-v7a", tmp_path / "libtiny.so", extra_sources=[tmp_path / "nowhere.c"])
