@@ -29,6 +29,12 @@ int32_t glue_helper(int32_t x) { return x + 1; }   /* not exported */
 """
 
 
+@pytest.fixture(autouse=True)
+def without_ndk(monkeypatch):
+    monkeypatch.delenv("ANDROID_NDK_HOME", raising=False)
+    monkeypatch.delenv("ANDROID_NDK_ROOT", raising=False)
+
+
 def readelf(*args):
     proc = subprocess.run(["llvm-readelf", "-W", *map(str, args)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -48,9 +54,12 @@ def libraries(tmp_path_factory, mlp):
     art, mod = mlp
     glue = root / "glue.c"
     glue.write_text(GLUE)
-    return {abi: build_android_library(art, abi, root / "jniLibs" / abi / "libmlp.so", module=mod,
-                                       extra_sources=[glue], exports=["JNI_OnLoad"])
-            for abi in ABIS}
+    with pytest.MonkeyPatch.context() as env:   # the path without an NDK, even where one is installed
+        env.delenv("ANDROID_NDK_HOME", raising=False)
+        env.delenv("ANDROID_NDK_ROOT", raising=False)
+        return {abi: build_android_library(art, abi, root / "jniLibs" / abi / "libmlp.so", module=mod,
+                                           extra_sources=[glue], exports=["JNI_OnLoad"])
+                for abi in ABIS}
 
 
 @pytest.mark.parametrize("abi", list(ABIS))
