@@ -92,13 +92,14 @@ def test_bad_input_is_an_exception_with_the_status(tokens):
         "load_sizes len=7",                         # a size the model does not have
         "load", "close", "close",                   # close is idempotent
         "tensors ids5:int64:5 mask5:uint8:5", "arena",   # use after close
+        "load", "tensors empty:int64:0 empty:uint8:0", "buffers empty:int64:0 empty:uint8:0",   # seq = 0 < 1
     ]) + "\n"
-    r = java.run(script, {"ids5": ids5, "mask5": mask5, "mask3": mask3})
+    r = java.run(script, {"ids5": ids5, "mask5": mask5, "mask3": mask3, "empty": np.zeros(0, np.int64)})
     names = [x[2] if x[0] == "ERROR" else "OK" for x in r]
     assert names == ["OK", "RXE_ERR_DTYPE", "RXE_ERR_SHAPE", "RXE_ERR_SHAPE", "RXE_ERR_RANK", "RXE_ERR_SHAPE",
                      "RXE_ERR_NULL", "RXE_ERR_ARGUMENT_COUNT", "RXE_ERR_ARGUMENT_COUNT", "RXE_ERR_NULL",
                      "RXE_ERR_NULL", "RXE_ERR_DTYPE", "RXE_ERR_ARGUMENT_COUNT", "OK", "OK", "OK",
-                     "RXE_ERR_NULL", "RXE_ERR_NULL"]
+                     "RXE_ERR_NULL", "RXE_ERR_NULL", "OK", "RXE_ERR_BOUND", "RXE_ERR_BOUND"]
     assert "input ids: got int[], expected long[]" in r[1][3]
     assert "5 values for shape (4,)" in r[2][3]
     assert "mask" in r[3][3] and "seq" in r[3][3]       # the runtime's own message, through the exception
@@ -107,7 +108,7 @@ def test_bad_input_is_an_exception_with_the_status(tokens):
     assert "unknown len" in r[12][3] or "missing seq" in r[12][3]
     assert r[16][3] == r[17][3] == "the model is closed"
     assert all(x[1] == {"RXE_ERR_DTYPE": 2, "RXE_ERR_SHAPE": 4, "RXE_ERR_RANK": 3, "RXE_ERR_NULL": 7,
-                        "RXE_ERR_ARGUMENT_COUNT": 1}[x[2]] for x in r if x[0] == "ERROR")
+                        "RXE_ERR_ARGUMENT_COUNT": 1, "RXE_ERR_BOUND": 5}[x[2]] for x in r if x[0] == "ERROR")
 
 
 @needs_jdk
