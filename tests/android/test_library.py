@@ -2,13 +2,17 @@
 stub system libraries), read back with llvm-readelf: the machine, DT_NEEDED
 within Android's system libraries, no glibc symbol versions, LOAD segments
 aligned to 16 KB pages, no text relocations, no TLS, and exactly the model's
-API plus the requested exports in the dynamic symbol table. An undefined
-symbol outside the stub list is a BuildError that names it."""
+API plus the requested exports in the dynamic symbol table. The x86_64
+library, which needs no system library, also runs in this process. An
+undefined symbol outside the stub list is a BuildError that names it."""
 
+import dataclasses
+import platform
 import re
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 
 import relax_edge as rxe
@@ -105,6 +109,23 @@ def test_armv7_library_uses_androids_float_abi(libraries):
     assert flags & 0x600 == 0x200                    # EF_ARM_ABI_FLOAT_SOFT, not EF_ARM_ABI_FLOAT_HARD
     attributes = readelf("-A", lib.objects[0])
     assert "ABI_VFP_args" not in attributes and "Advanced_SIMD_arch" in attributes
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="loads the x86_64 library into this process")
+def test_x86_64_library_runs_in_this_process(libraries, mlp):
+    """The shipped x86_64 .so itself: it needs no system library (DT_NEEDED is empty), so this
+    process's dynamic linker loads it too; its MLP matches numpy."""
+    art, _ = mlp
+    lib = libraries["x86_64"]
+    assert lib.needed == []
+    w1, b1, w2, b2, w3, b3 = mlp_weights()
+    x = np.random.default_rng(3).standard_normal((4, 784)).astype(np.float32)
+    logits = np.maximum(np.maximum(x @ w1 + b1, 0) @ w2 + b2, 0) @ w3 + b3
+    expected = np.exp(logits - logits.max(-1, keepdims=True))
+    expected /= expected.sum(-1, keepdims=True)
+    with rxe.connect("host") as dev:
+        (out,) = dev.load(dataclasses.replace(art, shared_library=lib.path)).run(x)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-7)
 
 
 def test_undefined_symbol_outside_the_stubs_is_named(mlp, tmp_path):
