@@ -49,8 +49,9 @@ except where the work happens:
   to fit on the device.
 - KV-cache decoders (kv.py): kv_append and kv_attention dispatch their
   shaders. A `step` function's state inputs (state_<N>, transform/
-  kv_state.py) live in device buffers of their fixed size, made at init
-  and kept across runs (`PREFIX_FUNC_vk_state`). By default a run writes
+  kv_state.py), and any input that kv_append writes in place, live in
+  device buffers of their fixed size, made at init and kept across runs
+  (`PREFIX_FUNC_vk_state`). By default a run writes
   each state input into its buffer and reads it back after the submit
   (the C build's in-place state); after `PREFIX_vk_keep_state(1)` (what
   `m.generate` sets around rxe_generate) the device buffers are the state:
@@ -178,6 +179,12 @@ def check_int64_weights(symbol: str, program, addresses, blob: bytes) -> None:
                                "the range of int64 values on the Vulkan device")
 
 
+def _constant_shape(text: str) -> bool:
+    """An ArgInfo's printed shape "(1, 2, 64, 16)" has only constant dims."""
+    dims = [d.strip() for d in text.strip("()").split(",") if d.strip()]
+    return all(d.isdigit() for d in dims)
+
+
 def _spirv_array(name: str, spirv: bytes) -> str:
     words = np.frombuffer(spirv, dtype="<u4")
     rows = [", ".join(f"0x{int(w):08x}u" for w in words[i:i + 8]) for i in range(0, len(words), 8)]
@@ -196,9 +203,13 @@ class VulkanHostEmitter(CHostEmitter):
         self.kernels = kernels   # symbol -> (index, KernelRecord, TensorProgram)
         self.io = len(fn.inputs) + len(fn.outputs)
         self.begun = False
-        # the state inputs of a decoder's step: input index -> its slot in PREFIX_FUNC_vk_state
-        self.states = {i: k for k, i in enumerate(i for i, a in enumerate(fn.inputs)
-                                                   if fn.name == "step" and a.name.startswith("state_"))}
+        # the state inputs (a decoder step's state_<N>, any input kv_append writes in place; constant shapes):
+        # input index -> its slot in PREFIX_FUNC_vk_state
+        appended = {op.buffers[0].index for op in fn.entries.get("run", []) if getattr(op, "symbol", None) ==
+                    kv.APPEND_SYMBOL and op.buffers and op.buffers[0].base == "inputs"}
+        chosen = [i for i, a in enumerate(fn.inputs) if (fn.name == "step" and a.name.startswith("state_"))
+                  or i in appended]
+        self.states = {i: k for k, i in enumerate(i for i in chosen if _constant_shape(fn.inputs[i].shape))}
 
     def render(self) -> str:
         p = self.p
@@ -686,12 +697,12 @@ def emit_vulkan(host: HostModule, board) -> CSources:
               _status_support(prefix, compiled, slots),
               f"rxe_status_t {prefix}_vk_init(const rxe_vk_options_t* options, rxe_error_t* err);"]
     context = _context(host)
-    for entry, fn in zip(context["functions"], host.functions):
-        entry["body"] = VulkanHostEmitter(fn, host.weights.symbol, prefix, kernels, host.weights.tobytes(),
-                                           slots).render()
+    emitters = [VulkanHostEmitter(fn, host.weights.symbol, prefix, kernels, host.weights.tobytes(), slots)
+                for fn in host.functions]
+    for entry, emitter in zip(context["functions"], emitters):
+        entry["body"] = emitter.render()
     release = "".join(f"  {fn.symbol}_vk_release();\n" for fn in host.functions)
-    states = "".join(f"  if (st == RXE_OK) st = {fn.symbol}_vk_state_new(err);\n" for fn in host.functions
-                     if fn.name == "step" and any(a.name.startswith("state_") for a in fn.inputs))
+    states = "".join(f"  if (st == RXE_OK) st = {e.p}_vk_state_new(err);\n" for e in emitters if e.states)
     parts.append(INIT.format(g=prefix, release=release, allow_cpu=1 if settings.get("allow_cpu") else 0,
                              count=len(compiled), weights=host.weights.nbytes,
                              status=4 * STATUS_WORDS * len(slots), states=states))
