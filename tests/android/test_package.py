@@ -32,11 +32,20 @@ SYSTEM_LIBRARIES = {"libc.so", "libm.so", "libdl.so", "liblog.so"}
 PACKAGE = "com.example.tokens"
 
 
+@pytest.fixture(autouse=True)
+def without_ndk(monkeypatch):
+    monkeypatch.delenv("ANDROID_NDK_HOME", raising=False)
+    monkeypatch.delenv("ANDROID_NDK_ROOT", raising=False)
+
+
 @pytest.fixture(scope="module")
 def packaged(tmp_path_factory):
     folder = tmp_path_factory.mktemp("package")
     art, onnx_path = build_token_model(folder)
-    return art, onnx_path, rxe.package(art, PACKAGE, folder / "out", abis="all")
+    with pytest.MonkeyPatch.context() as env:   # the path without an NDK, even where one is installed
+        env.delenv("ANDROID_NDK_HOME", raising=False)
+        env.delenv("ANDROID_NDK_ROOT", raising=False)
+        return art, onnx_path, rxe.package(art, PACKAGE, folder / "out", abis="all")
 
 
 def _readelf(*args) -> str:
