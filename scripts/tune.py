@@ -15,7 +15,9 @@ table prints candidate -> median (min-max) per bucket and the choice.
 --knob gemm.KC=256,128 limits the search to that knob and those values (the
 default must be among them); --buckets small,medium to those buckets.
 --write stores the choice (into --table PATH, default the board's table);
---json OUT keeps every measurement and the choice.
+--json OUT keeps every measurement and the choice. --compare gemm.KC=512
+skips the search and measures that config against the default in --verify
+interleaved rounds (default 3).
 """
 
 from __future__ import annotations
@@ -52,6 +54,19 @@ def parse_knobs(specs, kernels) -> dict:
             chosen.insert(0, default)
         space.setdefault(kernel, {})[knob] = chosen
     return space
+
+
+def parse_compare(specs) -> dict:
+    """{kernel: full config} of --compare KERNEL.KNOB=VALUE ..."""
+    configs: dict = {}
+    for spec in specs:
+        name, _, value = spec.partition("=")
+        kernel, _, knob = name.partition(".")
+        try:
+            configs.setdefault(kernel, {})[knob] = int(value)
+        except ValueError:
+            raise SystemExit(f"tune.py: --compare {spec!r}: give KERNEL.KNOB=INTEGER") from None
+    return {kernel: tuning.full_config(kernel, config) for kernel, config in configs.items()}
 
 
 def pick_buckets(kernel: str, names) -> list:
@@ -165,6 +180,8 @@ def main(argv=None) -> int:
     ap.add_argument("--write", action="store_true", help="store the choice in the board's table")
     ap.add_argument("--table", help="with --write: the table file (default the board's, boards/tuning/BOARD.json)")
     ap.add_argument("--json", help="write every measurement and the choice to this file")
+    ap.add_argument("--compare", action="append", default=[],
+                    help="KERNEL.KNOB=VALUE: no search; this config against the default in --verify rounds")
     args = ap.parse_args(argv)
     if args.repeat < 1 or args.warmup < 0 or args.verify < 0:
         ap.error("--repeat must be >= 1, --warmup and --verify >= 0")
@@ -177,6 +194,11 @@ def main(argv=None) -> int:
         space = parse_knobs(args.knob, kernels)
         search = Search(board, args)
         chosen, checks = {}, {}
+        if args.compare:
+            for kernel, config in parse_compare(args.compare).items():
+                bucket_list = pick_buckets(kernel, [b for b in args.buckets.split(",") if b])
+                checks[kernel] = verify(search, kernel, config, bucket_list, args.verify or 3)
+            kernels = []
         for kernel in dict.fromkeys(kernels):
             if kernel not in space:
                 continue

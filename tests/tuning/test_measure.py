@@ -4,6 +4,7 @@ matches numpy on the host (the table named by a board YAML) and under QEMU;
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -128,3 +129,14 @@ def test_tune_script_end_to_end_with_one_knob(tmp_path, capsys):
 def test_tune_script_refuses_an_unknown_knob(capsys):
     with pytest.raises(SystemExit, match="unknown knob"):
         load_script().main(["--board", "host", "--knob", "gemm.MC=8"])
+
+
+def test_tune_script_compares_a_config_with_the_default_in_interleaved_rounds(capsys):
+    code = load_script().main(["--board", "host", "--compare", "gemm.KC=128", "--buckets", "small", "--repeat", "3",
+                               "--verify", "2"])
+    assert code == 0
+    printed = capsys.readouterr()
+    assert "interleaved re-measurement over 2 rounds" in printed.out
+    assert re.search(r"\| small \| [\d.]+ ms \([\d.]+-[\d.]+\) \| [\d.]+ ms .* \| [\d.]+ \|", printed.out)
+    rounds = re.findall(r"KC=(\d+),NC=512,PARALLEL_WORK=262144: .* (verify\d)", printed.err)
+    assert rounds == [("256", "verify1"), ("128", "verify1"), ("128", "verify2"), ("256", "verify2")]
