@@ -25,10 +25,13 @@ code generator) and "params" (the operators' attributes).
 
 A loop's body is dispatched like a function's (what it returns stays).
 
-target="vulkan" (the Vulkan build): only the matmul family, every float32
+target="vulkan" (the Vulkan build): the matmul family, every float32
 matmul (a constant W included, unpacked) whose K is at most `max_k` becoming
 rxe_lib_matmul_f32 without a scratch buffer; the Vulkan host dispatches it with the shaders of
-codegen/vulkan/matmul.py.
+codegen/vulkan/matmul.py. And conv2d with one group (c * kh * kw at most
+`max_k`): rxe_lib_conv2d_f32 with its bias and activation, the weights
+unpacked, no scratch (codegen/vulkan/conv.py); depthwise stays a tensor
+program.
 
 Does not guarantee that the library is faster for every shape; the
 `kernels` argument restricts which families are dispatched (the pipeline
@@ -49,7 +52,7 @@ __all__ = ["dispatch", "KERNEL_FAMILIES"]
 
 KERNEL_FAMILIES = ("dense", "matmul", "conv2d", "depthwise")
 TARGETS = ("cpu", "vulkan")
-VULKAN_FAMILIES = ("matmul",)
+VULKAN_FAMILIES = ("matmul", "conv2d")
 ACT_NONE, ACT_RELU, ACT_RELU6 = 0, 1, 2
 
 
@@ -266,6 +269,13 @@ class _Dispatcher:
                                span=call.span)
         if "conv2d" not in self.kernels:
             return None
+        if self.target == "vulkan":
+            taps = c * kh * kw
+            if groups != 1 or self.max_k is not None and (bounds(taps)[1] is None or bounds(taps)[1] > self.max_k):
+                return None
+            return self.extern("rxe_lib_conv2d_f32", args, out_type,
+                               [nb, c, h, wd, o, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw, groups, act], params,
+                               ["conv2d"], span=call.span)
         return self.extern("rxe_lib_conv2d_f32", args, out_type,
                            [nb, c, h, wd, o, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw, groups, act], params,
                            ["conv2d"], scratch=self.lib.conv2d_scratch_bytes(c, kh, kw, oh, ow, groups),

@@ -78,7 +78,7 @@ from ..c.host import CHostEmitter
 from ..c.kernel import c_string
 from ..c.module import _ENV, CSources, _context, support_files
 from ..host_program import Address, CodegenError, HostFunction, HostModule
-from . import kv, matmul
+from . import conv, kv, matmul
 from .grid import map_grid
 from .kernel import DATA64, STATUS_VALUES, STATUS_WORDS, GlslUnsupported, emit_glsl
 from .spirv import compile_spirv
@@ -328,6 +328,12 @@ class VulkanHostEmitter(CHostEmitter):
             return self.call_append(op)
         if op.symbol == kv.ATTENTION_SYMBOL:
             return self.call_attention(op)
+        if op.symbol == conv.CONV_SYMBOL:
+            lines = [] if self.begun else self.prologue()
+            self.begun = True
+            return lines + conv.dispatch_lines(self.prefix, ", ".join(self.device_view(a) for a in op.buffers),
+                                               ", ".join(f"(int64_t)({self.r.int_expr(s)})" for s in op.sizes),
+                                               self.kernels)
         if op.symbol not in self.kernels:
             raise CodegenError(f"function {self.fn.name}: the library kernel {op.symbol} ({op.note or 'call'}) cannot "
                                "run on Vulkan; build without library kernels")
@@ -649,10 +655,15 @@ def add_kv_shaders(host: HostModule, compiled: list, kernels: dict, tmp) -> None
 
 
 def add_library_shaders(host: HostModule, compiled: list, kernels: dict, tmp) -> None:
-    """The hand-written shaders (matmul.py, kv.py) that the module's library
-    calls need, compiled and appended to the kernel table; a matmul whose K
-    may exceed what the device's loop limit allows is refused."""
+    """The hand-written shaders (matmul.py, conv.py, kv.py) that the module's
+    library calls need, compiled and appended to the kernel table; a matmul
+    whose K may exceed what the device's loop limit allows is refused."""
     add_kv_shaders(host, compiled, kernels, tmp)
+    if _calls(host, conv.CONV_SYMBOL):
+        for name in conv.SHADERS:
+            source, record = conv.SHADERS[name]
+            kernels[name] = (len(compiled), record, None)
+            compiled.append((name, record, compile_spirv(source, tmp, name)))
     calls = _calls(host, matmul.MATMUL_SYMBOL)
     if not calls:
         return

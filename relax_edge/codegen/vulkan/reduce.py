@@ -14,8 +14,10 @@ per-row body is a sequence of stages of these three kinds:
 - a tail store by itself,
 
 and at least one reduction runs over at least a workgroup of elements (or a
-symbolic count), `cooperative` emits the kernel with one workgroup of L
-invocations (specialization constant 0) per row instead:
+symbolic count) while the rows may be few (fewer than FEW_ROWS at the
+smallest sizes: with more, one invocation per row already fills the device,
+e.g. a convolution's output pixels), `cooperative` emits the kernel with
+one workgroup of L invocations (specialization constant 0) per row instead:
 
 - the row is the workgroup's index in the folded grid; `items` is rows * L.
   No invocation returns early: the body is guarded by `rxe_live` (the
@@ -53,6 +55,7 @@ from .kernel import INT32, GlslKernel, KernelRecord
 __all__ = ["cooperative", "row_reduction"]
 
 OPS = ("add", "max", "min")
+FEW_ROWS = 4096
 SHARED = {"float32": ("float", "rxe_red_f"), "int32": ("int", "rxe_red_i")}
 IDENTITY = {"float32": "0.0", "int32": "0"}
 
@@ -285,7 +288,7 @@ def _plan(program, local_size_x: int):
     grid = map_grid(program)
     if _has_assert(grid.body) or local_size_x < 2:
         return None
-    if bounds(grid.items * local_size_x)[1] >= INT32:
+    if bounds(grid.items * local_size_x)[1] >= INT32 or bounds(grid.items)[0] >= FEW_ROWS:
         return None
     stages, wide, mapped = _stages(grid.body), False, set()
     for stage in stages:

@@ -1,0 +1,264 @@
+"""Hand-written Vulkan shaders for the conv2d library call: what
+rxe_lib_conv2d_f32 (the `dispatch` pass, target "vulkan": a float32 NCHW
+conv2d with constant OIHW weights and one group, with its bias and relu /
+relu6 epilogue) becomes on the device.
+
+The call's buffers are (x, w, bias, out), its sizes (batch, c, h, w, o, kh,
+kw, oh, ow, stride_h, stride_w, pad_top, pad_left, dilation_h, dilation_w,
+groups, act), the shader ABI of kernel.py (push constants groups_x, items,
+off[4], size[17]; 23 words).
+
+An implicit GEMM, register-blocked like matmul.py: out[n] (o x oh*ow) =
+W (o x c*kh*kw) @ the input's patches (c*kh*kw x oh*ow). A workgroup of L
+invocations (specialization constant 0, the record's 64) owns a tile of
+ROWS x COLS * L outputs of one image, invocation t the columns t + L j.
+The rows' operand at a given k is the same for every invocation (a uniform
+load), the columns' operand is COLS loads per invocation, each used ROWS
+times from registers. A pointwise convolution (1 x 1, stride 1, no
+padding) reads the image as the (c x oh*ow) matrix directly, K in steps of
+UNROLL; the other shapes walk (channel, kh, kw) in nested loops with each
+pixel's window origin kept in registers, and a tap outside the image reads
+element 0 and adds 0.
+
+- `rxe_vk_conv2d_wide_f32`: rows are 8 output channels, columns 8 pixels
+  per invocation (512 pixels per workgroup): images of at least 512 output
+  pixels (the early layers);
+- `rxe_vk_conv2d_tall_f32` (transposed): rows are 8 pixels (the patch
+  elements uniform), columns 8 channels per invocation (512 per workgroup):
+  fewer pixels and at least 768 channels (the 7 x 7 expansions);
+- `rxe_vk_conv2d_slim_f32` (transposed): 8 pixels x 2 channels (128 per
+  workgroup): fewer pixels and channels.
+
+The host picks one at run time from oh * ow and o (so a symbolic image size
+gets the tile its run needs). Shared memory: none; no barrier (a workgroup
+past the last tile returns at once). Serial loops: c * kh * kw / UNROLL
+iterations (pointwise), c, kh and kw (the others), bounded by the dispatch
+pass against lavapipe's loop limit.
+"""
+
+from __future__ import annotations
+
+from .matmul import THREADS, UNROLL, ShaderRecord
+
+__all__ = ["CONV_SYMBOL", "WIDE", "TALL", "SLIM", "SHADERS", "NUM_SIZES", "dispatch_lines"]
+
+CONV_SYMBOL = "rxe_lib_conv2d_f32"
+WIDE, TALL, SLIM = "rxe_vk_conv2d_wide_f32", "rxe_vk_conv2d_tall_f32", "rxe_vk_conv2d_slim_f32"
+# (rows, columns) per invocation, and whether the rows are pixels (the transposed form)
+BLOCKS = {WIDE: (8, 8, False), TALL: (8, 8, True), SLIM: (8, 2, True)}
+NUM_SIZES = 17
+WIDE_PIXELS = 8 * THREADS    # from this many output pixels: the wide shader
+TALL_CHANNELS = 768          # below WIDE_PIXELS, from this many output channels: the tall one, else the slim one
+
+_HEAD = """#version 450
+layout(local_size_x_id = 0) in;
+layout(std430, set = 0, binding = 0) readonly buffer B0 { float v[]; } b0;   /* x: n, c, h, w */
+layout(std430, set = 0, binding = 1) readonly buffer B1 { float v[]; } b1;   /* w: o, c, kh, kw */
+layout(std430, set = 0, binding = 2) readonly buffer B2 { float v[]; } b2;   /* bias: o */
+layout(std430, set = 0, binding = 3) writeonly buffer B3 { float v[]; } b3;  /* out: n, o, oh, ow */
+layout(push_constant) uniform PC { uint groups_x; uint items; uint off[4]; int size[17]; } pc;
+
+uint workgroup_index() {
+  return (gl_WorkGroupID.y + gl_WorkGroupID.z * gl_NumWorkGroups.y) * pc.groups_x + gl_WorkGroupID.x;
+}
+"""
+
+_BODY = """
+const uint R = {rows}u, C = {cols}u;
+
+/* one k of the pointwise case: C loads of the image, R uniform loads of the weights */
+void step(inout float acc[R][C], uint wrow[R], uint col[C], uint k, uint P) {{
+  float bv[C];
+  for (uint j = 0u; j < C; ++j) bv[j] = b0.v[col[j] + k * P];
+  for (uint i = 0u; i < R; ++i) {{
+    float av = b1.v[wrow[i] + k];
+    for (uint j = 0u; j < C; ++j) acc[i][j] = fma(av, bv[j], acc[i][j]);
+  }}
+}}
+
+void main() {{
+  uint NB = uint(pc.size[0]), CI = uint(pc.size[1]), H = uint(pc.size[2]), W = uint(pc.size[3]);
+  uint CO = uint(pc.size[4]), KH = uint(pc.size[5]), KW = uint(pc.size[6]), OW = uint(pc.size[8]);
+  int SH = pc.size[9], SW = pc.size[10], PT = pc.size[11], PL = pc.size[12], DH = pc.size[13], DW = pc.size[14];
+  int act = pc.size[16];
+  uint P = uint(pc.size[7]) * OW, K = CI * KH * KW;
+  uint L = gl_WorkGroupSize.x, span = C * L;
+  uint tiles_m = (CO + R - 1u) / R, tiles_n = (P + span - 1u) / span, per = tiles_m * tiles_n;
+  uint wg = workgroup_index();
+  if (wg >= NB * per) return;   /* a whole workgroup past the last tile (no barrier below) */
+  uint n = wg / per, r = wg % per, t = gl_LocalInvocationID.x;
+  uint m0 = (r / tiles_n) * R, n0 = (r % tiles_n) * span;
+  uint xb = pc.off[0] + n * CI * H * W;
+  uint wrow[R];
+  for (uint i = 0u; i < R; ++i) wrow[i] = pc.off[1] + min(m0 + i, CO - 1u) * K;
+  float acc[R][C];
+  for (uint i = 0u; i < R; ++i) for (uint j = 0u; j < C; ++j) acc[i][j] = 0.0;
+  if (KH == 1u && KW == 1u && SH == 1 && SW == 1 && PT == 0 && PL == 0) {{
+    /* pointwise: the input image is the (c x h*w) B matrix */
+    uint col[C];
+    for (uint j = 0u; j < C; ++j) col[j] = xb + min(n0 + t + L * j, P - 1u);
+    uint k = 0u;
+    for (; k + {unroll}u <= K; k += {unroll}u) {{
+      for (uint u = 0u; u < {unroll}u; ++u) step(acc, wrow, col, k + u, P);
+    }}
+    for (; k < K; ++k) step(acc, wrow, col, k, P);
+  }} else {{
+    int ih0[C], iw0[C];
+    for (uint j = 0u; j < C; ++j) {{
+      uint p = min(n0 + t + L * j, P - 1u);
+      ih0[j] = int(p / OW) * SH - PT;
+      iw0[j] = int(p % OW) * SW - PL;
+    }}
+    uint k = 0u;
+    for (uint ci = 0u; ci < CI; ++ci) {{
+      uint plane = xb + ci * H * W;
+      for (uint kh = 0u; kh < KH; ++kh) {{
+        for (uint kw = 0u; kw < KW; ++kw) {{
+          float bv[C];
+          for (uint j = 0u; j < C; ++j) {{
+            int ih = ih0[j] + int(kh) * DH, iw = iw0[j] + int(kw) * DW;
+            bool inside = uint(ih) < H && uint(iw) < W;
+            float v = b0.v[plane + (inside ? uint(ih) * W + uint(iw) : 0u)];
+            bv[j] = inside ? v : 0.0;
+          }}
+          for (uint i = 0u; i < R; ++i) {{
+            float av = b1.v[wrow[i] + k];
+            for (uint j = 0u; j < C; ++j) acc[i][j] = fma(av, bv[j], acc[i][j]);
+          }}
+          ++k;
+        }}
+      }}
+    }}
+  }}
+  uint ob = pc.off[3] + n * CO * P;
+  for (uint i = 0u; i < R; ++i) {{
+    uint co = m0 + i;
+    if (co >= CO) continue;
+    float bias = b2.v[pc.off[2] + co];
+    for (uint j = 0u; j < C; ++j) {{
+      uint p = n0 + t + L * j;
+      float y = acc[i][j] + bias;
+      if (act >= 1) y = max(y, 0.0);
+      if (act == 2) y = min(y, 6.0);
+      if (p < P) b3.v[ob + co * P + p] = y;
+    }}
+  }}
+}}
+"""
+
+
+
+_BODY_T = """
+const uint R = {rows}u, C = {cols}u;
+
+/* one k: R uniform loads of the pixels' patch elements (av), C loads of the channels' weights */
+void step(inout float acc[R][C], float av[R], uint wcol[C], uint k) {{
+  float bv[C];
+  for (uint j = 0u; j < C; ++j) bv[j] = b1.v[wcol[j] + k];
+  for (uint i = 0u; i < R; ++i) for (uint j = 0u; j < C; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+}}
+
+void main() {{
+  uint NB = uint(pc.size[0]), CI = uint(pc.size[1]), H = uint(pc.size[2]), W = uint(pc.size[3]);
+  uint CO = uint(pc.size[4]), KH = uint(pc.size[5]), KW = uint(pc.size[6]), OW = uint(pc.size[8]);
+  int SH = pc.size[9], SW = pc.size[10], PT = pc.size[11], PL = pc.size[12], DH = pc.size[13], DW = pc.size[14];
+  int act = pc.size[16];
+  uint P = uint(pc.size[7]) * OW, K = CI * KH * KW;
+  uint L = gl_WorkGroupSize.x, span = C * L;
+  uint tiles_m = (P + R - 1u) / R, tiles_n = (CO + span - 1u) / span, per = tiles_m * tiles_n;
+  uint wg = workgroup_index();
+  if (wg >= NB * per) return;   /* a whole workgroup past the last tile (no barrier below) */
+  uint n = wg / per, r = wg % per, t = gl_LocalInvocationID.x;
+  uint p0 = (r / tiles_n) * R, c0 = (r % tiles_n) * span;
+  uint xb = pc.off[0] + n * CI * H * W;
+  uint wcol[C];
+  for (uint j = 0u; j < C; ++j) wcol[j] = pc.off[1] + min(c0 + t + L * j, CO - 1u) * K;
+  float acc[R][C];
+  for (uint i = 0u; i < R; ++i) for (uint j = 0u; j < C; ++j) acc[i][j] = 0.0;
+  float av[R];
+  if (KH == 1u && KW == 1u && SH == 1 && SW == 1 && PT == 0 && PL == 0) {{
+    /* pointwise: pixel p's element k is x[n, k, p] */
+    uint row[R];
+    for (uint i = 0u; i < R; ++i) row[i] = xb + min(p0 + i, P - 1u);
+    uint k = 0u;
+    for (; k + {unroll}u <= K; k += {unroll}u) {{
+      for (uint u = 0u; u < {unroll}u; ++u) {{
+        for (uint i = 0u; i < R; ++i) av[i] = b0.v[row[i] + (k + u) * P];
+        step(acc, av, wcol, k + u);
+      }}
+    }}
+    for (; k < K; ++k) {{
+      for (uint i = 0u; i < R; ++i) av[i] = b0.v[row[i] + k * P];
+      step(acc, av, wcol, k);
+    }}
+  }} else {{
+    int ih0[R], iw0[R];
+    for (uint i = 0u; i < R; ++i) {{
+      uint p = min(p0 + i, P - 1u);
+      ih0[i] = int(p / OW) * SH - PT;
+      iw0[i] = int(p % OW) * SW - PL;
+    }}
+    uint k = 0u;
+    for (uint ci = 0u; ci < CI; ++ci) {{
+      uint plane = xb + ci * H * W;
+      for (uint kh = 0u; kh < KH; ++kh) {{
+        for (uint kw = 0u; kw < KW; ++kw) {{
+          for (uint i = 0u; i < R; ++i) {{
+            int ih = ih0[i] + int(kh) * DH, iw = iw0[i] + int(kw) * DW;
+            bool inside = uint(ih) < H && uint(iw) < W;
+            float v = b0.v[plane + (inside ? uint(ih) * W + uint(iw) : 0u)];
+            av[i] = inside ? v : 0.0;
+          }}
+          step(acc, av, wcol, k);
+          ++k;
+        }}
+      }}
+    }}
+  }}
+  uint ob = pc.off[3] + n * CO * P;
+  for (uint j = 0u; j < C; ++j) {{
+    uint co = c0 + t + L * j;
+    if (co >= CO) continue;
+    float bias = b2.v[pc.off[2] + co];
+    for (uint i = 0u; i < R; ++i) {{
+      uint p = p0 + i;
+      float y = acc[i][j] + bias;
+      if (act >= 1) y = max(y, 0.0);
+      if (act == 2) y = min(y, 6.0);
+      if (p < P) b3.v[ob + co * P + p] = y;
+    }}
+  }}
+}}
+"""
+
+
+def _source(name: str) -> str:
+    rows, cols, transposed = BLOCKS[name]
+    return _HEAD + (_BODY_T if transposed else _BODY).format(rows=rows, cols=cols, unroll=UNROLL)
+
+
+SHADERS = {name: (_source(name), ShaderRecord(name, num_buffers=4, push_words=2 + 4 + NUM_SIZES))
+           for name in (WIDE, TALL, SLIM)}
+
+
+def _items(name: str, batch: str, o: str, pixels: str) -> str:
+    rows, cols, transposed = BLOCKS[name]
+    span = cols * THREADS
+    m, n = (pixels, o) if transposed else (o, pixels)
+    return f"(({batch}) * ((({m}) + {rows - 1}) / {rows}) * ((({n}) + {span - 1}) / {span}) * {THREADS})"
+
+
+def dispatch_lines(prefix: str, views: str, values: str, kernels: dict) -> list:
+    """The host's C block for one conv2d call: the sizes checked to fit int32,
+    then the shader for the output's pixel and channel counts."""
+    index = {name: kernels[name][0] for name in SHADERS}
+    pixels = "z64[7] * z64[8]"
+
+    def call(name):
+        items = _items(name, "z64[0]", "z64[4]", pixels)
+        return f"rxe_vk_dispatch({prefix}_vk, {index[name]}u, v, z, (uint64_t){items}, err)"
+    return ["  {", f"    const rxe_vk_view_t v[4] = {{{views}}};",
+            f"    const int64_t z64[{NUM_SIZES}] = {{{values}}};", f"    int32_t z[{NUM_SIZES}];",
+            f"    st = {prefix}_vk_sizes32(z64, z, {NUM_SIZES}u, \"{CONV_SYMBOL}\", err);",
+            f"    if (st == RXE_OK) st = {pixels} >= {WIDE_PIXELS} ? {call(WIDE)}",
+            f"        : z64[4] >= {TALL_CHANNELS} ? {call(TALL)} : {call(SLIM)};", "  }"]
