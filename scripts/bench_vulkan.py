@@ -7,8 +7,8 @@ rasterizer's compute path, not how fast either engine is on a GPU.
 
 Cases: a 256x1024x1024 GEMM (x @ W, W constant; ncnn: InnerProduct), an
 elementwise chain over 256x4096 (sigmoid(x) * tanh(x) + exp(-0.5 x)) and
-MobileNetV2 (relax_edge only: ncnn loads its own .param/.bin, made by pnnx,
-which its wheel does not ship). Rounds interleave the engines; each figure
+MobileNetV2 (ncnn: a .param/.bin written here from the same ONNX file,
+onnx_to_ncnn, its outputs checked against relax_edge's C build). Rounds interleave the engines; each figure
 is the median (min-max) of the rounds' times of one run (inputs written,
 dispatches, outputs read back), ncnn timed in process around
 create_extractor / input / extract, with fp16 (and bf16) storage and arithmetic off.
@@ -84,6 +84,101 @@ def chain_case(rows=256, cols=4096):
     return bb.get(), [feed], (param, b""), reference
 
 
+def onnx_to_ncnn(model) -> tuple:
+    """An ncnn .param text and .bin bytes of the same network, for the ONNX
+    graphs of plain CNNs (Conv with a Clip(0, 6) / Relu after it folded in as
+    ncnn's activation, Add, GlobalAveragePool, Flatten, Gemm with transB):
+    ncnn's param format (a magic line, the layer and blob counts, a line per
+    layer: type, name, input and output counts and blobs, then id=value
+    pairs, -23300 - id for an array) and its weights file (per layer with
+    weights, a zero word tagging raw float32, the weights, then the bias
+    untagged). A blob read by more than one layer goes through a Split, as
+    ncnn wants. Raises ValueError naming an operator it does not map."""
+    from onnx import numpy_helper
+    from onnx.helper import get_attribute_value
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    consts = {n.output[0]: numpy_helper.to_array(n.attribute[0].t) for n in model.graph.node if n.op_type == "Constant"}
+    nodes = [n for n in model.graph.node if n.op_type != "Constant"]
+    readers: dict = {}
+    for n in nodes:
+        for i in n.input:
+            readers.setdefault(i, []).append(n)
+    names: dict = {}
+
+    def blob(tensor):
+        return names.setdefault(tensor, f"b{len(names)}")
+
+    (graph_in,) = [i for i in model.graph.input if i.name not in inits]
+    _, c, h, w = (d.dim_value for d in graph_in.type.tensor_type.shape.dim)
+    names[graph_in.name] = "x"
+    names[model.graph.output[0].name] = "out"
+    layers, weights, fused = [f"Input in 0 1 x 0={w} 1={h} 2={c}"], [], set()
+    taken: dict = {}   # tensor -> split outputs not yet read
+
+    def read(tensor):
+        if tensor in taken:
+            return taken[tensor].pop(0)
+        return blob(tensor)
+
+    def produced(tensor):
+        users = [r for r in readers.get(tensor, []) if id(r) not in fused]
+        if len(users) > 1:
+            outs = [f"{blob(tensor)}_{k}" for k in range(len(users))]
+            layers.append(f"Split sp{len(layers)} 1 {len(outs)} {blob(tensor)} {' '.join(outs)}")
+            taken[tensor] = outs
+
+    for k, n in enumerate(nodes):
+        if id(n) in fused:
+            continue
+        attrs = {a.name: get_attribute_value(a) for a in n.attribute}
+        out = n.output[0]
+        if n.op_type == "Conv":
+            wt, bias = inits[n.input[1]], inits[n.input[2]] if len(n.input) > 2 else None
+            o, _, kh, kw = wt.shape
+            group = attrs.get("group", 1)
+            (dh, dw), (sh, sw) = attrs.get("dilations", [1, 1]), attrs.get("strides", [1, 1])
+            pt, pl, pb, pr = attrs.get("pads", [0, 0, 0, 0])
+            act = ""
+            nxt = readers.get(out, [])
+            if len(nxt) == 1 and nxt[0].op_type in ("Clip", "Relu"):
+                if nxt[0].op_type == "Relu":
+                    act = " 9=1"
+                else:
+                    lo, hi = (float(consts.get(t, inits.get(t))) for t in nxt[0].input[1:3])
+                    act = f" 9=3 -23310=2,{lo:e},{hi:e}"
+                fused.add(id(nxt[0]))
+                out = nxt[0].output[0]
+            kind = "ConvolutionDepthWise" if group > 1 else "Convolution"
+            extra = f" 7={group}" if group > 1 else ""
+            layers.append(f"{kind} conv{k} 1 1 {read(n.input[0])} {blob(out)} 0={o} 1={kw} 11={kh} 2={dw} 12={dh} "
+                          f"3={sw} 13={sh} 4={pl} 14={pt} 15={pr} 16={pb} 5={int(bias is not None)} 6={wt.size}"
+                          f"{extra}{act}")
+            weights.append(struct.pack("<I", 0) + np.ascontiguousarray(wt, np.float32).tobytes())
+            if bias is not None:
+                weights.append(np.ascontiguousarray(bias, np.float32).tobytes())
+        elif n.op_type == "Add":
+            a, b = (read(i) for i in n.input)
+            layers.append(f"BinaryOp add{k} 2 1 {a} {b} {blob(out)} 0=0")
+        elif n.op_type == "GlobalAveragePool":
+            layers.append(f"Pooling gap{k} 1 1 {read(n.input[0])} {blob(out)} 0=1 4=1")
+        elif n.op_type == "Flatten":
+            layers.append(f"Flatten flat{k} 1 1 {read(n.input[0])} {blob(out)}")
+        elif n.op_type == "Gemm" and attrs.get("transB") == 1:
+            wt, bias = inits[n.input[1]], inits[n.input[2]]
+            layers.append(f"InnerProduct fc{k} 1 1 {read(n.input[0])} {blob(out)} 0={wt.shape[0]} 1=1 2={wt.size}")
+            weights.append(struct.pack("<I", 0) + np.ascontiguousarray(wt, np.float32).tobytes())
+            weights.append(np.ascontiguousarray(bias, np.float32).tobytes())
+        else:
+            raise ValueError(f"onnx_to_ncnn: no ncnn layer for {n.op_type} ({n.name})")
+        produced(out)
+    blobs = set()
+    for line in layers:   # every blob is some layer's output
+        parts = line.split()
+        nin, nout = int(parts[2]), int(parts[3])
+        blobs.update(parts[4 + nin:4 + nin + nout])
+    return "\n".join(["7767517", f"{len(layers)} {len(blobs)}", *layers, ""]), b"".join(weights)
+
+
 def mobilenet_case():
     import onnx
 
@@ -93,7 +188,7 @@ def mobilenet_case():
     model = onnx.load(str(path))
     bounds = {d.dim_param: (1, 8) for i in model.graph.input for d in i.type.tensor_type.shape.dim if d.dim_param}
     feeds = spec["make_inputs"](seed=0)
-    return from_onnx(model, dim_bounds=bounds), list(feeds.values()), None, None
+    return from_onnx(model, dim_bounds=bounds), list(feeds.values()), onnx_to_ncnn(model), None
 
 
 CASES = {"gemm": ("GEMM 256x1024x1024", gemm_case), "chain": ("elementwise chain 256x4096", chain_case),
@@ -120,7 +215,7 @@ class NcnnNet:
         start = time.perf_counter()
         ex = self.net.create_extractor()
         ex.set_light_mode(False)   # the wheel's extract crashes in light mode (ncnn 1.0.20261020)
-        mat = self.ncnn.Mat(x)   # held until extract returns: the Mat wraps x's memory
+        mat = self.ncnn.Mat(x[0] if x.ndim == 4 else x)   # held until extract returns: the Mat wraps x's memory
         ex.input("x", mat)
         ret, out = ex.extract("out")
         ms = (time.perf_counter() - start) * 1e3
@@ -169,13 +264,17 @@ def main(argv=None) -> int:
             samples = {"vulkan": [], "c": [], "ncnn": []}
             with rxe.connect("host-vulkan") as vdev, rxe.connect("host") as cdev:
                 mods = {"vulkan": vdev.load(arts["vulkan"]), "c": cdev.load(arts["c"])}
+                outs = {}
                 for name, m in mods.items():   # warm up, and check against the reference
-                    (y,) = m.run(*feeds)
+                    (outs[name],) = m.run(*feeds)
                     if reference is not None:
-                        np.testing.assert_allclose(y, reference(feeds[0]), rtol=1e-3, atol=1e-3, err_msg=name)
+                        np.testing.assert_allclose(outs[name], reference(feeds[0]), rtol=1e-3, atol=1e-3, err_msg=name)
+                if reference is None:   # MobileNetV2: the Vulkan build against the C build
+                    np.testing.assert_allclose(outs["vulkan"], outs["c"], rtol=1e-3, atol=1e-3, err_msg="vulkan")
                 if net is not None:
                     _, y = net.run(feeds[0])
-                    np.testing.assert_allclose(y, reference(feeds[0]), rtol=1e-3, atol=1e-3, err_msg="ncnn")
+                    want = reference(feeds[0]) if reference is not None else outs["c"]
+                    np.testing.assert_allclose(y, want.reshape(y.shape), rtol=1e-3, atol=1e-3, err_msg="ncnn")
                 for _ in range(args.rounds):
                     for name, m in mods.items():
                         samples[name] += m.benchmark(*feeds, warmup=0, repeat=1)["samples_ms"]

@@ -23,11 +23,11 @@ element 0 and adds 0.
 - `rxe_vk_conv2d_wide_f32`: rows are 8 output channels, columns 8 pixels
   per invocation (512 pixels per workgroup): images of at least 512 output
   pixels (the early layers);
-- `rxe_vk_conv2d_tall_f32` (transposed): rows are 8 pixels (the patch
-  elements uniform), columns 8 channels per invocation (512 per workgroup):
-  fewer pixels and at least 768 channels (the 7 x 7 expansions);
-- `rxe_vk_conv2d_slim_f32` (transposed): 8 pixels x 2 channels (128 per
-  workgroup): fewer pixels and channels.
+- `rxe_vk_conv2d_tall<S>_f32` (transposed): rows are 8 pixels (the patch
+  elements uniform), columns S channels per workgroup: 8 per invocation in
+  workgroups of 64 (S = 512) or 32 (256), 4 or 2 in workgroups of 32 (128,
+  64): images of fewer pixels (the late layers), the widest tile whose
+  channel tiles leave at most a fifth of their columns idle.
 
 The host picks one at run time from oh * ow and o (so a symbolic image size
 gets the tile its run needs). Shared memory: none; no barrier (a workgroup
@@ -40,15 +40,22 @@ from __future__ import annotations
 
 from .matmul import THREADS, UNROLL, ShaderRecord
 
-__all__ = ["CONV_SYMBOL", "WIDE", "TALL", "SLIM", "SHADERS", "NUM_SIZES", "dispatch_lines"]
+__all__ = ["CONV_SYMBOL", "WIDE", "SHADERS", "NUM_SIZES", "dispatch_lines"]
 
 CONV_SYMBOL = "rxe_lib_conv2d_f32"
-WIDE, TALL, SLIM = "rxe_vk_conv2d_wide_f32", "rxe_vk_conv2d_tall_f32", "rxe_vk_conv2d_slim_f32"
-# (rows, columns) per invocation, and whether the rows are pixels (the transposed form)
-BLOCKS = {WIDE: (8, 8, False), TALL: (8, 8, True), SLIM: (8, 2, True)}
+WIDE = "rxe_vk_conv2d_wide_f32"
+# name -> (rows, columns per invocation, the transposed form (rows are pixels), workgroup size)
+BLOCKS = {WIDE: (8, 8, False, THREADS), "rxe_vk_conv2d_tall512_f32": (8, 8, True, THREADS),
+          "rxe_vk_conv2d_tall256_f32": (8, 8, True, 32), "rxe_vk_conv2d_tall128_f32": (8, 4, True, 32),
+          "rxe_vk_conv2d_tall64_f32": (8, 2, True, 32)}
+TALL = [name for name in BLOCKS if BLOCKS[name][2]]   # widest first
 NUM_SIZES = 17
 WIDE_PIXELS = 8 * THREADS    # from this many output pixels: the wide shader
-TALL_CHANNELS = 768          # below WIDE_PIXELS, from this many output channels: the tall one, else the slim one
+
+
+def _span(name: str) -> int:
+    return BLOCKS[name][1] * BLOCKS[name][3]
+
 
 _HEAD = """#version 450
 layout(local_size_x_id = 0) in;
@@ -233,32 +240,36 @@ void main() {{
 
 
 def _source(name: str) -> str:
-    rows, cols, transposed = BLOCKS[name]
+    rows, cols, transposed, _ = BLOCKS[name]
     return _HEAD + (_BODY_T if transposed else _BODY).format(rows=rows, cols=cols, unroll=UNROLL)
 
 
-SHADERS = {name: (_source(name), ShaderRecord(name, num_buffers=4, push_words=2 + 4 + NUM_SIZES))
-           for name in (WIDE, TALL, SLIM)}
+SHADERS = {name: (_source(name), ShaderRecord(name, num_buffers=4, push_words=2 + 4 + NUM_SIZES,
+                                              local_size_x=BLOCKS[name][3])) for name in BLOCKS}
 
 
 def _items(name: str, batch: str, o: str, pixels: str) -> str:
-    rows, cols, transposed = BLOCKS[name]
-    span = cols * THREADS
+    rows, _, transposed, threads = BLOCKS[name]
+    span = _span(name)
     m, n = (pixels, o) if transposed else (o, pixels)
-    return f"(({batch}) * ((({m}) + {rows - 1}) / {rows}) * ((({n}) + {span - 1}) / {span}) * {THREADS})"
+    return f"(({batch}) * ((({m}) + {rows - 1}) / {rows}) * ((({n}) + {span - 1}) / {span}) * {threads})"
 
 
 def dispatch_lines(prefix: str, views: str, values: str, kernels: dict) -> list:
     """The host's C block for one conv2d call: the sizes checked to fit int32,
-    then the shader for the output's pixel and channel counts."""
-    index = {name: kernels[name][0] for name in SHADERS}
-    pixels = "z64[7] * z64[8]"
+    then the wide shader from WIDE_PIXELS output pixels, else the widest tall
+    one whose channel tiles waste at most a fifth of their columns (the
+    narrowest otherwise)."""
+    pixels, o = "z64[7] * z64[8]", "z64[4]"
 
     def call(name):
-        items = _items(name, "z64[0]", "z64[4]", pixels)
-        return f"rxe_vk_dispatch({prefix}_vk, {index[name]}u, v, z, (uint64_t){items}, err)"
-    return ["  {", f"    const rxe_vk_view_t v[4] = {{{views}}};",
-            f"    const int64_t z64[{NUM_SIZES}] = {{{values}}};", f"    int32_t z[{NUM_SIZES}];",
-            f"    st = {prefix}_vk_sizes32(z64, z, {NUM_SIZES}u, \"{CONV_SYMBOL}\", err);",
-            f"    if (st == RXE_OK) st = {pixels} >= {WIDE_PIXELS} ? {call(WIDE)}",
-            f"        : z64[4] >= {TALL_CHANNELS} ? {call(TALL)} : {call(SLIM)};", "  }"]
+        items = _items(name, "z64[0]", o, pixels)
+        return f"rxe_vk_dispatch({prefix}_vk, {kernels[name][0]}u, v, z, (uint64_t){items}, err)"
+    lines = ["  {", f"    const rxe_vk_view_t v[4] = {{{views}}};",
+             f"    const int64_t z64[{NUM_SIZES}] = {{{values}}};", f"    int32_t z[{NUM_SIZES}];",
+             f"    st = {prefix}_vk_sizes32(z64, z, {NUM_SIZES}u, \"{CONV_SYMBOL}\", err);",
+             f"    if (st == RXE_OK) st = {pixels} >= {WIDE_PIXELS} ? {call(WIDE)}"]
+    for name in TALL[:-1]:
+        span = _span(name)
+        lines.append(f"        : 4 * (({o} + {span - 1}) / {span}) * {span} <= 5 * {o} ? {call(name)}")
+    return lines + [f"        : {call(TALL[-1])};", "  }"]
