@@ -16,7 +16,9 @@ RXE_VK_ANY_DEVICE=1), then PREFIX_vk_init opens the device, checks the
 module's requirements, creates the pipelines and uploads the weights;
 `close` frees the device. `generate` keeps a decoder's KV cache in device
 buffers for the whole request (only the logits come back per step); a plain
-`run` of `step` writes the state inputs and reads them back. Its per-kernel profile is measured in process:
+`run` of `step` updates the caller's state arrays in place (the appended rows
+read back; the arrays written to the device when their bytes changed). Its
+per-kernel profile is measured in process:
 one run, then the GPU's time of each dispatch (rxe_vk_times, from
 timestamps) under the kernel and node that PREFIX_FUNC_vk_rows names.
 

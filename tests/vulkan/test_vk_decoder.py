@@ -2,12 +2,14 @@
 GQA) built with backend="vulkan" and run on lavapipe: the cache in device
 buffers, kv_append and kv_attention as shaders (codegen/vulkan/kv.py).
 
-- `step` run by hand (the state inputs written and read back, the C build's
-  in-place state): a prompt, then 8 one-token steps; each step's logits
-  against ONNX Runtime (graph optimizations off) running the exported model
-  on the growing past, and the cache's valid positions against ONNX
-  Runtime's presents.
-- `m.generate` (the cache kept on the device for the whole request): the
+- `step` run by hand (the C build's in-place state: the appended rows read
+  back into the caller's arrays, the state written again only when the
+  caller's bytes changed): a prompt, then 8 one-token steps; each step's
+  logits against ONNX Runtime (graph optimizations off) running the
+  exported model on the growing past, and the cache's valid positions
+  against ONNX Runtime's presents; then the prompt again on a fresh state.
+- `m.generate` (the cache kept on the device for the whole request) and the
+  model's RPC server's generate (rxe_generate over caller memory): the
   greedy tokens equal transformers' generate.
 - Every pipeline is made at load: none across the changing past length; the
   validation layer (when installed) reports nothing."""
@@ -18,6 +20,7 @@ import numpy as np
 import pytest
 
 import relax_edge as rxe
+from relax_edge.deploy.host import server_module
 from tests.llm_models import MAX_CONTEXT, get_llm, step_feeds, torch_greedy
 from tests.vulkan import test_vk_build as vk_build
 from tests.vulkan.test_vk_build import _assert_clean
@@ -57,6 +60,7 @@ def test_decoder_steps_match_onnxruntime_and_generate_matches_transformers(decod
         states = [np.full(s, np.nan, np.float32) for s in shapes]   # positions past the cache's length unread
         past = [np.zeros((1, s[1], 0, s[3]), np.float32) for s in shapes]
         ids = list(PROMPT)
+        first = None
         for step in range(1 + DECODE_STEPS):
             feeds = step_feeds(ids, past)
             want = session.run(None, feeds)
@@ -69,6 +73,11 @@ def test_decoder_steps_match_onnxruntime_and_generate_matches_transformers(decod
                                            err_msg=f"{name}: state_{k} at step {step}")
             past = want[1:]
             ids = [int(np.argmax(want[0][0, -1]))]
+            first = want[0][0, -1] if first is None else first
+        fresh = [np.zeros(s, np.float32) for s in shapes]   # the caller's new bytes are written to the device
+        feeds = step_feeds(PROMPT, [np.zeros((1, s[1], 0, s[3]), np.float32) for s in shapes])
+        (logits,) = m.run(feeds["input_ids"], feeds["attention_mask"], feeds["position_ids"], *fresh)
+        np.testing.assert_allclose(logits[0, -1], first, rtol=1e-4, atol=1e-4, err_msg=f"{name}: the prompt again")
         res = m.generate(PROMPT, max_new_tokens=10)
         assert res.tokens == want_tokens, name
         assert len(set(want_tokens)) > 2, f"transformers' greedy tokens {want_tokens} say little"
@@ -76,6 +85,8 @@ def test_decoder_steps_match_onnxruntime_and_generate_matches_transformers(decod
         assert again.tokens == torch_greedy(model, PROMPT[:2], 3)
         assert m.pipelines_created() == created   # every pipeline was made at load, whatever the past length
         _assert_clean(m, vulkan_env)
+    with server_module(art, "step", None, "host-vulkan") as s:
+        assert s.generate(PROMPT, max_new_tokens=10).tokens == want_tokens
 
 
 def test_context_bound_is_a_named_error(decoder):

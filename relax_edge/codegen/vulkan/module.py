@@ -51,9 +51,14 @@ except where the work happens:
   shaders. A `step` function's state inputs (state_<N>, transform/
   kv_state.py), and any input that kv_append writes in place, live in
   device buffers of their fixed size, made at init and kept across runs
-  (`PREFIX_FUNC_vk_state`). By default a run writes
-  each state input into its buffer and reads it back after the submit
-  (the C build's in-place state); after `PREFIX_vk_keep_state(1)` (what
+  (`PREFIX_FUNC_vk_state`). By default a run keeps the C build's in-place
+  state without moving the cache per token: a host shadow of each state
+  says what the device holds, so a run writes the state input only when
+  the caller's bytes differ from it (memcmp), and after the submit reads
+  back only the rows its kv_append wrote (kv_heads ranges of seq x
+  head_dim; the whole state where other kernels touch it), into the input
+  and the shadow; a failed run leaves the shadow invalid (the next run
+  writes the state); after `PREFIX_vk_keep_state(1)` (what
   `m.generate` sets around rxe_generate) the device buffers are the state:
   nothing of it crosses to the host, a run reads back only the logits.
 
@@ -210,6 +215,7 @@ class VulkanHostEmitter(CHostEmitter):
         chosen = [i for i, a in enumerate(fn.inputs) if (fn.name == "step" and a.name.startswith("state_"))
                   or i in appended]
         self.states = {i: k for k, i in enumerate(i for i in chosen if _constant_shape(fn.inputs[i].shape))}
+        self.rows_only = self.appended_once()
 
     def render(self) -> str:
         p = self.p
@@ -220,6 +226,22 @@ class VulkanHostEmitter(CHostEmitter):
                  *(f"  {row}" for row in rows), "  NULL};", ""]
         return "\n".join(head + self.state_head()) + super().render() + "\n" + self.release() + "\n".join(names)
 
+    def appended_once(self) -> set:
+        """The state slots that one kv_append writes and only kv_attention reads
+        as its keys or values: after a run only the appended rows come back."""
+        appends, other = {}, set()
+        for op in self.fn.entries.get("run", []):
+            for position, a in enumerate(getattr(op, "buffers", None) or []):
+                if a.base != "inputs" or a.index not in self.states:
+                    continue
+                k = self.states[a.index]
+                if op.symbol == kv.APPEND_SYMBOL and position == 0:
+                    appends[k] = appends.get(k, 0) + 1
+                elif not ((op.symbol == kv.APPEND_SYMBOL and position == 2)
+                          or (op.symbol == kv.ATTENTION_SYMBOL and position in (1, 2))):
+                    other.add(k)
+        return {k for k, n in appends.items() if n == 1 and k not in other}
+
     def state_bytes(self, i: int) -> int:
         shape = [int(d) for d in self.fn.inputs[i].shape.strip("()").split(",") if d.strip()]
         return 4 * int(np.prod(shape))
@@ -228,14 +250,59 @@ class VulkanHostEmitter(CHostEmitter):
         """The state buffers and their allocation at init (empty without states)."""
         if not self.states:
             return []
-        p, g = self.p, self.prefix
-        lines = [f"static rxe_vk_buffer_t* {p}_vk_state[{len(self.states)}];",
-                 "/* the device buffers of the state inputs, made at init, kept across runs */",
+        p, g, n = self.p, self.prefix, len(self.states)
+        lines = [f"static rxe_vk_buffer_t* {p}_vk_state[{n}];",
+                 "/* what the host and the device both hold of each state (valid when shadow_ok) */",
+                 f"static uint8_t* {p}_vk_shadow[{n}];", f"static int {p}_vk_shadow_ok[{n}];",
+                 "/* this run's kv_append of each state: kv_heads, max_context, seq, head_dim, offset",
+                 "   (seq -1: none) */",
+                 f"static int64_t {p}_vk_appended[{n}][5];",
+                 "/* the device buffers of the state inputs and their host shadows, made at init, kept across runs */",
                  f"static rxe_status_t {p}_vk_state_new(rxe_error_t* err) {{", "  rxe_status_t st = RXE_OK;"]
         for i, k in self.states.items():
-            lines.append(f"  if (st == RXE_OK) st = rxe_vk_buffer_new({g}_vk, {self.state_bytes(i)}u, "
-                         f"&{p}_vk_state[{k}], err);")
+            lines += [f"  if (st == RXE_OK) st = rxe_vk_buffer_new({g}_vk, {self.state_bytes(i)}u, "
+                      f"&{p}_vk_state[{k}], err);",
+                      f"  if (st == RXE_OK && ({p}_vk_shadow[{k}] = (uint8_t*)calloc({self.state_bytes(i)}u, 1)) "
+                      "== NULL) {",
+                      f"    st = rxe_error_set(err, RXE_ERR_NO_MEMORY, \"no host memory for the shadow of state "
+                      f"input %d\", (int64_t){i});", "  }", f"  {p}_vk_shadow_ok[{k}] = 0;"]
         return lines + ["  return st;", "}", ""]
+
+    def state_upload(self, i: int, k: int) -> list:
+        """Before a run: the state input written to its device buffer unless the
+        device already holds it (the shadow says so), or kept (PREFIX_vk_keep_state);
+        the shadow invalid until the run's rows are back."""
+        p, g, nbytes = self.p, self.prefix, self.state_bytes(i)
+        return [f"  if ({g}_vk_keep) {{", f"    {p}_vk_shadow_ok[{k}] = 0;",
+                f"  }} else if (!{p}_vk_shadow_ok[{k}] || memcmp(RXE_DATA(inputs[{i}]), {p}_vk_shadow[{k}], "
+                f"{nbytes}u) != 0) {{",
+                f"    st = rxe_vk_buffer_write({g}_vk, {p}_vk_state[{k}], 0, RXE_DATA(inputs[{i}]), {nbytes}u, "
+                "err);",
+                "    if (st != RXE_OK) return st;",
+                f"    memcpy({p}_vk_shadow[{k}], RXE_DATA(inputs[{i}]), {nbytes}u);",
+                "  }", f"  {p}_vk_shadow_ok[{k}] = 0;", f"  {p}_vk_appended[{k}][2] = -1;"]
+
+    def state_download(self, i: int, k: int) -> list:
+        """After the submit: the rows this run appended (or the whole state)
+        back into the caller's input and the shadow, unless kept."""
+        p, g, nbytes = self.p, self.prefix, self.state_bytes(i)
+        whole = [f"      st = rxe_vk_buffer_read({g}_vk, {p}_vk_state[{k}], 0, RXE_DATA(inputs[{i}]), {nbytes}u, "
+                 "err);", "      if (st != RXE_OK) return st;",
+                 f"      memcpy({p}_vk_shadow[{k}], RXE_DATA(inputs[{i}]), {nbytes}u);"]
+        lines = [f"  if (!{g}_vk_keep) {{"]
+        if k in self.rows_only:
+            r = f"{p}_vk_appended[{k}]"
+            lines += [f"    if ({r}[2] >= 0) {{", f"      for (int64_t h = 0; h < {r}[0]; ++h) {{",
+                      f"        uint64_t at = (uint64_t)((h * {r}[1] + {r}[4]) * {r}[3]) * 4u, "
+                      f"n = (uint64_t)({r}[2] * {r}[3]) * 4u;",
+                      f"        st = rxe_vk_buffer_read({g}_vk, {p}_vk_state[{k}], at, RXE_DATA(inputs[{i}]) + at, "
+                      "n, err);",
+                      "        if (st != RXE_OK) return st;",
+                      f"        memcpy({p}_vk_shadow[{k}] + at, RXE_DATA(inputs[{i}]) + at, n);", "      }",
+                      "    } else {", *whole, "    }"]
+        else:
+            lines += [x[2:] for x in whole]
+        return lines + [f"    {p}_vk_shadow_ok[{k}] = 1;", "  }"]
 
     def release(self) -> str:
         p = self.p
@@ -244,7 +311,8 @@ class VulkanHostEmitter(CHostEmitter):
                           f"    rxe_vk_buffer_free({self.prefix}_vk, {p}_vk_io[i]);",
                           f"    {p}_vk_io[i] = NULL;", f"    {p}_vk_io_bytes[i] = 0;", "  }",
                           *(f"  rxe_vk_buffer_free({self.prefix}_vk, {p}_vk_state[{k}]);\n"
-                            f"  {p}_vk_state[{k}] = NULL;" for k in self.states.values()), "}", ""])
+                            f"  {p}_vk_state[{k}] = NULL;\n  free({p}_vk_shadow[{k}]);\n  {p}_vk_shadow[{k}] = NULL;\n"
+                            f"  {p}_vk_shadow_ok[{k}] = 0;" for k in self.states.values()), "}", ""])
 
     def entry(self, kind: str, head: str) -> list:
         self.begun = False
@@ -256,8 +324,7 @@ class VulkanHostEmitter(CHostEmitter):
         if self.slots:
             tail += [f"  st = {g}_vk_status_check(err);", "  if (st != RXE_OK) return st;"]
         for i, k in self.states.items():   # the in-place state back to the caller, unless it stays on the device
-            tail += [f"  st = {g}_vk_keep ? RXE_OK : rxe_vk_buffer_read({g}_vk, {self.p}_vk_state[{k}], 0, "
-                     f"RXE_DATA(inputs[{i}]), {self.state_bytes(i)}u, err);", "  if (st != RXE_OK) return st;"]
+            tail += self.state_download(i, k)
         for k in range(len(self.fn.outputs)):
             slot = len(self.fn.inputs) + k
             tail += [f"  st = rxe_vk_buffer_read({g}_vk, {self.p}_vk_io[{slot}], 0, RXE_DATA(outputs[{k}]), "
@@ -278,9 +345,7 @@ class VulkanHostEmitter(CHostEmitter):
         lines += self.check_int64_inputs()
         for i in range(len(self.fn.inputs)):
             if i in self.states:
-                state = f"{p}_vk_state[{self.states[i]}]"
-                lines += [f"  st = {g}_vk_keep ? RXE_OK : rxe_vk_buffer_write({g}_vk, {state}, 0, "
-                          f"RXE_DATA(inputs[{i}]), {self.state_bytes(i)}u, err);", "  if (st != RXE_OK) return st;"]
+                lines += self.state_upload(i, self.states[i])
                 continue
             lines += [f"  st = {g}_vk_reserve(&{p}_vk_io[{i}], &{p}_vk_io_bytes[{i}], "
                       f"{g}_vk_tensor_bytes(&inputs[{i}]), err);", "  if (st != RXE_OK) return st;",
@@ -410,6 +475,9 @@ class VulkanHostEmitter(CHostEmitter):
         bound = ["    if (z64[4] < 0 || z64[2] < 0 || z64[4] + z64[2] > z64[1]) {",
                  "      return rxe_error_set(err, RXE_ERR_BOUND, \"kv_append: positions [%d, %d) are outside the "
                  "cache's context bound max_context=%d\", z64[4], z64[4] + z64[2], z64[1]);", "    }"]
+        if state.base == "inputs" and self.states.get(state.index) in self.rows_only:
+            k = self.states[state.index]
+            bound += [f"    for (int j = 0; j < 5; ++j) {self.p}_vk_appended[{k}][j] = z64[j];"]
         return self.dispatch_library(op, kv.APPEND, [self.device_view(out), self.device_view(new)],
                                      kv.append_items_c("z64[0]", "z64[2]", "z64[3]"), bound)
 
@@ -702,7 +770,7 @@ def emit_vulkan(host: HostModule, board) -> CSources:
             if record.status:
                 slots[symbol] = len(slots)
         add_library_shaders(host, compiled, kernels, tmp)
-    parts = ["#include <string.h>", "#include \"relax_edge/vulkan.h\"", ""]
+    parts = ["#include <stdlib.h>", "#include <string.h>", "#include \"relax_edge/vulkan.h\"", ""]
     parts += [_spirv_array(f"{prefix}_spv_{symbol}", spirv) for symbol, _, spirv in compiled]
     parts += [_kernel_table(prefix, compiled), SUPPORT.format(g=prefix, req=_requirements(compiled)),
               _status_support(prefix, compiled, slots),
