@@ -30,8 +30,8 @@ matmul (a constant W included, unpacked) whose K is at most `max_k` becoming
 rxe_lib_matmul_f32 without a scratch buffer; the Vulkan host dispatches it with the shaders of
 codegen/vulkan/matmul.py. And conv2d with one group (c * kh * kw at most
 `max_k`): rxe_lib_conv2d_f32 with its bias and activation, the weights
-unpacked, no scratch (codegen/vulkan/conv.py); depthwise stays a tensor
-program.
+unpacked, no scratch (codegen/vulkan/conv.py), and depthwise as
+rxe_lib_depthwise_conv2d_f32 likewise.
 
 Does not guarantee that the library is faster for every shape; the
 `kernels` argument restricts which families are dispatched (the pipeline
@@ -52,7 +52,7 @@ __all__ = ["dispatch", "KERNEL_FAMILIES"]
 
 KERNEL_FAMILIES = ("dense", "matmul", "conv2d", "depthwise")
 TARGETS = ("cpu", "vulkan")
-VULKAN_FAMILIES = ("matmul", "conv2d")
+VULKAN_FAMILIES = ("matmul", "conv2d", "depthwise")
 ACT_NONE, ACT_RELU, ACT_RELU6 = 0, 1, 2
 
 

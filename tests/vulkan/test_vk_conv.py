@@ -22,16 +22,19 @@ vulkan_env = vk_matmul.vulkan_env   # skips without lavapipe; the validation lay
 
 CI = 6
 # (output channels, kernel, stride, padding, dilation, bias, activation 0 / 1 relu / 2 relu6)
-# (at few pixels: the tall shaders of 64, 512, 64, 64, 256 and 128 channels; the wide one at 30 x 31)
+# (at few pixels: the tall shaders of 64, 512, 64, 64, 256 and 128 channels; the wide one at 30 x 31;
+# then two depthwise layers: CI output channels, each its own group)
 LAYERS = [(13, 1, 1, 0, 1, True, 2), (1000, 1, 1, 0, 1, True, 0), (17, 3, 2, 1, 1, True, 1),
-          (9, 3, 1, 2, 2, False, 0), (250, 3, 1, 1, 1, True, 2), (120, 1, 1, 0, 1, True, 1)]
+          (9, 3, 1, 2, 2, False, 0), (250, 3, 1, 1, 1, True, 2), (120, 1, 1, 0, 1, True, 1),
+          (CI, 3, 2, 1, 1, True, 2), (CI, 5, 1, 4, 2, False, 0)]
 
 
 def _weights():
     rng = np.random.default_rng(0)
     out = []
     for co, k, *_ in LAYERS:
-        w = (rng.standard_normal((co, CI, k, k)) / np.sqrt(CI * k * k)).astype("float32")
+        cg = 1 if co == CI else CI   # depthwise: one input channel per group
+        w = (rng.standard_normal((co, cg, k, k)) / np.sqrt(cg * k * k)).astype("float32")
         out.append((w, rng.standard_normal((1, co, 1, 1)).astype("float32")))
     return out
 
@@ -43,7 +46,7 @@ def _module(weights):
         with bb.dataflow():
             outs = []
             for (_, _, s, p, d, bias, act), (w, b) in zip(LAYERS, weights):
-                y = op.conv2d(x, w, strides=(s, s), padding=(p, p, p, p), dilation=(d, d))
+                y = op.conv2d(x, w, strides=(s, s), padding=(p, p, p, p), dilation=(d, d), groups=CI // w.shape[1])
                 y = op.add(y, b) if bias else y
                 y = op.relu(y) if act == 1 else make_call("clip", [y], {"min": 0.0, "max": 6.0}) if act == 2 else y
                 outs.append(y)
@@ -56,7 +59,7 @@ def _reference(x, weights):
     out = []
     for (_, _, s, p, d, bias, act), (w, b) in zip(LAYERS, weights):
         y = torch.nn.functional.conv2d(torch.from_numpy(x).double(), torch.from_numpy(w).double(), stride=s,
-                                       padding=p, dilation=d).numpy()
+                                       padding=p, dilation=d, groups=CI // w.shape[1]).numpy()
         y = y + b if bias else y
         out.append(np.maximum(y, 0) if act == 1 else np.clip(y, 0, 6) if act == 2 else y)
     return out
@@ -66,8 +69,9 @@ def test_convolutions_match_pytorch_from_one_build(vulkan_env, tmp_path):
     weights = _weights()
     art = rxe.build(_module(weights), board="host-vulkan", backend="vulkan", out_dir=tmp_path)
     text = (art.out_dir / f"{art.prefix}.c").read_text()
-    assert all(f'"{name}"' in text for name in conv.SHADERS)
-    assert text.count(f'"{conv.CONV_SYMBOL}"') >= len(LAYERS)   # every layer is the library call
+    assert all(f'"{name}"' in text for name in [*conv.SHADERS, conv.DEPTHWISE])
+    assert text.count(f'"{conv.CONV_SYMBOL}"') >= len(LAYERS) - 2   # every layer is a library call
+    assert text.count(f'"{conv.DEPTHWISE_SYMBOL}"') >= 2
     rng = np.random.default_rng(1)
     with rxe.connect("host-vulkan") as dev:
         mod = dev.load(art)

@@ -29,6 +29,11 @@ element 0 and adds 0.
   64): images of fewer pixels (the late layers), the widest tile whose
   channel tiles leave at most a fifth of their columns idle.
 
+- `rxe_vk_depthwise_conv2d_f32` (rxe_lib_depthwise_conv2d_f32: every
+  channel its own group): a workgroup per (image, channel) and 256 output
+  pixels, 4 per invocation (t + 64 j); the channel's taps are uniform loads,
+  each tap one load of the image per pixel.
+
 The host picks one at run time from oh * ow and o (so a symbolic image size
 gets the tile its run needs). Shared memory: none; no barrier (a workgroup
 past the last tile returns at once). Serial loops: c * kh * kw / UNROLL
@@ -40,7 +45,8 @@ from __future__ import annotations
 
 from .matmul import THREADS, UNROLL, ShaderRecord
 
-__all__ = ["CONV_SYMBOL", "WIDE", "SHADERS", "NUM_SIZES", "dispatch_lines"]
+__all__ = ["CONV_SYMBOL", "DEPTHWISE_SYMBOL", "WIDE", "DEPTHWISE", "SHADERS", "SHADERS_DEPTHWISE", "NUM_SIZES",
+           "dispatch_lines", "depthwise_lines"]
 
 CONV_SYMBOL = "rxe_lib_conv2d_f32"
 WIDE = "rxe_vk_conv2d_wide_f32"
@@ -239,6 +245,76 @@ void main() {{
 """
 
 
+_DEPTHWISE = """#version 450
+layout(local_size_x_id = 0) in;
+layout(std430, set = 0, binding = 0) readonly buffer B0 { float v[]; } b0;   /* x: n, c, h, w */
+layout(std430, set = 0, binding = 1) readonly buffer B1 { float v[]; } b1;   /* w: c, 1, kh, kw */
+layout(std430, set = 0, binding = 2) readonly buffer B2 { float v[]; } b2;   /* bias: c */
+layout(std430, set = 0, binding = 3) writeonly buffer B3 { float v[]; } b3;  /* out: n, c, oh, ow */
+layout(push_constant) uniform PC { uint groups_x; uint items; uint off[4]; int size[15]; } pc;
+
+const uint C = %(cols)du;
+
+void main() {
+  uint wg = (gl_WorkGroupID.y + gl_WorkGroupID.z * gl_NumWorkGroups.y) * pc.groups_x + gl_WorkGroupID.x;
+  uint NB = uint(pc.size[0]), CH = uint(pc.size[1]), H = uint(pc.size[2]), W = uint(pc.size[3]);
+  uint KH = uint(pc.size[4]), KW = uint(pc.size[5]), OW = uint(pc.size[7]);
+  int SH = pc.size[8], SW = pc.size[9], PT = pc.size[10], PL = pc.size[11], DH = pc.size[12], DW = pc.size[13];
+  int act = pc.size[14];
+  uint P = uint(pc.size[6]) * OW, L = gl_WorkGroupSize.x, span = C * L;
+  uint tiles = (P + span - 1u) / span;
+  if (wg >= NB * CH * tiles) return;   /* a whole workgroup past the last tile (no barrier below) */
+  uint plane = wg / tiles, p0 = (wg %% tiles) * span, ch = plane %% CH, t = gl_LocalInvocationID.x;
+  uint xb = pc.off[0] + plane * H * W, wb = pc.off[1] + ch * KH * KW;
+  int ih0[C], iw0[C];
+  float acc[C];
+  for (uint j = 0u; j < C; ++j) {
+    uint p = min(p0 + t + L * j, P - 1u);
+    ih0[j] = int(p / OW) * SH - PT;
+    iw0[j] = int(p %% OW) * SW - PL;
+    acc[j] = 0.0;
+  }
+  for (uint kh = 0u; kh < KH; ++kh) {
+    for (uint kw = 0u; kw < KW; ++kw) {
+      float wv = b1.v[wb + kh * KW + kw];   /* the channel's tap: the same for the whole workgroup */
+      for (uint j = 0u; j < C; ++j) {
+        int ih = ih0[j] + int(kh) * DH, iw = iw0[j] + int(kw) * DW;
+        bool inside = uint(ih) < H && uint(iw) < W;
+        float v = b0.v[xb + (inside ? uint(ih) * W + uint(iw) : 0u)];
+        acc[j] = fma(wv, inside ? v : 0.0, acc[j]);
+      }
+    }
+  }
+  float bias = b2.v[pc.off[2] + ch];
+  uint ob = pc.off[3] + plane * P;
+  for (uint j = 0u; j < C; ++j) {
+    uint p = p0 + t + L * j;
+    float y = acc[j] + bias;
+    if (act >= 1) y = max(y, 0.0);
+    if (act == 2) y = min(y, 6.0);
+    if (p < P) b3.v[ob + p] = y;
+  }
+}
+"""
+DEPTHWISE_SYMBOL = "rxe_lib_depthwise_conv2d_f32"
+DEPTHWISE = "rxe_vk_depthwise_conv2d_f32"
+DEPTHWISE_COLS = 4      # output pixels per invocation (256 per workgroup of 64)
+DEPTHWISE_SIZES = 15
+
+
+def depthwise_lines(prefix: str, views: str, values: str, kernels: dict) -> list:
+    """The host's C block for one depthwise conv2d call (sizes: batch, c, h,
+    w, kh, kw, oh, ow, strides, pads, dilations, act): a workgroup per
+    channel of an image and 256 of its output pixels."""
+    span = DEPTHWISE_COLS * THREADS
+    items = f"(z64[0] * z64[1] * ((z64[6] * z64[7] + {span - 1}) / {span}) * {THREADS})"
+    return ["  {", f"    const rxe_vk_view_t v[4] = {{{views}}};",
+            f"    const int64_t z64[{DEPTHWISE_SIZES}] = {{{values}}};", f"    int32_t z[{DEPTHWISE_SIZES}];",
+            f"    st = {prefix}_vk_sizes32(z64, z, {DEPTHWISE_SIZES}u, \"{DEPTHWISE_SYMBOL}\", err);",
+            f"    if (st == RXE_OK) st = rxe_vk_dispatch({prefix}_vk, {kernels[DEPTHWISE][0]}u, v, z, "
+            f"(uint64_t){items}, err);", "  }"]
+
+
 def _source(name: str) -> str:
     rows, cols, transposed, _ = BLOCKS[name]
     return _HEAD + (_BODY_T if transposed else _BODY).format(rows=rows, cols=cols, unroll=UNROLL)
@@ -246,6 +322,8 @@ def _source(name: str) -> str:
 
 SHADERS = {name: (_source(name), ShaderRecord(name, num_buffers=4, push_words=2 + 4 + NUM_SIZES,
                                               local_size_x=BLOCKS[name][3])) for name in BLOCKS}
+SHADERS_DEPTHWISE = {DEPTHWISE: (_DEPTHWISE % {"cols": DEPTHWISE_COLS},
+                                 ShaderRecord(DEPTHWISE, num_buffers=4, push_words=2 + 4 + DEPTHWISE_SIZES))}
 
 
 def _items(name: str, batch: str, o: str, pixels: str) -> str:

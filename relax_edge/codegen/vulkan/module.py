@@ -393,10 +393,11 @@ class VulkanHostEmitter(CHostEmitter):
             return self.call_append(op)
         if op.symbol == kv.ATTENTION_SYMBOL:
             return self.call_attention(op)
-        if op.symbol == conv.CONV_SYMBOL:
+        if op.symbol in (conv.CONV_SYMBOL, conv.DEPTHWISE_SYMBOL):
             lines = [] if self.begun else self.prologue()
             self.begun = True
-            return lines + conv.dispatch_lines(self.prefix, ", ".join(self.device_view(a) for a in op.buffers),
+            emit = conv.dispatch_lines if op.symbol == conv.CONV_SYMBOL else conv.depthwise_lines
+            return lines + emit(self.prefix, ", ".join(self.device_view(a) for a in op.buffers),
                                                ", ".join(f"(int64_t)({self.r.int_expr(s)})" for s in op.sizes),
                                                self.kernels)
         if op.symbol not in self.kernels:
@@ -727,9 +728,8 @@ def add_library_shaders(host: HostModule, compiled: list, kernels: dict, tmp) ->
     library calls need, compiled and appended to the kernel table; a matmul
     whose K may exceed what the device's loop limit allows is refused."""
     add_kv_shaders(host, compiled, kernels, tmp)
-    if _calls(host, conv.CONV_SYMBOL):
-        for name in conv.SHADERS:
-            source, record = conv.SHADERS[name]
+    for symbol, shaders in ((conv.CONV_SYMBOL, conv.SHADERS), (conv.DEPTHWISE_SYMBOL, conv.SHADERS_DEPTHWISE)):
+        for name, (source, record) in shaders.items() if _calls(host, symbol) else ():
             kernels[name] = (len(compiled), record, None)
             compiled.append((name, record, compile_spirv(source, tmp, name)))
     calls = _calls(host, matmul.MATMUL_SYMBOL)
