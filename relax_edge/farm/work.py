@@ -9,8 +9,9 @@ farm measurement shares (bench cells and tuning probes alike):
 
     unit, median_ms, min_ms, max_ms, mean_ms, std_ms, samples, noise, repeat, warmup
 
-(`_ms` keys hold instruction counts when unit is "instructions"). `noise` is
-the relative spread of the samples: the interquartile range over the median.
+(`_ms` keys hold instruction counts when unit is "instructions"). They are
+relax_edge/tuning.py's `stats` (noise: the interquartile range over the
+median, the range with fewer than four samples) plus the mean and std.
 """
 
 from __future__ import annotations
@@ -33,17 +34,13 @@ def statistics_of(bench: dict) -> dict:
 
 
 def summarize(samples: list, unit: str = "ms", repeat: int | None = None, warmup: int = 0) -> dict:
-    """Median, extremes, mean, std and noise of timed samples."""
+    """tuning.stats (median, extremes, noise: the methodology tuning measures with) plus mean and std."""
+    from ..tuning import stats
     if not samples:
         raise ValueError("no samples to summarize")
-    median = statistics.median(samples)
-    if len(samples) >= 2:
-        q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
-    else:
-        q1 = q3 = samples[0]
-    return {"unit": unit, "median_ms": median, "min_ms": min(samples), "max_ms": max(samples),
-            "mean_ms": statistics.fmean(samples), "std_ms": statistics.pstdev(samples), "samples": list(samples),
-            "noise": (q3 - q1) / median if median > 0 else 0.0, "repeat": repeat or len(samples), "warmup": warmup}
+    out = stats(samples)
+    return {"unit": unit, **out, "mean_ms": statistics.fmean(out["samples"]),
+            "std_ms": statistics.pstdev(out["samples"]), "repeat": repeat or len(samples), "warmup": warmup}
 
 
 def stats_columns(stats: dict | None) -> dict:

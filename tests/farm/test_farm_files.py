@@ -76,3 +76,22 @@ def test_farm_command_errors_make_no_database(tmp_path, monkeypatch, capsys):
                    "relax-edge: error: missing.onnx: no such model file",
                    f"relax-edge: error: {farm}: no board 'pi' in this farm (boards: qemu-aarch64)"]
     assert not (tmp_path / "results.db").exists()
+
+
+def test_tuning_candidates_and_knob_options():
+    from relax_edge import tuning
+    from relax_edge.farm.cli import parse_knobs
+    from relax_edge.farm.tune import candidates, tune
+    default = tuning.DEFAULTS["gemm"]
+    knobs = parse_knobs(["gemm.KC=16,256", "gemm.NC=1024"])
+    assert knobs == {"gemm": {"KC": [16, 256], "NC": [1024]}}
+    assert candidates("gemm", knobs) == [default, {**default, "KC": 16}, {**default, "NC": 1024}]
+    with pytest.raises(tuning.TuningError, match="KC 5000 is outside"):
+        candidates("gemm", {"gemm": {"KC": [5000]}})
+    with pytest.raises(FarmError, match="give KERNEL.KNOB=V1,V2"):
+        parse_knobs(["gemm.KC=big"])
+    farm = parse_farm({"boards": {"qemu-aarch64": 1}}, "farm.yaml")
+    with pytest.raises(FarmError, match="a table records only those"):
+        tune(farm, buckets={"gemm": [{"name": "mine", "op": "dense", "m": 4, "n": 8, "k": 8}]})
+    with pytest.raises(FarmError, match="unknown kernel 'conv3d'"):
+        tune(farm, kernels=["conv3d"])

@@ -155,3 +155,25 @@ def test_a_worker_killed_mid_task_is_retried_and_one_that_always_dies_fails_alon
     assert outcome["qemu-aarch64"]["status"] == "ok" and outcome["qemu-aarch64"]["pid"] != os.getpid()
     assert outcome["qemu-riscv64"]["status"] == "failed"
     assert outcome["qemu-riscv64"]["reason"].startswith(f"qemu-riscv64: gave up after {RETRIES} retries: ")
+
+
+@pytest.mark.emu
+def test_tuning_on_two_emulated_boards_changes_their_tables(farm_env, ray_farm, tmp_path):
+    """Under QEMU this measures the emulator, not a chip: the test checks the search and the tables, not a gain."""
+    from relax_edge import tuning
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    boards = ["qemu-aarch64", "qemu-riscv64"]
+    for name in boards:   # a table to change: KC 192 chosen earlier
+        tuning.write_table(name, {"gemm": {"KC": 192}}, path=tables / f"{name}.json")
+    run = rxe.farm.tune(farm=ray_farm, boards=boards, kernels=("gemm",), buckets={"gemm": ["small"]},
+                        knobs={"gemm": {"KC": [16]}}, repeat=5, warmup=1, db=tmp_path / "tune.db", tables_dir=tables,
+                        cache_dir=farm_env["cache"], quiet=True)
+    assert sorted((c["board"], c["status"]) for c in run.cells) == [(b, "ok") for b in boards for _ in range(3)]
+    with ResultsDB(tmp_path / "tune.db") as results:
+        configs = sorted((r["board"], r["config"]["config"]["KC"]) for r in results.cells(kind="tune"))
+    assert configs == [(b, kc) for b in boards for kc in (16, 256, 256)]   # the default measured twice
+    for name in boards:
+        table = tuning.load_table(name, path=tables / f"{name}.json")
+        assert table["gemm"]["KC"] in (256, 16) and run.tables[name] == tables / f"{name}.json"
+        assert run.chosen[name]["gemm"]["buckets"]["small"]["default_ms"] > 0
