@@ -7,6 +7,22 @@
 
 #define VALIDATION_LAYER "VK_LAYER_KHRONOS_validation"
 
+/* The Vulkan loader's name: Android ships libvulkan.so, Linux distributions
+ * libvulkan.so.1. RXE_VULKAN_LIBRARY in the environment names another one
+ * when the options give none. */
+#ifdef __ANDROID__
+#define DEFAULT_LIBRARY "libvulkan.so"
+#else
+#define DEFAULT_LIBRARY "libvulkan.so.1"
+#endif
+
+static const char* library_name(const rxe_vk_options_t* o) {
+  const char* env;
+  if (o->library != NULL) return o->library;
+  env = getenv("RXE_VULKAN_LIBRARY");
+  return env != NULL && env[0] != '\0' ? env : DEFAULT_LIBRARY;
+}
+
 rxe_status_t rxe_vk_fail(rxe_error_t* err, VkResult result, const char* call) {
   if (result == VK_ERROR_OUT_OF_HOST_MEMORY || result == VK_ERROR_OUT_OF_DEVICE_MEMORY) {
     return rxe_error_set(err, RXE_ERR_NO_MEMORY, "%s: out of %s memory", call,
@@ -34,7 +50,7 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlag
 static rxe_status_t load_library(rxe_vk_t* vk, const char* name, rxe_error_t* err) {
   vk->library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
   if (vk->library == NULL) {
-    return rxe_error_set(err, RXE_ERR_NO_VULKAN, "cannot load the Vulkan loader %s (install libvulkan1)", name);
+    return rxe_error_set(err, RXE_ERR_NO_VULKAN, "cannot load the Vulkan loader %s (install libvulkan1; on Android the system's libvulkan.so)", name);
   }
   *(void**)&vk->f.vkGetInstanceProcAddr = dlsym(vk->library, "vkGetInstanceProcAddr");
   if (vk->f.vkGetInstanceProcAddr == NULL) {
@@ -321,7 +337,7 @@ rxe_status_t rxe_vk_open(const rxe_vk_options_t* options, rxe_vk_t** out, rxe_er
   if (vk == NULL) return rxe_error_set(err, RXE_ERR_NO_MEMORY, "rxe_vk_open: out of memory");
   vk->force_staging = options->force_staging;
   vk->per_submit = options->max_dispatches_per_submit ? options->max_dispatches_per_submit : RXE_VK_DISPATCHES_PER_SUBMIT;
-  s = load_library(vk, options->library ? options->library : "libvulkan.so.1", err);
+  s = load_library(vk, library_name(options), err);
   if (s == RXE_OK) s = create_instance(vk, options->validation, err);
   if (s == RXE_OK) s = choose_device(vk, options, err);
   if (s == RXE_OK) s = create_device(vk, options, err);

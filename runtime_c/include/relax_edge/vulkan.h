@@ -90,7 +90,7 @@ typedef struct {
   int32_t validation;      /* enable VK_LAYER_KHRONOS_validation when installed and count its messages */
   int32_t force_staging;   /* keep buffers device-local only, copying through staging buffers */
   const rxe_vk_limits_t* limits;   /* optional override (above); NULL: the device's */
-  const char* library;     /* NULL: "libvulkan.so.1" */
+  const char* library;     /* NULL: $RXE_VULKAN_LIBRARY, else "libvulkan.so.1" ("libvulkan.so" on Android) */
   uint32_t max_dispatches_per_submit; /* 0: RXE_VK_DISPATCHES_PER_SUBMIT */
 } rxe_vk_options_t;
 
