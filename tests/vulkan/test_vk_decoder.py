@@ -11,6 +11,7 @@ buffers, kv_append and kv_attention as shaders (codegen/vulkan/kv.py).
 - `m.generate` (the cache kept on the device for the whole request) and the
   model's RPC server's generate (rxe_generate over caller memory): the
   greedy tokens equal transformers' generate.
+- `main` (the past as inputs, the presents as outputs) against ONNX Runtime.
 - Every pipeline is made at load: none across the changing past length; the
   validation layer (when installed) reports nothing."""
 
@@ -87,6 +88,21 @@ def test_decoder_steps_match_onnxruntime_and_generate_matches_transformers(decod
         _assert_clean(m, vulkan_env)
     with server_module(art, "step", None, "host-vulkan") as s:
         assert s.generate(PROMPT, max_new_tokens=10).tokens == want_tokens
+
+
+def test_main_with_past_inputs_matches_onnxruntime(decoder, vulkan_env):
+    """The artifact's `main` (the exported step, the past as inputs and the presents as outputs)."""
+    name, path, _, art = decoder
+    session = _session(path)
+    rng = np.random.default_rng(3)
+    with rxe.connect("host-vulkan") as dev:
+        m = dev.load(art)
+        for past_len, seq in ((0, 4), (9, 3)):
+            past = [rng.standard_normal((1, s[1], past_len, s[3])).astype(np.float32) for s in art.decoder["states"]]
+            feeds = step_feeds(rng.integers(0, 256, seq), past)
+            for got, want in zip(m.run(*feeds.values()), session.run(None, feeds)):
+                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"{name} past {past_len}")
+        _assert_clean(m, vulkan_env)
 
 
 def test_context_bound_is_a_named_error(decoder):
