@@ -570,8 +570,13 @@ class GlslKernel(IndentedLines, KernelSkeleton):
         loops = self.grid.loops
         for var, extent in loops:
             self.bind(var, extent)
-        rest = "gid"
-        for depth, (var, extent) in reversed(list(enumerate(loops))):
+        self.grid_variables("gid")
+        self.scope.extend(var for var, _ in loops)
+
+    def grid_variables(self, rest: str) -> None:
+        """Declares the grid loops' variables from the linear index `rest`
+        (innermost loop fastest)."""
+        for depth, (var, extent) in reversed(list(enumerate(self.grid.loops))):
             name = self.r.name(var, var.name)
             if depth == 0:
                 self.line(f"int {name} = int({rest});")
@@ -582,7 +587,6 @@ class GlslKernel(IndentedLines, KernelSkeleton):
                 quotient = self.r.name(self.temps[-1], "rest")
                 self.line(f"uint {quotient} = {rest} / uint({e});")
                 rest = quotient
-            self.scope.append(var)
 
     def end(self):
         p = self.program

@@ -151,19 +151,7 @@ class CooperativeKernel(GlslKernel):
         self.line("uint rxe_row = rxe_live ? gid / gl_WorkGroupSize.x : 0u;")
         for k, v in enumerate(p.size_params):
             self.line(f"int {self.r.name(v, v.name)} = pc.size[{k}];")
-        rest = "rxe_row"
-        loops = self.grid.loops
-        for depth, (var, extent) in reversed(list(enumerate(loops))):
-            name = self.r.name(var, var.name)
-            if depth == 0:
-                self.line(f"int {name} = int({rest});")
-            else:
-                e = self.r.int_expr(extent)
-                self.line(f"int {name} = int({rest} % uint({e}));")
-                self.temps.append(object())
-                quotient = self.r.name(self.temps[-1], "rest")
-                self.line(f"uint {quotient} = {rest} / uint({e});")
-                rest = quotient
+        self.grid_variables("rxe_row")
 
     def element(self, buffer, indices) -> str:
         if buffer in self.tail_buffers:
