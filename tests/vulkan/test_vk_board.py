@@ -1,7 +1,10 @@
-"""The host-vulkan board: its `vulkan:` section loads, and a bad one is named
-with the file and the field."""
+"""The Vulkan boards: host-vulkan's `vulkan:` section loads, a bad one is named
+with the file and the field, and jetson-orin-vulkan (the Jetson over ssh with
+its GPU) cross-builds an aarch64 Vulkan artifact."""
 
 from __future__ import annotations
+
+import shutil
 
 import pytest
 import yaml
@@ -32,3 +35,46 @@ def test_a_bad_vulkan_section_is_named(tmp_path, section, fragment):
     with pytest.raises(BoardError) as info:
         load_board(str(path))
     assert str(path) in str(info.value) and fragment in str(info.value)
+
+
+def test_jetson_orin_vulkan_is_the_jetson_over_ssh_with_its_gpu():
+    board, cpu_board = load_board("jetson-orin-vulkan"), load_board("jetson-orin")
+    assert board.transport == "ssh" and board.ssh == cpu_board.ssh
+    assert board.target.llvm_triple == cpu_board.target.llvm_triple == "aarch64-unknown-linux-gnu"
+    assert board.target.compiler == cpu_board.target.compiler and board.target.cpu == cpu_board.target.cpu
+    assert board.vulkan == {"allow_cpu": False, "workgroup_size": 128}   # the system's driver: no ICD pinned
+    assert "-static" not in board.target.ldflags   # dlopen of the system's libvulkan needs the system's libc
+
+
+def test_jetson_orin_vulkan_cross_builds_an_aarch64_vulkan_artifact(tmp_path):
+    """A cross build only (no Jetson here): aarch64 programs linked against
+    glibc 2.34 at most (JetPack 6), with the SPIR-V and the board's
+    workgroup size of 128 in the kernel table."""
+    import re
+
+    import relax_edge as rxe
+    from relax_edge import op
+    from relax_edge.ir import Builder, SizeVar, TensorType, Var
+    from relax_edge.target import toolchain_problems
+    board = load_board("jetson-orin-vulkan")
+    problems = toolchain_problems(board)
+    if problems or not shutil.which("glslc") or not shutil.which("spirv-val"):
+        pytest.skip("; ".join(problems) or "glslc / spirv-val are not installed")
+    x = Var("x", TensorType((SizeVar("n", upper=4096), 16), "float32"))
+    bb = Builder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(op.softmax(op.tanh(x), axis=-1))
+        bb.ret(out)
+    art = rxe.build(bb.get(), board="jetson-orin-vulkan", backend="vulkan", out_dir=tmp_path)
+    assert art.backend == "vulkan" and art.board == "jetson-orin-vulkan"
+    for path in (art.shared_library, art.runner, art.server):
+        data = path.read_bytes()
+        assert data[:4] == b"\x7fELF" and int.from_bytes(data[18:20], "little") == 183, path   # EM_AARCH64
+        needed = {tuple(map(int, v.split(b"."))) for v in re.findall(rb"GLIBC_(2\.\d+)", data)}
+        assert needed and max(needed) <= (2, 34), (path, sorted(needed))
+    assert b"/lib/ld-linux-aarch64.so.1" in art.runner.read_bytes()   # dynamically linked
+    assert (0x07230203).to_bytes(4, "little") in art.shared_library.read_bytes()   # SPIR-V embedded
+    text = (art.out_dir / f"{art.prefix}.c").read_text()
+    table = text.split(f"{art.prefix}_vk_kernels[] = {{", 1)[1].split("};", 1)[0]
+    assert set(re.findall(r"\d+u, \d+u, \d+u, (\d+)u, \d+u, \d+u\}", table)) == {"128"}
