@@ -8,7 +8,8 @@ An optional `tuning:` field names the board's tuning table
 (relax_edge/tuning.py; default boards/tuning/NAME.json). An optional
 `vulkan:` section describes the board's Vulkan device for the Vulkan
 runtime (runtime_c/vulkan/): the ICD file to pin, whether a CPU device such
-as lavapipe is accepted, the workgroup size and lavapipe's thread count.
+as lavapipe is accepted, the workgroup size, the matmul shader's register
+tile and lavapipe's thread count.
 An optional `android:` section describes the app library of an Android board
 (relax_edge/android/library.py): the ABI's name as jniLibs/ spells it, the
 NDK's target triple for it (checked against the ABI), the minimum API level
@@ -109,9 +110,11 @@ _BOARD_FIELDS = {
     "tuning": (False, str, None),   # the board's tuning table (relax_edge/tuning.py), relative to the YAML file
 }
 # icd: the driver manifest (VK_DRIVER_FILES); allow_cpu: accept a CPU device; workgroup_size: the kernels'
-# local_size_x; lp_num_threads: LP_NUM_THREADS for lavapipe (0: the machine's cores)
+# local_size_x; lp_num_threads: LP_NUM_THREADS for lavapipe (0: the machine's cores); matmul_tile: [rows, columns]
+# of C each invocation of the tiled matmul shader keeps in registers (codegen/vulkan/matmul.py; default [8, 8])
 _VULKAN_FIELDS = {"icd": (False, str, None), "allow_cpu": (False, bool, None), "workgroup_size": (False, int, None),
-                  "lp_num_threads": (False, int, None)}
+                  "lp_num_threads": (False, int, None), "matmul_tile": (False, list, None)}
+MAX_TILE_SIDE, MAX_TILE_ACCUMULATORS = 16, 128
 # Android ABI (the jniLibs/ folder name) -> the NDK's target triple, without the API level
 ANDROID_ABIS = {"arm64-v8a": "aarch64-linux-android", "armeabi-v7a": "armv7a-linux-androideabi",
                 "x86_64": "x86_64-linux-android"}
@@ -185,6 +188,30 @@ def _check_android(where: str, section) -> None:
                          f"{MIN_ANDROID_API} (e.g. 24 for Android 7.0), got {api!r}")
 
 
+def _check_tile(where: str, tile) -> None:
+    """vulkan.matmul_tile: [rows, columns], each from 1 to MAX_TILE_SIDE, at most MAX_TILE_ACCUMULATORS in all."""
+    if (not isinstance(tile, list) or len(tile) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_TILE_SIDE for v in tile)):
+        raise BoardError(f"{where}: field 'vulkan.matmul_tile' must be [rows, columns] of C per invocation, two "
+                         f"integers from 1 to {MAX_TILE_SIDE}, got {tile!r}")
+    if tile[0] * tile[1] > MAX_TILE_ACCUMULATORS:
+        raise BoardError(f"{where}: field 'vulkan.matmul_tile' is {tile[0]} x {tile[1]} = {tile[0] * tile[1]} "
+                         f"accumulators per invocation, more than the {MAX_TILE_ACCUMULATORS} registers allow")
+
+
+def _check_vulkan(where: str, section) -> None:
+    if not isinstance(section, dict):
+        raise BoardError(f"{where}: field 'vulkan' must be a mapping, got {section!r}")
+    _check(f"{where}: vulkan", {k: v for k, v in section.items() if k != "matmul_tile"}, _VULKAN_FIELDS)
+    size = section.get("workgroup_size", 64)
+    if not 1 <= size <= 1024 or size & (size - 1):
+        raise BoardError(f"{where}: field 'vulkan.workgroup_size' must be a power of two from 1 to 1024, got {size!r}")
+    if section.get("lp_num_threads", 0) < 0:
+        raise BoardError(f"{where}: field 'vulkan.lp_num_threads' must be 0 (the cores) or more")
+    if "matmul_tile" in section:
+        _check_tile(where, section["matmul_tile"])
+
+
 def _android_section(section) -> dict:
     """The android: section with its defaults filled in ({} when absent)."""
     if not section:
@@ -214,13 +241,7 @@ def _parse(path: Path, data) -> Board:
     if "qemu" in data and not data["qemu"]["command"]:
         raise BoardError(f"{where}: field 'qemu.command' is empty; give the emulator and its arguments")
     if "vulkan" in data:
-        _check(f"{where}: vulkan", data["vulkan"], _VULKAN_FIELDS)
-        size = data["vulkan"].get("workgroup_size", 64)
-        if not 1 <= size <= 1024 or size & (size - 1):
-            raise BoardError(f"{where}: field 'vulkan.workgroup_size' must be a power of two from 1 to 1024, "
-                             f"got {size!r}")
-        if data["vulkan"].get("lp_num_threads", 0) < 0:
-            raise BoardError(f"{where}: field 'vulkan.lp_num_threads' must be 0 (the cores) or more")
+        _check_vulkan(where, data["vulkan"])
     if "android" in data:
         _check_android(where, data["android"])
     if "timeout_s" in data and data["timeout_s"] <= 0:

@@ -9,8 +9,8 @@ of kernel.py (push constants groups_x, items, off[3], size[6]; 11 words).
 
 Both shaders are one template, register-blocked with no shared memory and
 no barrier: a workgroup of L invocations (specialization constant 0, the
-record's 64) owns ROWS rows of C and COLS * L columns, invocation t the
-columns t + L j (j < COLS) of those rows, so that
+board's workgroup size, default 64) owns ROWS rows of C and COLS * L
+columns, invocation t the columns t + L j (j < COLS) of those rows, so that
 
 - the A element of a row at a given k is the same for every invocation of
   the workgroup (a uniform load: one scalar load on a CPU driver, a
@@ -28,6 +28,9 @@ nothing, so the inner loop has no bounds test.
 - `rxe_vk_matmul_gemv_f32` (M = 1, e.g. a decode step): 1 row x 8 columns
   per invocation (512 columns per workgroup).
 
+The workgroup size L and the tiled shader's block come from the board
+(`vulkan.workgroup_size`, `vulkan.matmul_tile: [rows, cols]`; `shaders`),
+the GEMV keeps one row and the tile's columns; the defaults are above.
 The host picks the GEMV when m == 1 at run time. On lavapipe (8 SIMD lanes
 per subgroup) the blocking is what counts: a load whose address differs per
 invocation is a gather there, so the tile is sized for few loads per fma.
@@ -39,7 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["MATMUL_SYMBOL", "TILED", "GEMV", "SHADERS", "ShaderRecord", "glsl", "items_c", "max_k"]
+__all__ = ["MATMUL_SYMBOL", "TILED", "GEMV", "SHADERS", "ShaderRecord", "glsl", "items_c", "max_k", "shaders"]
 
 MATMUL_SYMBOL = "rxe_lib_matmul_f32"
 TILED, GEMV = "rxe_vk_matmul_tiled_f32", "rxe_vk_matmul_gemv_f32"
@@ -115,27 +118,40 @@ void main() {{
 """
 
 
-def _source(name: str) -> str:
-    rows, cols = BLOCKS[name]
+def _blocks(tile: tuple) -> dict:
+    """The (rows, columns) per invocation of each shader for a tiled block `tile`."""
+    return {TILED: tuple(tile), GEMV: (1, tile[1])}
+
+
+def _source(rows: int, cols: int) -> str:
     return _HEAD + _BLOCKED.format(rows=rows, cols=cols, unroll=UNROLL)
 
 
-SHADERS = {name: (_source(name), ShaderRecord(name)) for name in (TILED, GEMV)}
+def shaders(threads: int = THREADS, tile: tuple = BLOCKS[TILED]) -> dict:
+    """name -> (GLSL, ShaderRecord) in workgroups of `threads` with the
+    tiled shader's block `tile` (rows, columns per invocation)."""
+    return {name: (_source(*block), ShaderRecord(name, local_size_x=threads))
+            for name, block in _blocks(tile).items()}
+
+
+SHADERS = shaders()
 
 
 def glsl(name: str) -> str:
     return SHADERS[name][0]
 
 
-def _items(name: str, batch: str, m: str, n: str) -> str:
-    rows, cols = BLOCKS[name]
-    span = cols * THREADS
-    return f"(({batch}) * ((({m}) + {rows - 1}) / {rows}) * ((({n}) + {span - 1}) / {span}) * {THREADS})"
+def _items(block: tuple, threads: int, batch: str, m: str, n: str) -> str:
+    rows, cols = block
+    span = cols * threads
+    return f"(({batch}) * ((({m}) + {rows - 1}) / {rows}) * ((({n}) + {span - 1}) / {span}) * {threads})"
 
 
-def items_c(batch: str, m: str, n: str) -> tuple:
-    """C expressions (tiled items, GEMV items) for the size expressions given as C text."""
-    return _items(TILED, batch, m, n), _items(GEMV, batch, m, n)
+def items_c(batch: str, m: str, n: str, threads: int = THREADS, tile: tuple = BLOCKS[TILED]) -> tuple:
+    """C expressions (tiled items, GEMV items) for the size expressions given
+    as C text, in workgroups of `threads` with the tiled block `tile`."""
+    blocks = _blocks(tile)
+    return _items(blocks[TILED], threads, batch, m, n), _items(blocks[GEMV], threads, batch, m, n)
 
 
 def max_k(limit: int) -> int:

@@ -200,8 +200,9 @@ class VulkanHostEmitter(CHostEmitter):
     """The C host entries with each kernel call a dispatch of the Vulkan runtime."""
 
     def __init__(self, fn: HostFunction, weights_symbol: str, prefix: str, kernels: dict, weights: bytes = b"",
-                 slots: dict | None = None):
+                 slots: dict | None = None, matmul_shape: tuple = (matmul.THREADS, matmul.BLOCKS[matmul.TILED])):
         super().__init__(fn, weights_symbol)
+        self.matmul_shape = matmul_shape   # (workgroup size, tiled block) of the matmul shaders
         self.slots = slots or {}   # symbol -> its block in the status buffer (kernels with asserts)
         self.weights = weights
         self.prefix = prefix
@@ -440,7 +441,7 @@ class VulkanHostEmitter(CHostEmitter):
         tiled, gemv = self.kernels[matmul.TILED][0], self.kernels[matmul.GEMV][0]
         views = ", ".join(self.device_view(a) for a in op.buffers)
         values = ", ".join(f"(int64_t)({self.r.int_expr(s)})" for s in op.sizes)
-        items_tiled, items_gemv = matmul.items_c("z64[0]", "z64[1]", "z64[2]")
+        items_tiled, items_gemv = matmul.items_c("z64[0]", "z64[1]", "z64[2]", *self.matmul_shape)
         return lines + ["  {", f"    const rxe_vk_view_t v[3] = {{{views}}};",
                         f"    const int64_t z64[6] = {{{values}}};", "    int32_t z[6];",
                         f"    st = {self.prefix}_vk_sizes32(z64, z, 6u, {c_string(op.symbol)}, err);",
@@ -723,10 +724,12 @@ def add_kv_shaders(host: HostModule, compiled: list, kernels: dict, tmp) -> None
     compiled.append((kv.ATTENTION, record, compile_spirv(source, tmp, kv.ATTENTION)))
 
 
-def add_library_shaders(host: HostModule, compiled: list, kernels: dict, tmp) -> None:
+def add_library_shaders(host: HostModule, compiled: list, kernels: dict, tmp,
+                        matmul_shape: tuple = (matmul.THREADS, matmul.BLOCKS[matmul.TILED])) -> None:
     """The hand-written shaders (matmul.py, conv.py, kv.py) that the module's
-    library calls need, compiled and appended to the kernel table; a matmul
-    whose K may exceed what the device's loop limit allows is refused."""
+    library calls need, compiled and appended to the kernel table (the
+    matmul's in workgroups and blocks of `matmul_shape`); a matmul whose K
+    may exceed what the device's loop limit allows is refused."""
     add_kv_shaders(host, compiled, kernels, tmp)
     for symbol, shaders in ((conv.CONV_SYMBOL, conv.SHADERS), (conv.DEPTHWISE_SYMBOL, conv.SHADERS_DEPTHWISE)):
         for name, (source, record) in shaders.items() if _calls(host, symbol) else ():
@@ -741,8 +744,9 @@ def add_library_shaders(host: HostModule, compiled: list, kernels: dict, tmp) ->
             raise CodegenError(f"{op.symbol}: its K ({op.sizes[3]}) may be {hi if hi is not None else 'unbounded'}, "
                                f"past the {matmul.max_k(MAX_SERIAL_ITERATIONS)} the Vulkan matmul shaders take "
                                "within lavapipe's loop limit; bound the sizes lower (--dim NAME=LO..HI)")
+    chosen = matmul.shaders(*matmul_shape)
     for name in (matmul.TILED, matmul.GEMV):
-        source, record = matmul.SHADERS[name]
+        source, record = chosen[name]
         kernels[name] = (len(compiled), record, None)
         compiled.append((name, record, compile_spirv(source, tmp, name)))
 
@@ -752,6 +756,7 @@ def emit_vulkan(host: HostModule, board) -> CSources:
     PREFIX_weights.S of a host module, for `board`'s `vulkan:` section."""
     settings = board.vulkan or {}
     local = int(settings.get("workgroup_size", 64))
+    matmul_shape = (local, tuple(settings.get("matmul_tile", matmul.BLOCKS[matmul.TILED])))
     prefix = host.prefix
     compiled, kernels, slots = [], {}, {}
     ranges = int64_ranges(host, local, host.weights.tobytes())
@@ -769,14 +774,14 @@ def emit_vulkan(host: HostModule, board) -> CSources:
             kernels[symbol] = (index, record, program)
             if record.status:
                 slots[symbol] = len(slots)
-        add_library_shaders(host, compiled, kernels, tmp)
+        add_library_shaders(host, compiled, kernels, tmp, matmul_shape)
     parts = ["#include <stdlib.h>", "#include <string.h>", "#include \"relax_edge/vulkan.h\"", ""]
     parts += [_spirv_array(f"{prefix}_spv_{symbol}", spirv) for symbol, _, spirv in compiled]
     parts += [_kernel_table(prefix, compiled), SUPPORT.format(g=prefix, req=_requirements(compiled)),
               _status_support(prefix, compiled, slots),
               f"rxe_status_t {prefix}_vk_init(const rxe_vk_options_t* options, rxe_error_t* err);"]
     context = _context(host)
-    emitters = [VulkanHostEmitter(fn, host.weights.symbol, prefix, kernels, host.weights.tobytes(), slots)
+    emitters = [VulkanHostEmitter(fn, host.weights.symbol, prefix, kernels, host.weights.tobytes(), slots, matmul_shape)
                 for fn in host.functions]
     for entry, emitter in zip(context["functions"], emitters):
         entry["body"] = emitter.render()
