@@ -14,7 +14,12 @@ transport. A Vulkan artifact (backend "vulkan", board host-vulkan) is a
 `VulkanModule`: at load the board's ICD is pinned (VK_DRIVER_FILES, unless
 RXE_VK_ANY_DEVICE=1), then PREFIX_vk_init opens the device, checks the
 module's requirements, creates the pipelines and uploads the weights;
-`close` frees the device. `generate` keeps a decoder's KV cache in device
+`close` frees the device. `dev.load(art, pipeline_cache=PATH)` (or
+RXE_VK_PIPELINE_CACHE, which the runner and the server read too) names a
+pipeline cache file the load seeds the driver's cache from and saves it to;
+a bad file is ignored with a line on stderr and replaced, and
+`m.pipeline_cache()` reports what happened (runtime_c/include/relax_edge/
+vulkan.h). `generate` keeps a decoder's KV cache in device
 buffers for the whole request (only the logits come back per step); a plain
 `run` of `step` updates the caller's state arrays in place (the appended rows
 read back; the arrays written to the device when their bytes changed). Its
@@ -179,7 +184,11 @@ class VulkanOptions(ctypes.Structure):
     """rxe_vk_options_t (runtime_c/include/relax_edge/vulkan.h)."""
     _fields_ = [("allow_cpu", ctypes.c_int32), ("device_index", ctypes.c_int32), ("validation", ctypes.c_int32),
                 ("force_staging", ctypes.c_int32), ("limits", ctypes.c_void_p), ("library", ctypes.c_char_p),
-                ("max_dispatches_per_submit", ctypes.c_uint32)]
+                ("max_dispatches_per_submit", ctypes.c_uint32), ("pipeline_cache", ctypes.c_char_p)]
+
+
+# rxe_vk_cache_state's values (RXE_VK_CACHE_*)
+PIPELINE_CACHE_STATES = ("none", "created", "used", "rejected")
 
 
 def pin_vulkan_driver(board) -> None:
@@ -195,9 +204,13 @@ def pin_vulkan_driver(board) -> None:
 
 class VulkanModule(LoadedModule):
     """A Vulkan artifact's function in this process: the device opened at load
-    (with the validation layer when `validation`, or RXE_VK_VALIDATION=1)."""
+    (with the validation layer when `validation`, or RXE_VK_VALIDATION=1).
+    `pipeline_cache` names a pipeline cache file (runtime_c/include/
+    relax_edge/vulkan.h) the load reads and writes; None leaves it to
+    RXE_VK_PIPELINE_CACHE, "" turns it off."""
 
-    def __init__(self, artifact, function: str = "main", threads: int | None = None, validation: bool | None = None):
+    def __init__(self, artifact, function: str = "main", threads: int | None = None, validation: bool | None = None,
+                 pipeline_cache=None):
         from ..target import load_board
         board = load_board(artifact.board_file or artifact.board)
         pin_vulkan_driver(board)
@@ -213,13 +226,16 @@ class VulkanModule(LoadedModule):
         for name, result in (("rxe_vk_pipelines_created", ctypes.c_uint64),
                              ("rxe_vk_validation_messages", ctypes.c_uint64),
                              ("rxe_vk_validation_text", ctypes.c_char_p), ("rxe_vk_device_name", ctypes.c_char_p),
-                             ("rxe_vk_dispatch_count", ctypes.c_uint32)):
+                             ("rxe_vk_dispatch_count", ctypes.c_uint32), ("rxe_vk_cache_state", ctypes.c_int32),
+                             ("rxe_vk_cache_text", ctypes.c_char_p)):
             getattr(self.lib, name).argtypes, getattr(self.lib, name).restype = [ctypes.c_void_p], result
         self.lib.rxe_vk_times.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_uint32]
         self.lib.rxe_vk_times.restype = ctypes.c_int
         if validation is None:
             validation = os.environ.get("RXE_VK_VALIDATION") == "1"
-        options = VulkanOptions(int(bool((board.vulkan or {}).get("allow_cpu"))), -1, int(validation), 0, None, None, 0)
+        cache = None if pipeline_cache is None else os.fsencode(pipeline_cache)
+        options = VulkanOptions(int(bool((board.vulkan or {}).get("allow_cpu"))), -1, int(validation), 0, None, None, 0,
+                                cache)
         err = abi.Error()
         status = self._init(ctypes.byref(options), ctypes.byref(err))
         if status != 0:
@@ -238,6 +254,13 @@ class VulkanModule(LoadedModule):
     def pipelines_created(self) -> int:
         """Pipelines created by the device context since load (all at load)."""
         return self.lib.rxe_vk_pipelines_created(self._ctx())
+
+    def pipeline_cache(self) -> dict:
+        """What the load did with the pipeline cache file: state (none,
+        created, used or rejected) and the runtime's line about it."""
+        ctx = self._ctx()
+        return {"state": PIPELINE_CACHE_STATES[self.lib.rxe_vk_cache_state(ctx)],
+                "text": (self.lib.rxe_vk_cache_text(ctx) or b"").decode(errors="replace")}
 
     def validation_messages(self) -> tuple:
         """(count, the first one's text) of the validation layer's messages since load."""
@@ -312,13 +335,18 @@ class HostDevice(Device):
     def close(self) -> None:
         self.close_models()
 
-    def load(self, artifact, function: str = "main", threads: int | None = None) -> LoadedModel:
+    def load(self, artifact, function: str = "main", threads: int | None = None,
+             pipeline_cache=None) -> LoadedModel:
         """The artifact's function in this process; `threads` sets the runtime's
-        thread pool (default 1) for in-process runs and the benchmark server."""
+        thread pool (default 1) for in-process runs and the benchmark server;
+        `pipeline_cache` a Vulkan artifact's pipeline cache file (VulkanModule)."""
         if getattr(artifact, "backend", "c") == "vulkan":
             if artifact.board != "host-vulkan":
                 raise RelaxEdgeError(f"Vulkan artifact built for board {artifact.board}, not host-vulkan")
-            return self.track(VulkanModule(artifact, function, threads))
+            return self.track(VulkanModule(artifact, function, threads, pipeline_cache=pipeline_cache))
+        if pipeline_cache is not None:
+            raise RelaxEdgeError(f"{artifact.out_dir}: a pipeline cache is for Vulkan artifacts; this one's backend "
+                                 f"is {getattr(artifact, 'backend', 'c')}")
         if artifact.board != "host":
             raise RelaxEdgeError(f"artifact built for board {artifact.board}, not host")
         if getattr(artifact, "sanitize", False):   # no shared library: ASan cannot be loaded into Python

@@ -322,6 +322,18 @@ static rxe_status_t create_sync(rxe_vk_t* vk, rxe_error_t* err) {
   return rxe_vk_commands_reserve(vk, 2, err);
 }
 
+/* The pipeline cache file's name: the options', else $RXE_VK_PIPELINE_CACHE; "" is none. */
+static rxe_status_t cache_path(rxe_vk_t* vk, const rxe_vk_options_t* o, rxe_error_t* err) {
+  const char* path = o->pipeline_cache != NULL ? o->pipeline_cache : getenv("RXE_VK_PIPELINE_CACHE");
+  size_t n;
+  if (path == NULL || path[0] == '\0') return RXE_OK;
+  n = strlen(path) + 1u;
+  vk->cache_path = (char*)malloc(n);
+  if (vk->cache_path == NULL) return rxe_error_set(err, RXE_ERR_NO_MEMORY, "rxe_vk_open: out of memory");
+  memcpy(vk->cache_path, path, n);
+  return RXE_OK;
+}
+
 rxe_status_t rxe_vk_open(const rxe_vk_options_t* options, rxe_vk_t** out, rxe_error_t* err) {
   rxe_vk_options_t defaults;
   rxe_vk_t* vk;
@@ -337,6 +349,11 @@ rxe_status_t rxe_vk_open(const rxe_vk_options_t* options, rxe_vk_t** out, rxe_er
   if (vk == NULL) return rxe_error_set(err, RXE_ERR_NO_MEMORY, "rxe_vk_open: out of memory");
   vk->force_staging = options->force_staging;
   vk->per_submit = options->max_dispatches_per_submit ? options->max_dispatches_per_submit : RXE_VK_DISPATCHES_PER_SUBMIT;
+  s = cache_path(vk, options, err);
+  if (s != RXE_OK) {
+    rxe_vk_close(vk);
+    return s;
+  }
   s = load_library(vk, library_name(options), err);
   if (s == RXE_OK) s = create_instance(vk, options->validation, err);
   if (s == RXE_OK) s = choose_device(vk, options, err);
@@ -374,6 +391,8 @@ void rxe_vk_close(rxe_vk_t* vk) {
   if (vk->library != NULL) dlclose(vk->library);
   free(vk->kernels);
   free(vk->commands);
+  free(vk->cache_path);
+  free(vk->cache_data);
   free(vk);
 }
 

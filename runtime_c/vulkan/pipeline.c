@@ -1,5 +1,6 @@
 /* rxe_vk_load: the requirements check, then one shader module, descriptor
  * set layout, pipeline layout and compute pipeline per kernel, created once. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,7 +37,8 @@ static void kernel_requirements(const rxe_vk_kernel_t* k, rxe_vk_requirements_t*
   r->flags = k->flags;
 }
 
-static rxe_status_t create_pipeline(rxe_vk_t* vk, const rxe_vk_kernel_t* k, rxe_vk_pipeline_t* p, rxe_error_t* err) {
+static rxe_status_t create_pipeline(rxe_vk_t* vk, const rxe_vk_kernel_t* k, rxe_vk_pipeline_t* p, VkPipelineCache cache,
+                                    rxe_error_t* err) {
   VkShaderModuleCreateInfo module;
   VkDescriptorSetLayoutBinding* bindings;
   VkDescriptorSetLayoutCreateInfo set;
@@ -104,15 +106,37 @@ static rxe_status_t create_pipeline(rxe_vk_t* vk, const rxe_vk_kernel_t* k, rxe_
   info.stage.pName = "main";
   info.stage.pSpecializationInfo = &spec;
   info.layout = p->layout;
-  result = vk->f.vkCreateComputePipelines(vk->device, VK_NULL_HANDLE, 1, &info, NULL, &p->pipeline);
+  result = vk->f.vkCreateComputePipelines(vk->device, cache, 1, &info, NULL, &p->pipeline);
   if (result != VK_SUCCESS) return rxe_vk_fail(err, result, "vkCreateComputePipelines");
   vk->pipelines_created += 1;
   return RXE_OK;
 }
 
+/* The pipeline cache of a load: seeded from the file when it was usable,
+ * empty when a file is named but absent or refused, none without a file. */
+static VkPipelineCache open_cache(rxe_vk_t* vk) {
+  VkPipelineCacheCreateInfo info;
+  VkPipelineCache cache = VK_NULL_HANDLE;
+  if (vk->cache_path == NULL) return VK_NULL_HANDLE;
+  rxe_vk_cache_read(vk);
+  memset(&info, 0, sizeof(info));
+  info.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO;
+  info.initialDataSize = vk->cache_bytes;
+  info.pInitialData = vk->cache_data;
+  if (vk->f.vkCreatePipelineCache(vk->device, &info, NULL, &cache) == VK_SUCCESS) return cache;
+  info.initialDataSize = 0; /* the driver refused the data: start empty */
+  info.pInitialData = NULL;
+  vk->cache_state = RXE_VK_CACHE_REJECTED;
+  snprintf(vk->cache_text, sizeof(vk->cache_text), "pipeline cache %s: ignored, the driver refused its data",
+           vk->cache_path);
+  if (vk->f.vkCreatePipelineCache(vk->device, &info, NULL, &cache) == VK_SUCCESS) return cache;
+  return VK_NULL_HANDLE;
+}
+
 rxe_status_t rxe_vk_load(rxe_vk_t* vk, const rxe_vk_kernel_t* kernels, uint32_t count, rxe_error_t* err) {
   uint32_t i;
   rxe_status_t s;
+  VkPipelineCache cache;
   if (vk == NULL || (kernels == NULL && count > 0)) return rxe_error_set(err, RXE_ERR_NULL, "rxe_vk_load: no context or kernels");
   if (vk->loaded) return rxe_error_set(err, RXE_ERR_ARGUMENT_COUNT, "rxe_vk_load: kernels are already loaded in this context");
   for (i = 0; i < count; ++i) {
@@ -129,10 +153,15 @@ rxe_status_t rxe_vk_load(rxe_vk_t* vk, const rxe_vk_kernel_t* kernels, uint32_t 
   vk->kernels = (rxe_vk_pipeline_t*)calloc(count ? count : 1u, sizeof(*vk->kernels));
   if (vk->kernels == NULL) return rxe_error_set(err, RXE_ERR_NO_MEMORY, "out of memory for %d kernels", (int64_t)count);
   vk->loaded = 1;
-  for (i = 0; i < count; ++i) {
+  cache = open_cache(vk);
+  s = RXE_OK;
+  for (i = 0; i < count && s == RXE_OK; ++i) {
     vk->num_kernels = i + 1; /* what exists is destroyed by rxe_vk_close */
-    s = create_pipeline(vk, &kernels[i], &vk->kernels[i], err);
-    if (s != RXE_OK) return s;
+    s = create_pipeline(vk, &kernels[i], &vk->kernels[i], cache, err);
   }
-  return RXE_OK;
+  if (s == RXE_OK) rxe_vk_cache_write(vk, cache);
+  if (cache != VK_NULL_HANDLE) vk->f.vkDestroyPipelineCache(vk->device, cache, NULL);
+  free(vk->cache_data);
+  vk->cache_data = NULL;
+  return s;
 }

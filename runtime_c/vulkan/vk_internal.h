@@ -9,6 +9,9 @@
 #include "relax_edge/runtime.h"
 #include "relax_edge/vulkan.h"
 
+/* The pipeline cache line (rxe_vk_cache_text): long enough for two long paths. */
+#define RXE_VK_CACHE_TEXT_BYTES 2048
+
 #define RXE_VK_GLOBAL_FNS(X) \
   X(vkCreateInstance) X(vkEnumerateInstanceLayerProperties) X(vkEnumerateInstanceExtensionProperties)
 
@@ -31,7 +34,8 @@
   X(vkCmdBindDescriptorSets) X(vkCmdPushConstants) X(vkCmdDispatch) X(vkCmdPipelineBarrier)        \
   X(vkCmdCopyBuffer) X(vkCmdWriteTimestamp) X(vkCmdResetQueryPool) X(vkCreateQueryPool)            \
   X(vkDestroyQueryPool) X(vkGetQueryPoolResults) X(vkCreateFence) X(vkDestroyFence)                \
-  X(vkResetFences) X(vkWaitForFences) X(vkGetFenceStatus) X(vkQueueSubmit)
+  X(vkResetFences) X(vkWaitForFences) X(vkGetFenceStatus) X(vkQueueSubmit)                        \
+  X(vkCreatePipelineCache) X(vkDestroyPipelineCache) X(vkGetPipelineCacheData)
 
 #define RXE_VK_DECLARE(name) PFN_##name name;
 typedef struct {
@@ -105,6 +109,13 @@ struct rxe_vk {
   int loaded;
   uint64_t pipelines_created;
 
+  char* cache_path;       /* the pipeline cache file (NULL: none) */
+  uint8_t* cache_data;    /* its driver data, once checked (cache.c) */
+  size_t cache_bytes;
+  int32_t cache_state;    /* RXE_VK_CACHE_* */
+  int cache_written;
+  char cache_text[RXE_VK_CACHE_TEXT_BYTES];
+
   int recording;
   rxe_vk_record_t* records;
   uint32_t num_records, cap_records;
@@ -138,6 +149,10 @@ rxe_status_t rxe_vk_buffer_create(rxe_vk_t* vk, uint64_t bytes, int host_visible
 /* RXE_ERR_TIMEOUT if a timed-out run is still executing. */
 rxe_status_t rxe_vk_idle_check(rxe_vk_t* vk, const char* what, rxe_error_t* err);
 void rxe_vk_run_release(rxe_vk_t* vk);
+/* The pipeline cache file read and checked (cache_data set when usable), and
+ * the driver's cache written back to it after the pipelines exist. */
+void rxe_vk_cache_read(rxe_vk_t* vk);
+void rxe_vk_cache_write(rxe_vk_t* vk, VkPipelineCache cache);
 /* The requirements against the limits; `what` names the module or the kernel. */
 rxe_status_t rxe_vk_check_named(rxe_vk_t* vk, const rxe_vk_requirements_t* req, const char* what, rxe_error_t* err);
 

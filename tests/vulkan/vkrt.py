@@ -65,7 +65,7 @@ class Limits(ctypes.Structure):
 class Options(ctypes.Structure):
     _fields_ = [("allow_cpu", ctypes.c_int32), ("device_index", ctypes.c_int32), ("validation", ctypes.c_int32),
                 ("force_staging", ctypes.c_int32), ("limits", ctypes.POINTER(Limits)), ("library", ctypes.c_char_p),
-                ("max_dispatches_per_submit", ctypes.c_uint32)]
+                ("max_dispatches_per_submit", ctypes.c_uint32), ("pipeline_cache", ctypes.c_char_p)]
 
 
 class Kernel(ctypes.Structure):
@@ -119,6 +119,8 @@ def build_library(out_dir: Path) -> ctypes.CDLL:
         "rxe_vk_validation_text": ([vp], ctypes.c_char_p),
         "rxe_vk_device_name": ([vp], ctypes.c_char_p),
         "rxe_vk_limits_get": ([vp, ctypes.POINTER(Limits)], None),
+        "rxe_vk_cache_state": ([vp], ctypes.c_int32),
+        "rxe_vk_cache_text": ([vp], ctypes.c_char_p),
     }
     for name, (args, result) in signatures.items():
         fn = getattr(lib, name)
@@ -149,14 +151,15 @@ class Context:
     """One rxe_vk_t; every call raises VulkanError on a failed status."""
 
     def __init__(self, lib, *, validation=True, limits: Limits | None = None, library: str | None = None,
-                 force_staging=False, per_submit=0, allow_cpu=True, device_index=-1):
+                 force_staging=False, per_submit=0, allow_cpu=True, device_index=-1, pipeline_cache: str | None = None):
         self.lib = lib
         self.err = abi.Error()
         self.handle = ctypes.c_void_p()
         self._limits = limits
         options = Options(int(allow_cpu), device_index, int(validation), int(force_staging),
                           ctypes.pointer(limits) if limits is not None else None,
-                          library.encode() if library else None, per_submit)
+                          library.encode() if library else None, per_submit,
+                          pipeline_cache.encode() if pipeline_cache is not None else None)
         self._call(lib.rxe_vk_open(ctypes.byref(options), ctypes.byref(self.handle), ctypes.byref(self.err)))
         self.buffers = []
 
@@ -226,6 +229,10 @@ class Context:
     @property
     def pipelines_created(self) -> int:
         return self.lib.rxe_vk_pipelines_created(self.handle)
+
+    def cache(self) -> tuple:
+        """(RXE_VK_CACHE_* of the last load, the runtime's line about the pipeline cache file)."""
+        return self.lib.rxe_vk_cache_state(self.handle), (self.lib.rxe_vk_cache_text(self.handle) or b"").decode()
 
     def validation_messages(self) -> tuple:
         return (self.lib.rxe_vk_validation_messages(self.handle),

@@ -34,6 +34,18 @@
  * then rxe_vk_times for per-dispatch GPU times. Pipelines are created once,
  * in rxe_vk_load; nothing on the run path creates one
  * (rxe_vk_pipelines_created counts them). A context is not thread-safe.
+ *
+ * Pipeline cache file (optional): options.pipeline_cache, or when that is
+ * NULL $RXE_VK_PIPELINE_CACHE, names a file that rxe_vk_load seeds a
+ * VkPipelineCache from and saves it to after creating the pipelines (so a
+ * driver that compiles shaders at pipeline creation does it once per
+ * device and driver). The file (runtime_c/vulkan/cache.c) is a checksummed
+ * frame around the driver's data; a file that is short, corrupt, truncated
+ * or made by another device or driver build is never given to the driver:
+ * it is ignored with a line on stderr and replaced. The file is written to
+ * a temporary name and renamed. rxe_vk_cache_state and rxe_vk_cache_text
+ * say what happened at load; a cache that cannot be read or written never
+ * fails the load.
  */
 #ifndef RELAX_EDGE_VULKAN_H_
 #define RELAX_EDGE_VULKAN_H_
@@ -50,6 +62,11 @@ extern "C" {
 #define RXE_VK_MAX_PUSH_WORDS 32u
 /* Dispatches per submit unless the options say otherwise. */
 #define RXE_VK_DISPATCHES_PER_SUBMIT 1024u
+/* rxe_vk_cache_state: what became of the pipeline cache file at load. */
+#define RXE_VK_CACHE_NONE 0     /* no file named */
+#define RXE_VK_CACHE_CREATED 1  /* no file yet: the pipelines were compiled, the file written */
+#define RXE_VK_CACHE_USED 2     /* the file's data seeded the driver's pipeline cache */
+#define RXE_VK_CACHE_REJECTED 3 /* the file was not usable (the text says why): ignored and replaced */
 
 /* One compute kernel, as the code generator emits it. */
 typedef struct {
@@ -92,6 +109,7 @@ typedef struct {
   const rxe_vk_limits_t* limits;   /* optional override (above); NULL: the device's */
   const char* library;     /* NULL: $RXE_VULKAN_LIBRARY, else "libvulkan.so.1" ("libvulkan.so" on Android) */
   uint32_t max_dispatches_per_submit; /* 0: RXE_VK_DISPATCHES_PER_SUBMIT */
+  const char* pipeline_cache; /* the pipeline cache file; NULL: $RXE_VK_PIPELINE_CACHE, else none ("" : none) */
 } rxe_vk_options_t;
 
 typedef struct rxe_vk rxe_vk_t;
@@ -145,6 +163,10 @@ uint64_t rxe_vk_validation_messages(const rxe_vk_t* vk);
 const char* rxe_vk_validation_text(const rxe_vk_t* vk);
 /* The device's name and the limits the checks use (after the override). */
 const char* rxe_vk_device_name(const rxe_vk_t* vk);
+/* RXE_VK_CACHE_* for the last rxe_vk_load, and a line saying what was read
+ * and written (empty when no file is named). */
+int32_t rxe_vk_cache_state(const rxe_vk_t* vk);
+const char* rxe_vk_cache_text(const rxe_vk_t* vk);
 void rxe_vk_limits_get(const rxe_vk_t* vk, rxe_vk_limits_t* out_limits);
 
 #ifdef __cplusplus
