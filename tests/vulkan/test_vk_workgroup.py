@@ -1,6 +1,8 @@
 """The board's workgroup size and matmul tile (`vulkan.workgroup_size`,
 `vulkan.matmul_tile`): every kernel of a build (elementwise, the row
-reductions, the tiled and GEMV matmul shaders) is declared with
+reductions, the tiled and GEMV matmul shaders, the KV-cache append and
+attention shaders; not the conv shaders, whose workgroups are part of their
+tiles) is declared with
 `local_size_x_id = 0` and recorded with the board's size, the module's
 requirements record carries it, builds of 32 and 128 (and a 4 x 4 tile)
 match numpy on lavapipe at sizes that fill no tile, and a device whose
@@ -166,3 +168,31 @@ def test_a_bad_matmul_tile_is_named(tmp_path, tile, fragment):
         load_board(path)
     assert path in str(info.value) and "field 'vulkan.matmul_tile'" in str(info.value)
     assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize("workgroup", [32, 128])
+def test_the_kv_cache_shaders_take_the_board_workgroup(vulkan_env, tmp_path, workgroup):
+    from tests.library.test_kv_kernels import SENTINEL, attention_f64
+    from tests.vulkan.test_vk_decoder_kernels import CONTEXT, _append
+    b = Builder()
+    _append(b, "main", 3, 17)   # kv_append, then attention over the appended state: 17 divides no workgroup
+    art = rxe.build(b.get(), board=_board(tmp_path, workgroup_size=workgroup), backend="vulkan",
+                    out_dir=tmp_path / "art", name="kv")
+    table = _kernel_table(art)
+    assert table["rxe_vk_kv_append_f32"] == table["rxe_vk_kv_attention_f32"] == workgroup
+    rng = np.random.default_rng(workgroup)
+    state = np.full((1, 3, CONTEXT, 17), SENTINEL, np.float32)
+    expected, total = state.copy(), 0
+    with rxe.connect("host-vulkan") as dev:
+        m = dev.load(art)
+        for seq in (5, 1, CONTEXT - 6):   # ends at the context bound
+            new = rng.standard_normal((1, 3, seq, 17)).astype(np.float32)
+            past, total = total, total + seq
+            (got,) = m.run(state, new, np.zeros(total, np.int64))
+            expected[:, :, past:total] = new
+            np.testing.assert_array_equal(state, expected)
+            np.testing.assert_allclose(got, attention_f64(new, expected, expected, None, total, 0.5), rtol=1e-4,
+                                       atol=1e-5)
+        count, first = m.validation_messages()
+        if vulkan_env:
+            assert count == 0, first

@@ -203,6 +203,7 @@ class VulkanHostEmitter(CHostEmitter):
                  slots: dict | None = None, matmul_shape: tuple = (matmul.THREADS, matmul.BLOCKS[matmul.TILED])):
         super().__init__(fn, weights_symbol)
         self.matmul_shape = matmul_shape   # (workgroup size, tiled block) of the matmul shaders
+        self.workgroup = matmul_shape[0]   # the board's workgroup size (the KV-cache shaders' too)
         self.slots = slots or {}   # symbol -> its block in the status buffer (kernels with asserts)
         self.weights = weights
         self.prefix = prefix
@@ -497,7 +498,7 @@ class VulkanHostEmitter(CHostEmitter):
                   "      return rxe_error_set(err, RXE_ERR_BOUND, \"kv_attention: %d positions exceed the context "
                   "bound max_context=%d\", z64[3], z64[4]);", "    }"]
         return self.dispatch_library(op, kv.ATTENTION, [self.device_view(a) for a in op.buffers[:6]],
-                                     kv.attention_items_c("z64[0]", "z64[2]"), checks)
+                                     kv.attention_items_c("z64[0]", "z64[2]", self.workgroup), checks)
 
     def copy(self, op) -> list:
         raise CodegenError(f"function {self.fn.name}: a copy of {op.bytes} bytes between values is not supported on "
@@ -703,12 +704,12 @@ def _constant(e, what: str, op) -> int:
     return int(hi)
 
 
-def add_kv_shaders(host: HostModule, compiled: list, kernels: dict, tmp) -> None:
-    """The KV-cache shaders (kv.py) when the module calls kv_append or
-    kv_attention; the attention's shared memory sized by the largest
-    context and head_dim of its calls."""
+def add_kv_shaders(host: HostModule, compiled: list, kernels: dict, tmp, threads: int = kv.THREADS) -> None:
+    """The KV-cache shaders (kv.py) in workgroups of `threads` when the
+    module calls kv_append or kv_attention; the attention's shared memory
+    sized by the largest context and head_dim of its calls."""
     if _calls(host, kv.APPEND_SYMBOL):
-        source, record = kv.append_shader()
+        source, record = kv.append_shader(threads)
         kernels[kv.APPEND] = (len(compiled), record, None)
         compiled.append((kv.APPEND, record, compile_spirv(source, tmp, kv.APPEND)))
     calls = _calls(host, kv.ATTENTION_SYMBOL)
@@ -719,7 +720,7 @@ def add_kv_shaders(host: HostModule, compiled: list, kernels: dict, tmp) -> None
     if context > kv.MAX_CONTEXT:
         raise CodegenError(f"{kv.ATTENTION_SYMBOL} ({calls[0].note or 'kv_attention'}): a context of {context} "
                            f"positions, past the {kv.MAX_CONTEXT} the Vulkan attention shader keeps in shared memory")
-    source, record = kv.attention_shader(context, dim)
+    source, record = kv.attention_shader(context, dim, threads)
     kernels[kv.ATTENTION] = (len(compiled), record, None)
     compiled.append((kv.ATTENTION, record, compile_spirv(source, tmp, kv.ATTENTION)))
 
@@ -728,9 +729,10 @@ def add_library_shaders(host: HostModule, compiled: list, kernels: dict, tmp,
                         matmul_shape: tuple = (matmul.THREADS, matmul.BLOCKS[matmul.TILED])) -> None:
     """The hand-written shaders (matmul.py, conv.py, kv.py) that the module's
     library calls need, compiled and appended to the kernel table (the
-    matmul's in workgroups and blocks of `matmul_shape`); a matmul whose K
+    matmul's in workgroups and blocks of `matmul_shape`, the KV-cache ones
+    in its workgroups; the conv shaders keep their own); a matmul whose K
     may exceed what the device's loop limit allows is refused."""
-    add_kv_shaders(host, compiled, kernels, tmp)
+    add_kv_shaders(host, compiled, kernels, tmp, matmul_shape[0])
     for symbol, shaders in ((conv.CONV_SYMBOL, conv.SHADERS), (conv.DEPTHWISE_SYMBOL, conv.SHADERS_DEPTHWISE)):
         for name, (source, record) in shaders.items() if _calls(host, symbol) else ():
             kernels[name] = (len(compiled), record, None)
