@@ -526,21 +526,30 @@ def cmd_package(args) -> int:
     if not board.android:
         raise RelaxEdgeError(f"board {board.name} builds no Android app library (no android: section); "
                              "use --board android-arm64, android-armv7 or android-x86_64")
-    abis = check_abis(args.abi or [board.android["abi"]])
+    # a Vulkan board (android-arm64-vulkan): the model is built and checked for host-vulkan, then emitted
+    # again for each ABI's Vulkan board by the package
+    backend = "vulkan" if board.vulkan else "c"
+    abis = check_abis(args.abi or [board.android["abi"]], backend)
     module = None
     if Path(args.model).is_dir():
         if args.dim:
             raise UsageError("--dim applies to an ONNX model; the directory is compiled already")
         args.board = None   # the artifact's own board; the Android libraries are emitted for each ABI
         art, _ = _artifact_for(args, {})
+        if art.backend != backend:
+            fix = ("compile it with --backend vulkan --board host-vulkan, or package it for android-arm64"
+                   if backend == "vulkan" else "package it for android-arm64-vulkan or android-x86_64-vulkan")
+            raise RelaxEdgeError(f"{art.out_dir} was built with backend {art.backend}, and board {board.name} "
+                                 f"packages backend {backend}; {fix}")
     else:
-        module, art, _ = _compile(args.model, board.name, "c", args.build_dir, parse_dims(args.dim), args.name)
+        module, art, _ = _compile(args.model, "host-vulkan" if backend == "vulkan" else board.name, backend,
+                                  args.build_dir, parse_dims(args.dim), args.name)
     pkg = package(art, args.java_package, args.output, abis, api_level=args.api_level, module=module, quiet=False)
     desc = pkg.model_json
     print(f"packaged {art.prefix} for Android into {pkg.path} (Java {desc['java_class']})")
     for abi, lib in pkg.libraries.items():
         print(f"  jniLibs/{abi}/{lib.path.name}: {desc['abis'][abi]['bytes']} bytes, API level {lib.api_level}, "
-              f"{lib.toolchain}, needs {', '.join(lib.needed) or 'nothing'}, {lib.threads} thread(s)")
+              f"{lib.toolchain}, {lib.backend}, needs {', '.join(lib.needed) or 'nothing'}, {lib.threads} thread(s)")
     arena = desc["arena_bytes"]
     print("  arena: " + (f"fixed, {arena} bytes" if arena is not None else "sized at load or by the first run"))
     print(f"  see {pkg.path / 'README.md'} for the Gradle and CMake lines; not run on a phone here")

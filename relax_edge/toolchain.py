@@ -142,10 +142,12 @@ class Toolchain:
 def cached_objects(cc: str, cflags, sources) -> list:
     """Object files of runtime sources (model-independent, or depending only
     on flags such as -DRXE_MODULE) compiled once into the cache, keyed by a
-    hash of the compiler, the flags and every runtime source and header."""
+    hash of the compiler, the flags and every runtime source and header
+    (the private ones, such as runtime_c/vulkan/vk_internal.h, and the
+    Android stand-ins of runtime_c/android/include among them)."""
     cflags = list(cflags)
     digest = hashlib.sha256(" ".join([cc] + cflags).encode())
-    for path in [*sorted(RUNTIME_DIR.rglob("*.c")), *sorted((RUNTIME_DIR / "include").rglob("*.h"))]:
+    for path in [*sorted(RUNTIME_DIR.rglob("*.c")), *sorted(RUNTIME_DIR.rglob("*.h"))]:
         digest.update(path.read_bytes())
     where = cache_root() / "runtime" / digest.hexdigest()[:16]
     objects = [where / f"rxe_{Path(s).stem}.o" for s in sources]

@@ -10,7 +10,9 @@
    It calls malloc and free, nothing else of libc, and compiles against the
    JDK's jni.h (or the NDK's); without libc headers (Android without an NDK)
    runtime_c/jni/include stands in for the <stdio.h> jni.h includes and
-   does not use.
+   does not use. For a Vulkan artifact the first load() also opens the
+   device (PREFIX_vk_init: its failure, RXE_ERR_NO_VULKAN on a device
+   without Vulkan, is load()'s exception) and the last close() releases it.
 2. The Java class (templates/RelaxEdgeModel.java.j2) carries the signature
    as constants and documents the API: load() / load(sizes) allocate the
    arena once in native code, run(...) takes float[] (shapes inferred),
@@ -98,8 +100,7 @@ def _context(art, java_package: str, class_name: str, function: str) -> dict:
         raise RelaxEdgeError(f"class name {class_name!r} is not a Java identifier")
     if function not in art.signature:
         raise RelaxEdgeError(f"the artifact has no function {function!r} (it has {', '.join(art.signature)})")
-    if getattr(art, "backend", "c") == "vulkan":
-        raise RelaxEdgeError("a Vulkan artifact has no JNI glue yet; build the model with backend c or llvm")
+    backend = getattr(art, "backend", "c")
     sig = art.signature[function]
     inputs = []
     for i in sig["inputs"]:
@@ -127,6 +128,7 @@ def _context(art, java_package: str, class_name: str, function: str) -> dict:
         "num_sizes": len(sig["sizes"]), "bounded": fixed is not None, "fixed_bytes": fixed or 0,
         "status_names": [abi.STATUS_NAMES[k] for k in sorted(abi.STATUS_NAMES)],
         "example_float": floats and bool(inputs), "example_args": ", ".join(example), "example_tensor": tensor,
+        "vulkan": backend == "vulkan",
     }
 
 
@@ -200,16 +202,18 @@ def write_sources(files: dict, folder) -> list:
 def build_host_library(art, java_package: str, out_dir, class_name: str = CLASS_NAME, cc: str | None = None) -> Path:
     """lib`library_name(art)`.so for a JVM on this machine: the glue of a
     host artifact compiled -shared -fPIC and linked with its static library
-    (the runtime inside); for tests and desktop use."""
-    if art.board != "host":
-        raise BuildError(f"build_host_library needs an artifact built for the host board, not {art.board}")
+    (the runtime inside, and for host-vulkan the Vulkan module); for tests
+    and desktop use."""
+    if art.board not in ("host", "host-vulkan"):
+        raise BuildError(f"build_host_library needs an artifact built for the host or host-vulkan board, "
+                         f"not {art.board}")
     out_dir = Path(out_dir)
     (glue,) = write_sources(glue_sources(art, java_package, class_name), out_dir / "src")
     cc = cc or os.environ.get("CC") or "cc"
     target = out_dir / f"lib{library_name(art)}.so"
     flags = ["-std=c11", "-O2", "-fPIC", "-Wall", "-Wextra", "-Werror", "-fvisibility=hidden"]
     includes = [f"-I{d}" for d in [runtime_dir() / "include", *jni_include_dirs()]]
-    run_tool([cc, *flags, *includes, "-shared", "-o", target, glue, art.static_library, "-lm", "-lpthread",
+    run_tool([cc, *flags, *includes, "-shared", "-o", target, glue, art.static_library, "-lm", "-lpthread", "-ldl",
               "-Wl,--no-undefined"], "linking the host JNI library")
     return target
 

@@ -32,6 +32,15 @@ jniLibs/<abi>/.
    libraries used, --as-needed) and the exported symbols are read back with
    llvm-readelf into the returned AndroidLibrary, whose `objects` are the
    exact object files linked (a test links them into a QEMU launcher).
+6. A Vulkan artifact (backend "vulkan") is emitted for the ABI's Vulkan
+   board (VULKAN_ABIS: android-arm64-vulkan, android-x86_64-vulkan) and
+   linked with the Vulkan module (runtime_c/vulkan/), which dlopens
+   libvulkan.so at run time: the library never links it, so DT_NEEDED
+   stays within the system libraries (libdl.so added). Without the NDK the
+   module and the model compile against the bionic stand-ins of
+   runtime_c/android/include (stdlib.h, string.h, stdio.h, ...) and a
+   folder holding only the system's Vulkan headers (`vulkan_headers`); with
+   it, against its sysroot, which has both.
 """
 
 from __future__ import annotations
@@ -50,14 +59,27 @@ from ..codegen.host_program import lower_host
 from ..files import write_atomic
 from ..memory import plan_module
 from ..target import ANDROID_ABIS, load_board
-from ..toolchain import RUNTIME_DIR, RUNTIME_SOURCES, BuildError, cache_root, cached_objects, library_sources, run_tool
+from ..toolchain import (
+    RUNTIME_DIR,
+    RUNTIME_SOURCES,
+    VULKAN_SOURCES,
+    BuildError,
+    cache_root,
+    cached_objects,
+    library_sources,
+    run_tool,
+)
 from . import stubs
 
 ABIS = {"arm64-v8a": "android-arm64", "armeabi-v7a": "android-armv7", "x86_64": "android-x86_64"}  # abi -> board
+VULKAN_ABIS = {"arm64-v8a": "android-arm64-vulkan", "x86_64": "android-x86_64-vulkan"}  # abi -> Vulkan board
+BACKENDS = ("c", "vulkan")   # what an Android library compiles: the model's C, or its Vulkan host C and SPIR-V
 PAGE_SIZE = 16384   # Android 15's 16 KB pages: every LOAD segment aligned to them
 NDK_ENV = ("ANDROID_NDK_HOME", "ANDROID_NDK_ROOT")
 THREADS_NOTE = ("the runtime's thread pool is compiled out (RXE_NO_THREADS): the library runs every kernel "
                 "on the calling thread")
+VULKAN_NOTE = ("; the kernels run on the GPU through Vulkan: the library dlopens the system's libvulkan.so at "
+               "load (RXE_VULKAN_LIBRARY names another), and a device without it gets RXE_ERR_NO_VULKAN")
 
 
 @dataclasses.dataclass
@@ -72,6 +94,8 @@ class AndroidLibrary:
     toolchain: str          # "ndk" or "clang-stubs"
     objects: list = dataclasses.field(default_factory=list)   # the object files linked, in link order
     note: str = THREADS_NOTE
+    backend: str = "c"      # "vulkan": the kernels run as SPIR-V through the Vulkan module
+    board: str = ""         # the board the model was emitted for
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,11 +133,24 @@ def ndk_clang(root: Path) -> str:
     return str(clang)
 
 
-def compiler_for(abi: str, api_level: int | None = None) -> tuple:
-    """(board, AndroidCompiler) for an ABI."""
+def board_name(abi: str, backend: str = "c") -> str:
+    """The board an ABI's library is emitted for: ABIS, or VULKAN_ABIS for backend "vulkan"."""
     if abi not in ABIS:
         raise BuildError(f"unknown Android ABI {abi!r}; choose one of {', '.join(ABIS)}")
-    board = load_board(ABIS[abi])
+    if backend not in BACKENDS:
+        raise BuildError(f"an Android library compiles the model's C or its Vulkan host code, not backend "
+                         f"{backend!r}; build the artifact with backend c or vulkan")
+    if backend == "vulkan":
+        if abi not in VULKAN_ABIS:
+            raise BuildError(f"ABI {abi}: no Android Vulkan board for it; a Vulkan library is built for "
+                             f"{', '.join(VULKAN_ABIS)}")
+        return VULKAN_ABIS[abi]
+    return ABIS[abi]
+
+
+def compiler_for(abi: str, api_level: int | None = None, backend: str = "c") -> tuple:
+    """(board, AndroidCompiler) for an ABI (and its Vulkan board for backend "vulkan")."""
+    board = load_board(board_name(abi, backend))
     section = board.android
     if not section or section["abi"] != abi:
         raise BuildError(f"board {board.name} ({board.path}) has no android: section for ABI {abi}")
@@ -147,12 +184,47 @@ def extra_cflags(compiler: AndroidCompiler, include_dirs) -> list:
     return flags + [f"-I{d}" for d in include_dirs]
 
 
+def vulkan_headers() -> Path:
+    """A folder holding only the Vulkan headers (links to vulkan/ and
+    vk_video/ of $VULKAN_SDK/include or /usr/include), for a compile without
+    libc headers that must not see glibc's."""
+    roots = [Path(os.environ["VULKAN_SDK"]) / "include"] if os.environ.get("VULKAN_SDK") else []
+    root = next((r for r in [*roots, Path("/usr/include")] if (r / "vulkan" / "vulkan.h").is_file()), None)
+    if root is None:
+        raise BuildError("the Vulkan headers (vulkan/vulkan.h) are not installed: a Vulkan Android library compiles "
+                         "against them (apt-get install libvulkan-dev, or set VULKAN_SDK)")
+    out = cache_root() / "android" / f"vulkan-headers-{hashlib.sha256(str(root).encode()).hexdigest()[:12]}"
+    if not out.is_dir():
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for name in ("vulkan", "vk_video"):
+            if (root / name).is_dir():
+                (tmp / name).symlink_to(root / name, target_is_directory=True)
+        try:
+            os.replace(tmp, out)
+        except OSError:   # made meanwhile by another build
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def vulkan_cflags(compiler: AndroidCompiler) -> list:
+    """The flags of the Vulkan module and of a Vulkan model: the model's,
+    with the bionic stand-ins and the Vulkan headers alone (no NDK), or
+    hosted on the NDK's sysroot."""
+    flags = model_cflags(compiler)
+    if compiler.kind == "ndk":
+        return [f for f in flags if f not in ("-ffreestanding", "-nostdlibinc")]
+    return flags + [f"-I{RUNTIME_DIR / 'android' / 'include'}", f"-I{vulkan_headers()}"]
+
+
 def _sources_for_board(art, board, module, workdir: Path) -> Path:
     """The folder holding PREFIX.c, PREFIX.h and the weights for `board`:
-    the artifact's own, or emitted again for this board."""
-    if art.backend != "c":
+    the artifact's own, or emitted again for this board (with the
+    artifact's backend, c or vulkan)."""
+    if art.backend not in BACKENDS:
         raise BuildError(f"{art.out_dir}: built with backend {art.backend!r}; an Android library compiles the "
-                         "model's C (build it with backend='c')")
+                         "model's C or its Vulkan host code (build it with backend='c' or 'vulkan')")
     if art.board == board.name and (Path(art.out_dir) / f"{art.prefix}.c").exists():
         return Path(art.out_dir)
     if module is None:
@@ -163,11 +235,11 @@ def _sources_for_board(art, board, module, workdir: Path) -> Path:
         from ..frontend import from_onnx
         bounds = {k: tuple(v) for k, v in source.get("dim_bounds", {}).items()}
         module = from_onnx(source["onnx"], dim_bounds=bounds or None, max_context=source.get("max_context"))
-    mod = optimize_module(module, board)
+    mod = optimize_module(module, board, backend=art.backend)
     host = lower_host(mod, plan_module(mod), art.prefix, "k_")
     if host.prefix != art.prefix:
         raise BuildError(f"the model emitted for {board.name} is named {host.prefix}, not {art.prefix}")
-    sources = emit(host, "c", board)
+    sources = emit(host, art.backend, board)
     out = workdir / "sources"
     out.mkdir(exist_ok=True)
     for fname, text in sources.files.items():
@@ -278,12 +350,13 @@ def dynamic_info(path: Path) -> tuple:
 
 def build_android_library(art, abi: str, out_path, *, extra_sources=(), include_dirs=(), exports=(),
                           api_level=None, quiet=True, module=None) -> AndroidLibrary:
-    """Link the model of `art` (an Artifact with backend "c"; emitted again
-    for the ABI's board when built for another, from `module` or the source
-    model it records) plus `extra_sources` (C files, compiled with the same
-    flags and `include_dirs`) into one Android shared library at out_path,
-    exporting the model's API plus `exports` and nothing else."""
-    board, compiler = compiler_for(abi, api_level)
+    """Link the model of `art` (an Artifact with backend "c" or "vulkan";
+    emitted again for the ABI's board when built for another, from `module`
+    or the source model it records) plus `extra_sources` (C files, compiled
+    with the same flags and `include_dirs`) into one Android shared library
+    at out_path, exporting the model's API plus `exports` and nothing else."""
+    backend = getattr(art, "backend", "c")
+    board, compiler = compiler_for(abi, api_level, backend)
     out_path = Path(out_path)
     workdir = Path(art.out_dir) / "android" / abi
     workdir.mkdir(parents=True, exist_ok=True)
@@ -292,8 +365,9 @@ def build_android_library(art, abi: str, out_path, *, extra_sources=(), include_
     if not quiet:
         print(f"[relax-edge] {prefix}: Android library for {abi} ({compiler.target}, {compiler.kind})", flush=True)
     cflags = model_cflags(compiler)
+    vk_flags = vulkan_cflags(compiler) if backend == "vulkan" else None
     objects = [workdir / f"{prefix}_c.o", workdir / f"{prefix}_weights_S.o"]
-    run_tool([*cflags, "-c", src / f"{prefix}.c", "-o", objects[0]], f"ABI {abi}: compiling {prefix}.c")
+    run_tool([*(vk_flags or cflags), "-c", src / f"{prefix}.c", "-o", objects[0]], f"ABI {abi}: compiling {prefix}.c")
     run_tool([*compiler.command, "-fPIC", f"-Wa,-I{src}", "-c", src / f"{prefix}_weights.S", "-o", objects[1]],
              f"ABI {abi}: assembling {prefix}_weights.S")
     extra = [Path(s) for s in extra_sources]
@@ -304,6 +378,8 @@ def build_android_library(art, abi: str, out_path, *, extra_sources=(), include_
         run_tool([*extra_cflags(compiler, include_dirs), "-c", path, "-o", obj], f"ABI {abi}: compiling {path.name}")
         objects.append(obj)
     objects += cached_objects(compiler.clang, cflags[1:], [*RUNTIME_SOURCES, *library_sources()])
+    if vk_flags:   # the Vulkan module: libvulkan.so is dlopen'ed at run time, never linked
+        objects += cached_objects(compiler.clang, vk_flags[1:], VULKAN_SOURCES)
     builtins = builtins_archive(compiler, board)
     provided = builtin_symbols(compiler, builtins)
     if compiler.kind == "clang-stubs":
@@ -323,4 +399,6 @@ def build_android_library(art, abi: str, out_path, *, extra_sources=(), include_
     tmp = out_path.with_name(f".{out_path.name}.tmp")
     shutil.copyfile(linked, tmp)
     os.replace(tmp, out_path)
-    return AndroidLibrary(out_path, abi, compiler.api_level, 1, needed, exported, compiler.kind, objects)
+    note = THREADS_NOTE + (VULKAN_NOTE if backend == "vulkan" else "")
+    return AndroidLibrary(out_path, abi, compiler.api_level, 1, needed, exported, compiler.kind, objects, note,
+                          backend, board.name)

@@ -18,6 +18,9 @@ writes
    empty or an earlier package (it holds model.json), never another folder.
 3. Nothing here was run on a phone: model.json says so
    (`verified_on_device: false`), and so does the README.
+4. A Vulkan artifact gives Vulkan libraries (arm64-v8a and x86_64, the
+   ABIs with a Vulkan board): model.json's `backend` says "vulkan", and each
+   library dlopens libvulkan.so when the first model is loaded.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from ..errors import RelaxEdgeError
 from ..resources import runtime_dir
 from ..version import __version__
 from . import jni
-from .library import ABIS, AndroidLibrary, build_android_library, ndk_root
+from .library import ABIS, VULKAN_ABIS, AndroidLibrary, build_android_library, ndk_root
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("relax_edge.android", "templates"),
                           keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
@@ -52,17 +55,23 @@ class Package:
     model_json: dict
 
 
-def check_abis(abis) -> list:
-    """The ABIs asked for ("all" for every one), each known, in ABIS order."""
+def check_abis(abis, backend: str = "c") -> list:
+    """The ABIs asked for ("all" for every one the backend has: a Vulkan
+    library is built for VULKAN_ABIS), each known, in ABIS order."""
     if isinstance(abis, str):
         abis = [abis]
     wanted = list(abis or [])
+    known = list(VULKAN_ABIS) if backend == "vulkan" else list(ABIS)
     if "all" in wanted:
-        return list(ABIS)
+        return known
     unknown = [a for a in wanted if a not in ABIS]
     if unknown or not wanted:
         raise RelaxEdgeError(f"unknown Android ABI {', '.join(map(repr, unknown)) or '(none given)'}; "
                              f"choose from {', '.join(ABIS)} or all")
+    without = [a for a in wanted if a not in known]
+    if without:
+        raise RelaxEdgeError(f"ABI {', '.join(without)}: no Vulkan library for it (no Android Vulkan board); "
+                             f"a Vulkan package is built for {', '.join(known)}")
     return [a for a in ABIS if a in wanted]
 
 
@@ -110,6 +119,7 @@ def model_description(art, java_package: str, libraries: dict, bounds: dict, cla
     fixed = sig.get("fixed_workspace_bytes")
     return {
         "model": art.prefix, "relax_edge_version": __version__, "function": "main",
+        "backend": getattr(art, "backend", "c"),
         "library": f"lib{jni.library_name(art)}.so", "load_library": jni.library_name(art),
         "java_class": f"{java_package}.{class_name}", "java_exception": f"{java_package}.{jni.EXCEPTION_CLASS}",
         "signature": {"inputs": sig["inputs"], "outputs": sig["outputs"], "sizes": sig["sizes"]},
@@ -119,7 +129,8 @@ def model_description(art, java_package: str, libraries: dict, bounds: dict, cla
                   "a size is unbounded: load() sizes the arena by the first run, load(sizes) for given sizes"),
         "weights_bytes": art.weights_bytes,
         "abis": {abi: {"path": f"jniLibs/{abi}/{lib.path.name}", "api_level": lib.api_level, "threads": lib.threads,
-                       "toolchain": lib.toolchain, "needed": lib.needed, "exported": lib.exported,
+                       "toolchain": lib.toolchain, "board": lib.board, "needed": lib.needed,
+                       "exported": lib.exported,
                        "bytes": lib.path.stat().st_size, "sha256": _sha256(lib.path)}
                  for abi, lib in libraries.items()},
         "threads": min((lib.threads for lib in libraries.values()), default=1),
@@ -157,7 +168,7 @@ def package(art, java_package: str, out_dir, abis=("arm64-v8a",), *, api_level=N
     app, README.md and model.json; `module` is the model's IRModule when the
     artifact was built for another board and records no source model."""
     jni.check_java_package(java_package)
-    wanted = check_abis(abis)
+    wanted = check_abis(abis, getattr(art, "backend", "c"))
     if "main" not in art.signature:
         raise RelaxEdgeError(f"{art.out_dir}: the model has no function main to package")
     out_dir = Path(out_dir)

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -107,11 +108,19 @@ class JavaModel:
     into `folder`; `run(script, tensors)` writes the tensors, runs the
     script in a JVM and returns one parsed result per command."""
 
-    def __init__(self, art, java_package: str, folder: Path):
+    def __init__(self, art, java_package: str, folder: Path, library: Path | None = None,
+                 java_sources: Path | None = None, env: dict | None = None):
+        """`library` (and `java_sources`, the Java folder of a package): a
+        library built elsewhere, e.g. an x86_64 Android library, run with
+        `env` added to the JVM's environment; else the host JNI library."""
         self.folder = folder
-        self.library = jni.build_host_library(art, java_package, folder / "native")
+        self.env = env or {}
+        self.library = library or jni.build_host_library(art, java_package, folder / "native")
         src = folder / "java" / Path(*java_package.split("."))
-        jni.write_sources(jni.java_sources(art, java_package), src)
+        if java_sources is None:
+            jni.write_sources(jni.java_sources(art, java_package), src)
+        else:
+            shutil.copytree(java_sources, src)
         check = CHECK_SOURCE.read_text().replace("package PACKAGE;", f"package {java_package};")
         (src / "JniCheck.java").write_text(check)
         self.main = f"{java_package}.JniCheck"
@@ -128,7 +137,7 @@ class JavaModel:
         (work / "script.txt").write_text(script)
         proc = subprocess.run(["java", "-Xcheck:jni", f"-Djava.library.path={self.library.parent}", "-cp",
                                str(self.folder / "classes"), self.main, str(work / "script.txt")],
-                              capture_output=True, text=True, timeout=120)
+                              capture_output=True, text=True, timeout=120, env={**os.environ, **self.env})
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "WARNING" not in proc.stderr, proc.stderr   # -Xcheck:jni's complaints
         results = []

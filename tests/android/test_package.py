@@ -21,6 +21,7 @@ from relax_edge.android.library import ABIS
 from relax_edge.cli import main as cli_main
 from relax_edge.errors import RelaxEdgeError
 
+from .elf_checks import glibc_stand_ins
 from .jni_models import CHECK_SOURCE, HAVE_JDK, build_token_model, onnxruntime_outputs
 
 HAVE_CLANG = all(shutil.which(t) for t in ("clang", "ld.lld", "llvm-readelf"))
@@ -136,12 +137,7 @@ def test_shipped_x86_64_library_runs_in_a_desktop_jvm(packaged, tmp_path):
     """The package's own x86_64 .so (JNI glue, model, runtime) loaded by
     glibc's dynamic linker into a JVM; its DT_NEEDED libc.so resolved to glibc."""
     _, onnx_path, pkg = packaged
-    stand_in = tmp_path / "libs"
-    stand_in.mkdir()
-    libc = subprocess.run(["cc", "-print-file-name=libc.so.6"], capture_output=True, text=True).stdout.strip()
-    libm = subprocess.run(["cc", "-print-file-name=libm.so.6"], capture_output=True, text=True).stdout.strip()
-    for name, target in (("libc.so", libc), ("libdl.so", libc), ("liblog.so", libc), ("libm.so", libm)):
-        os.symlink(os.path.realpath(target), stand_in / name)
+    stand_in = glibc_stand_ins(tmp_path / "libs")
     src = tmp_path / "java"
     shutil.copytree(pkg.path / "java", src)
     check = src / PACKAGE.replace(".", "/") / "JniCheck.java"
