@@ -13,9 +13,10 @@ jniLibs/<abi>/.
    `--target=<triple><api>` with lld, and stub libc.so / libm.so / libdl.so /
    liblog.so built from stub_symbols.txt ("clang-stubs", android/stubs.py).
 3. The model and the runtime are compiled freestanding and position
-   independent, with the runtime's own math (RXE_NO_LIBM) and without the
-   thread pool (RXE_NO_THREADS): without the NDK there is no declaration of
-   bionic's pthread ABI here, so the library runs on one thread
+   independent, with the stack protector of NDK builds, the runtime's own
+   math (RXE_NO_LIBM) and without the thread pool (RXE_NO_THREADS):
+   without the NDK there is no declaration of bionic's pthread ABI here,
+   so the library runs on one thread
    (AndroidLibrary.threads == 1, and its note says so). The extra sources get
    the same flags (freestanding too without the NDK: only the compiler's
    own headers, stddef.h, stdint.h, stdarg.h, ...).
@@ -170,10 +171,13 @@ def compiler_for(abi: str, api_level: int | None = None, backend: str = "c") -> 
 
 
 def model_cflags(compiler: AndroidCompiler) -> list:
-    """The flags of the model and the runtime: freestanding, PIC, no libm, no threads."""
+    """The flags of the model and the runtime: freestanding, PIC, no libm,
+    no threads, and the NDK's stack protector (-fstack-protector-strong:
+    bionic's __stack_chk_fail, and on armeabi-v7a its __stack_chk_guard; the
+    64-bit ABIs read the canary from bionic's thread control block)."""
     return [*compiler.command, "-std=c99", "-ffreestanding", "-nostdlibinc", "-fPIC", "-fno-math-errno",
-            "-ffunction-sections", "-fdata-sections", "-DRXE_NO_LIBM", "-DRXE_NO_THREADS",
-            f"-I{RUNTIME_DIR / 'include'}"]
+            "-ffunction-sections", "-fdata-sections", "-fstack-protector-strong", "-DRXE_NO_LIBM",
+            "-DRXE_NO_THREADS", f"-I{RUNTIME_DIR / 'include'}"]
 
 
 def extra_cflags(compiler: AndroidCompiler, include_dirs) -> list:

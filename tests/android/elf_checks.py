@@ -2,7 +2,8 @@
 same way for the C and the Vulkan libraries: the machine, a shared object,
 its SONAME, DT_NEEDED within Android's system libraries, no glibc symbol
 versions, LOAD segments aligned to 16 KB pages, no text relocations, no TLS,
-a non-executable stack, both hash tables and a build ID; and the loading of
+a non-executable stack, both hash tables, a build ID and the stack
+protector's imports (bionic's __stack_chk_fail); and the loading of
 an x86_64 library into a desktop JVM, glibc standing in for bionic."""
 
 from __future__ import annotations
@@ -22,14 +23,24 @@ def readelf(*args) -> str:
     return proc.stdout
 
 
-def exported_symbols(path) -> set:
-    """The defined global and weak dynamic symbols."""
-    exported = set()
+def _dynamic_symbols(path, defined: bool) -> set:
+    names = set()
     for line in readelf("--dyn-syms", path).splitlines():
         fields = line.split()
-        if len(fields) >= 8 and fields[0][:-1].isdigit() and fields[4] in ("GLOBAL", "WEAK") and fields[6] != "UND":
-            exported.add(fields[7])
-    return exported
+        if len(fields) >= 8 and fields[0][:-1].isdigit() and fields[4] in ("GLOBAL", "WEAK") \
+                and (fields[6] != "UND") == defined:
+            names.add(fields[7].split("@")[0])
+    return names
+
+
+def exported_symbols(path) -> set:
+    """The defined global and weak dynamic symbols."""
+    return _dynamic_symbols(path, True)
+
+
+def imported_symbols(path) -> set:
+    """The undefined dynamic symbols, left to the system libraries."""
+    return _dynamic_symbols(path, False)
 
 
 def check_android_library(path, abi: str) -> set:
@@ -52,6 +63,9 @@ def check_android_library(path, abi: str) -> set:
     sections = readelf("-S", path)
     assert ".gnu.hash" in sections and ".hash" in sections
     assert "Build ID" in readelf("-n", path)
+    imported = imported_symbols(path)
+    assert "__stack_chk_fail" in imported                # -fstack-protector-strong, as NDK builds
+    assert ("__stack_chk_guard" in imported) == (abi == "armeabi-v7a")   # the 64-bit ABIs: the TCB's canary
     return needed
 
 

@@ -3,13 +3,15 @@ stub system libraries), read back with llvm-readelf: the machine, DT_NEEDED
 within Android's system libraries, no glibc symbol versions, LOAD segments
 aligned to 16 KB pages, no text relocations, no TLS, and exactly the model's
 API plus the requested exports in the dynamic symbol table. The x86_64
-library, which needs no system library, also runs in this process. An
+library also runs on this machine, glibc standing in for bionic. An
 undefined symbol outside the stub list is a BuildError that names it."""
 
-import dataclasses
+import os
 import platform
 import re
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -19,7 +21,7 @@ from relax_edge.android.library import ABIS, build_android_library
 from relax_edge.build import BuildError
 from tests.models import build_mlp, mlp_weights, save_tiny_onnx
 
-from .elf_checks import check_android_library, exported_symbols, readelf
+from .elf_checks import check_android_library, exported_symbols, glibc_stand_ins, readelf
 
 pytestmark = pytest.mark.skipif(not (shutil.which("clang") and shutil.which("ld.lld") and shutil.which("llvm-readelf")),
                                 reason="needs Debian's clang, lld and llvm (scripts/setup.sh)")
@@ -80,21 +82,38 @@ def test_armv7_library_uses_androids_float_abi(libraries):
     assert "ABI_VFP_args" not in attributes and "Advanced_SIMD_arch" in attributes
 
 
-@pytest.mark.skipif(platform.machine() != "x86_64", reason="loads the x86_64 library into this process")
-def test_x86_64_library_runs_in_this_process(libraries, mlp):
-    """The shipped x86_64 .so itself: it needs no system library (DT_NEEDED is empty), so this
-    process's dynamic linker loads it too; its MLP matches numpy."""
+RUN_IN_HOST = """
+import dataclasses, sys
+from pathlib import Path
+import numpy as np
+import relax_edge as rxe
+from relax_edge.build import Artifact
+art = dataclasses.replace(Artifact.load(sys.argv[1]), shared_library=Path(sys.argv[2]))
+with rxe.connect("host") as dev:
+    (out,) = dev.load(art).run(np.load(sys.argv[3]))
+np.save(sys.argv[4], out)
+"""
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="loads the x86_64 library on this machine")
+def test_x86_64_library_runs_on_this_machine(libraries, mlp, tmp_path):
+    """The shipped x86_64 .so itself, loaded by the host's runtime in a Python process whose
+    glibc stands in for bionic's libc.so (its one DT_NEEDED, for the stack protector's
+    __stack_chk_fail); its MLP matches numpy."""
     art, _ = mlp
     lib = libraries["x86_64"]
-    assert lib.needed == []
+    assert lib.needed == ["libc.so"]
     w1, b1, w2, b2, w3, b3 = mlp_weights()
     x = np.random.default_rng(3).standard_normal((4, 784)).astype(np.float32)
     logits = np.maximum(np.maximum(x @ w1 + b1, 0) @ w2 + b2, 0) @ w3 + b3
     expected = np.exp(logits - logits.max(-1, keepdims=True))
     expected /= expected.sum(-1, keepdims=True)
-    with rxe.connect("host") as dev:
-        (out,) = dev.load(dataclasses.replace(art, shared_library=lib.path)).run(x)
-    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-7)
+    np.save(tmp_path / "x.npy", x)
+    env = dict(os.environ, LD_LIBRARY_PATH=str(glibc_stand_ins(tmp_path / "libs")))
+    proc = subprocess.run([sys.executable, "-c", RUN_IN_HOST, str(art.out_dir), str(lib.path), str(tmp_path / "x.npy"),
+                           str(tmp_path / "out.npy")], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, rtol=1e-5, atol=1e-7)
 
 
 def test_undefined_symbol_outside_the_stubs_is_named(mlp, tmp_path):
