@@ -39,8 +39,17 @@ def link_launcher(lib, prefix: str, abi: str, out) -> None:
     cflags = ["-std=c99", "-O2", f"-I{RUNTIME_DIR / 'include'}", f"-DRXE_MODULE={prefix}_module"]
     if abi == "armeabi-v7a":
         cflags += ["-march=armv7-a", "-mfpu=neon", "-mfloat-abi=hard"]
-    for cmd in ([gcc, *cflags, "-c", RUNNER_SOURCE, "-o", runner_obj],
-                [gcc, "-static", *ldflags, "-o", out, runner_obj, *lib.objects, "-lm"]):
+    objects = [runner_obj]
+    commands = [[gcc, *cflags, "-c", RUNNER_SOURCE, "-o", runner_obj]]
+    if abi == "arm64-v8a":
+        # The 64-bit objects read their stack canary from bionic's TLS slot 5 (thread pointer + 0x28). In this
+        # static glibc program that address is the start of the first object's TLS block, so the launcher owns it.
+        slots = out.with_name(out.name + "_tls_slots.c")
+        slots.write_text("__thread unsigned long rxe_test_bionic_tls_slots[8] = {0, 0, 0, 0x5f2e3c9a17d4b86eUL};\n")
+        objects.insert(0, slots.with_suffix(".o"))
+        commands.append([gcc, "-O2", "-c", slots, "-o", objects[0]])
+    commands.append([gcc, "-static", *ldflags, "-o", out, *objects, *lib.objects, "-lm"])
+    for cmd in commands:
         proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
 
