@@ -84,8 +84,20 @@ the Maclaurin series to x^11 below |x| = 0.5, else Abramowitz and Stegun
 7.1.26 (absolute error 1.5e-7 by the formula), 1 past |x| = 4. Evaluated in
 float32 with a correctly rounded exp, these stay within 3.1e-7 relative
 (tanh) and 3.3e-7 absolute, 5.7e-7 relative (erf) on (0, 6]; a device's exp
-adds its own error (Vulkan allows 3 + 2|x| ulp). The trigonometric and hyperbolic intrinsics and
-fmod are refused (GLSL's sin/cos only promise 2^-11 absolute in Vulkan).
+adds its own error (Vulkan allows 3 + 2|x| ulp). sin, cos, tan, asin, acos,
+atan, sinh, cosh, asinh, acosh, atanh and fmod are helpers too (GLSL's
+sin/cos only promise 2^-11 absolute in Vulkan, its exp an error growing
+with |x|): sin, cos and tan reduce x by pi/2 in four parts (Cody-Waite,
+`precise` so the driver keeps the order), exact for |x| < 1e5; past that x
+is first reduced exactly modulo float32(2 pi), which is 2 pi + 1.7e-7, so
+the result there is the sine of a shifted argument (an absolute error
+near |x| 3e-8: 0.03 at 1e6, no meaning past 1e7, still in [-1, 1]).
+sinh and cosh use their own exp (x - k ln 2 in two parts, 2^k by ldexp),
+the inverse functions Cephes' polynomials near 0 and their logarithmic
+forms elsewhere; fmod is exact (C's fmod: |y| scaled by powers of two and
+subtracted). On lavapipe all stay within 4 ulp of numpy's float64 values
+rounded to float32 (tests/vulkan/test_glsl_math.py) over their domains,
+sin, cos and tan for |x| < 1e5.
 Integer floor division and modulo follow the IR (floor, the sign of the
 divisor), through helpers unless the prover shows both operands
 non-negative; &, |, ^, << and >> on int32 / uint32 (see BIT_OPS); min and
@@ -258,12 +270,17 @@ uint rxe_max(uint a, uint b) { return a > b ? a : b; }
     return x < 0.0 ? -e : e;
 }
 """,
-    # sin and cos of any float: the quadrant from x * 2/pi, x reduced by pi/2 in three parts (Cody-Waite),
-    # Cephes' minimax polynomials on [-pi/4, pi/4]; the same on every driver (GLSL's builtins promise 2^-11)
+    # sin, cos and tan: the quadrant k from x * 2/pi, x - k pi/2 in four parts (Cody-Waite: the first three of 8
+    # bits, so k times each is exact for |k| < 2^16, i.e. |x| < 1.0e5; past that the reduction loses bits),
+    # Cephes' minimax polynomials on [-pi/4, pi/4]; the same on every driver (GLSL's builtins promise 2^-11).
+    # `precise`: the driver may neither refactor k * c1 + k * c2 into k * (c1 + c2) nor fuse the steps
     "sincos": """float rxe_sincos_r(float x, out int q) {
+    if (abs(x) > 1.0e5) x = rxe_fmod(x, 6.28318548);   // exact, but modulo float32(2 pi): see the docstring
     float k = roundEven(x * 0.636619772);
     q = int(k);
-    return ((x - k * 1.5703125) - k * 4.837512969970703125e-4) - k * 7.54978995489188216e-8;
+    precise float r = (((x - k * 1.5703125) - k * 4.84466552734375e-4) - k * -6.407499313354492e-7)
+        - k * 9.92093629e-10;
+    return r;
 }
 float rxe_sin_poly(float r) {
     float z = r * r;
@@ -287,11 +304,151 @@ float rxe_cos(float x) {
     float v = (q & 1) == 0 ? rxe_cos_poly(r) : rxe_sin_poly(r);
     return ((q + 1) & 2) == 0 ? v : -v;
 }
+float rxe_tan(float x) {
+    if (isinf(x) || isnan(x)) return uintBitsToFloat(0x7fc00000u);
+    int q;
+    float r = rxe_sincos_r(x, q);
+    float s = rxe_sin_poly(r), c = rxe_cos_poly(r);
+    return (q & 1) == 0 ? s / c : -c / s;
+}
+""",
+    # asin and acos: Cephes' polynomial of asin on [0, 0.5]; past 0.5 through asin(a) = pi/2 - 2 asin(sqrt((1 - a)
+    # / 2)); pi/2 and pi as a float32 head and tail
+    "asin": """float rxe_asin_small(float a, float z) {   // asin(a), 0 <= a <= 0.5, z = a * a
+    return a + a * z * (1.6666752422e-1 + z * (7.4953002686e-2 + z * (4.5470025998e-2 + z * (2.4181311049e-2
+        + z * 4.2163199048e-2))));
+}
+float rxe_asin(float x) {
+    float a = abs(x);
+    if (!(a <= 1.0)) return uintBitsToFloat(0x7fc00000u);
+    if (a <= 0.5) return rxe_asin_small(x, x * x);
+    float z = 0.5 * (1.0 - a);
+    float v = (1.57079637 - 2.0 * rxe_asin_small(sqrt(z), z)) - 4.37113883e-8;
+    return x < 0.0 ? -v : v;
+}
+float rxe_acos(float x) {
+    float a = abs(x);
+    if (!(a <= 1.0)) return uintBitsToFloat(0x7fc00000u);
+    if (a <= 0.5) return (1.57079637 - rxe_asin_small(x, x * x)) - 4.37113883e-8;
+    float z = 0.5 * (1.0 - a);
+    float v = 2.0 * rxe_asin_small(sqrt(z), z);
+    return x < 0.0 ? (3.14159274 - v) - 8.74227766e-8 : v;
+}
+""",
+    # atan: Cephes' reduction to |t| <= tan(pi/8) (t = -1/a past tan(3pi/8), (a - 1)/(a + 1) past tan(pi/8)) and
+    # its polynomial
+    "atan": """float rxe_atan(float x) {
+    if (isnan(x)) return x;
+    float a = abs(x), base = 0.0, tail = 0.0;
+    if (a > 2.41421356) {
+        base = 1.57079637; tail = -4.37113883e-8; a = -1.0 / a;
+    } else if (a > 0.414213562) {
+        base = 0.785398185; tail = -2.18556941e-8; a = (a - 1.0) / (a + 1.0);
+    }
+    float z = a * a;
+    float p = a + a * z * (-3.33329491539e-1 + z * (1.99777106478e-1 + z * (-1.38776856032e-1
+        + z * 8.05374449538e-2)));
+    float v = base + (p + tail);
+    return x < 0.0 ? -v : v;
+}
+""",
+    # exp for sinh and cosh: GLSL's exp may scale x by log2(e) first, an error that grows with |x| (Vulkan
+    # allows 3 + 2|x| ulp); here x - k ln 2 in two parts (exact for |k| < 2^15, `precise` as for sin), Cephes'
+    # polynomial on [-ln 2 / 2, ln 2 / 2], then 2^k; for |x| < 88.7 (the callers keep it there)
+    "exp": """float rxe_exp(float x) {
+    float k = floor(x * 1.44269504 + 0.5);
+    precise float r = (x - k * 0.693359375) - k * -2.12194440e-4;
+    float p = ((((((1.9875691500e-4 * r + 1.3981999507e-3) * r + 8.3334519073e-3) * r + 4.1665795894e-2) * r
+        + 1.6666665459e-1) * r + 5.0000001201e-1) * r * r + r) + 1.0;
+    return ldexp(p, int(k));
+}
+""",
+    # sinh and cosh: an odd polynomial (Cephes) below |x| = 1, else from exp(|x|); past 88 (where exp
+    # overflows while the result does not yet) as (exp(|x| / 2) / 2) exp(|x| / 2), infinite past 89.5
+    "sinh": """float rxe_sinh(float x) {
+    float a = abs(x);
+    if (a < 1.0) {
+        float z = x * x;
+        return x + x * z * (1.66667160211e-1 + z * (8.33028376239e-3 + z * 2.03721912945e-4));
+    }
+    float s = rxe_cosh_sinh(a, -1.0);
+    return x < 0.0 ? -s : s;
+}
+""",
+    "cosh": """float rxe_cosh_sinh(float a, float sign) {   // cosh(a) (sign 1) or sinh(a) (sign -1), a >= 0
+    if (isnan(a)) return a;
+    if (a < 88.0) {
+        float e = rxe_exp(a);
+        return 0.5 * e + sign * (0.5 / e);
+    }
+    if (a > 89.5) return uintBitsToFloat(0x7f800000u);
+    float h = rxe_exp(0.5 * a);
+    return (0.5 * h) * h;
+}
+float rxe_cosh(float x) {
+    return rxe_cosh_sinh(abs(x), 1.0);
+}
+""",
+    # asinh, acosh, atanh: Cephes' polynomials near 0 (near 1 for acosh), the logarithmic forms elsewhere, log(a) +
+    # log(2) past 1e4 (where a * a would lose the 1)
+    "asinh": """float rxe_asinh(float x) {
+    float a = abs(x);
+    if (a < 0.5) {
+        float z = x * x;
+        return x + x * z * (-1.6666288134e-1 + z * (7.4847586088e-2 + z * (-4.2699340972e-2 + z * 2.0122003309e-2)));
+    }
+    float s = a > 1.0e4 ? log(a) + 0.693147181 : log(a + sqrt(a * a + 1.0));
+    return x < 0.0 ? -s : s;
+}
+""",
+    "acosh": """float rxe_acosh(float x) {
+    if (!(x >= 1.0)) return uintBitsToFloat(0x7fc00000u);
+    float z = x - 1.0;
+    if (z < 0.5) {
+        return sqrt(z) * (1.4142135263 + z * (-1.1784741703e-1 + z * (2.6454905019e-2 + z * (-7.5272886713e-3
+            + z * 1.7596881071e-3))));
+    }
+    return x > 1.0e4 ? log(x) + 0.693147181 : log(x + sqrt(z * (x + 1.0)));
+}
+""",
+    "atanh": """float rxe_atanh(float x) {
+    float a = abs(x);
+    if (!(a <= 1.0)) return uintBitsToFloat(0x7fc00000u);
+    if (a == 1.0) return uintBitsToFloat(x > 0.0 ? 0x7f800000u : 0xff800000u);
+    if (a < 0.5) {
+        float z = x * x;
+        return x + x * z * (3.33337300303e-1 + z * (1.99782164500e-1 + z * (1.46691431730e-1 + z * (8.24370301058e-2
+            + z * 1.81740078349e-1))));
+    }
+    float s = 0.5 * log((1.0 + a) / (1.0 - a));
+    return x < 0.0 ? -s : s;
+}
+""",
+    # fmod as C's (exact): |y| scaled by a power of two to the largest multiple not above the remainder, then
+    # subtracted (exact: d <= r < 2d), once per binary digit of the quotient; the sign of x
+    "fmod": """float rxe_fmod(float x, float y) {
+    if (isnan(x) || isnan(y) || isinf(x) || y == 0.0) return uintBitsToFloat(0x7fc00000u);
+    float r = abs(x), b = abs(y);
+    if (isinf(y) || r < b) return x;
+    int eb;
+    frexp(b, eb);
+    while (r >= b) {
+        int er;
+        frexp(r, er);
+        float d = ldexp(b, er - eb);
+        if (d > r) d = ldexp(b, er - eb - 1);
+        r -= d;
+    }
+    return x < 0.0 ? -r : r;
+}
 """,
 }
-HELPER_OF = {"sin": "sincos", "cos": "sincos"}   # intrinsics whose helper function carries another key
+# helpers a helper calls, emitted before it
+HELPER_NEEDS = {"sinh": ("exp", "cosh"), "cosh": ("exp",), "sincos": ("fmod",)}
+HELPER_OF = {"sin": "sincos", "cos": "sincos", "tan": "sincos", "acos": "asin"}   # helpers under another key
+HELPER_NAMES = ("sin_poly", "cos_poly", "sincos_r", "asin_small", "cosh_sinh")   # the helpers' inner functions
 BUILTIN_MATH = {"exp": "exp", "floor": "floor", "ceil": "ceil", "fabs": "abs", "round": "roundEven"}
-HELPER_MATH = ("log", "sqrt", "pow", "tanh", "erf")
+HELPER_MATH = ("log", "sqrt", "pow", "tanh", "erf", "asin", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "fmod")
 # int32 / uint32 bit operations; shift counts past 31 give what the C backend's 64-bit shifts leave in the
 # low 32 bits (0, or the sign for >> of an int), where GLSL leaves them undefined
 BIT_OPS = {"bitand": "({a} & {b})", "bitor": "({a} | {b})", "bitxor": "({a} ^ {b})",
@@ -321,6 +478,8 @@ class GlslRenderer(Renderer):
         return VALUE_TYPES[dtype]
 
     def helper(self, key: str, call: str) -> str:
+        for needed in HELPER_NEEDS.get(key, ()):
+            self.helper(needed, "")
         self.k.helpers.setdefault(key, HELPERS[key])
         return call
 
@@ -554,7 +713,7 @@ class GlslKernel(IndentedLines, KernelSkeleton):
                             f"buffer {b.name} has up to {hi} elements under the size bounds; 32-bit indexing needs "
                             f"fewer than 2^31 (bound the size variables with SizeVar(name, upper=...))")
         self.r.used.update(f"b{k}" for k in range(len(p.params) + 1))   # the buffers' block names, the status block
-        self.r.used.update(f"rxe_{h}" for h in (*HELPERS, "sin", "cos", "sin_poly", "cos_poly", "sincos_r"))
+        self.r.used.update(f"rxe_{h}" for h in (*HELPERS, *HELPER_OF, *HELPER_NAMES))
         for v in p.size_params:
             self.r.name(v, v.name)
         items = self.grid.items
