@@ -19,9 +19,6 @@ REFUSED = {
     **{n: {"int64 store may exceed 2^30"} for n in ("mod_int_fmod", "bit_shift_right_int64", "bitwise_xor_int64")},
     # argmax / argmin compare int64 indices through data-dependent selects the interval proof does not bound
     **{n: {"int64 arithmetic on data"} for n in ("argmax_first", "argmax_last", "argmin_first", "argmin_last_float")},
-    **{n: {"dtype int8"} for n in ("bit_shift_left_int8", "bit_shift_right_int8", "bitwise_not_int8")},
-    **{n: {"dtype uint8"} for n in ("bit_shift_left_uint8", "bit_shift_right_uint8", "bitwise_or_uint8",
-                                    "bitwise_not_uint8_then_shift")},
     "power_int": {_F64}, "shrink_int": {_F64}, "reduce_mean_int_truncates": {_F64},
 }
 # resize: nearest modes compute int64 coordinates from data, the others float64 ones

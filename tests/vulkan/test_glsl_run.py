@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from relax_edge.codegen.vulkan import GlslUnsupported, compile_spirv, emit_glsl
+from relax_edge.codegen.vulkan.kernel import PACKED
 from relax_edge.ir import SizeVar, evaluate
 from relax_edge.tir import TensorProgram
 from relax_edge.tir.expr import intrinsic
@@ -193,8 +194,8 @@ def test_every_emitted_program_of_the_matrix_matches_the_interpreter(open_vk, ca
         except GlslUnsupported as e:
             assert e.reason in REFUSED.get(case[0], set()), e
             continue
-        if any(b.dtype in ("int64", "bool") for b in p.params):
-            ran += 1   # byte-sized and paired buffers: test_glsl_dtypes.py runs these at n = 1, 3, 4, 5, 65
+        if any(b.dtype in ("int64", *PACKED) for b in p.params):
+            ran += 1   # packed and paired buffers: test_glsl_dtypes.py runs these at n = 1, 3, 4, 5, 65
             continue
         ctx = open_vk()
         assert run_program(ctx, p, tmp_path, [1, 65]) == 2 * len(p.outputs)

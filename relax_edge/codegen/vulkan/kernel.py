@@ -6,9 +6,11 @@ The shader ABI (what runtime_c/vulkan binds):
 2. Binding i of set 0 is the i-th of `program.params` (inputs readonly,
    outputs never loaded writeonly): `buffer B<i> { T v[]; } b<i>;`. Element
    types: float32 (float), int32 (int), uint32 (uint), int64 (int: two words
-   per element, low then high) and bool (uint: four bytes per word, byte j in
-   bits 8 (j % 4) .. 8 (j % 4) + 7 of word j / 4); anything else is refused
-   naming the buffer and its dtype (no float64, float16, int8 or uint8 yet).
+   per element, low then high), bool, int8 and uint8 (uint: four bytes per
+   word, byte j in bits 8 (j % 4) .. 8 (j % 4) + 7 of word j / 4), int16 and
+   uint16 (uint: two per word, element j in the low half of word j / 2 when
+   j is even); anything else is refused naming the buffer and its dtype (no
+   float64 or float16 yet).
 3. The std430 block `pc`: `uint groups_x; uint items; uint off[NB];
    int size[NS];` (2 + NB + NS words): a push-constant block up to 128 bytes,
    past that a readonly storage buffer at binding NB with the same members.
@@ -52,12 +54,17 @@ x`) are exact in 32 bits wherever the interval of the result (data_range)
 fits int32; anything past that is refused ("int64 arithmetic on data"). A
 store writes the low word and the sign-extended high word.
 
-bool buffers: packed four per uint. A load shifts and masks its byte. A
-store computes its value first (in place, the byte it reads is the one it
-clears), then goes through atomicAnd (clearing the byte) and atomicOr:
-each invocation writes distinct bytes (the grid's independence), so the two
-atomics leave the word's other bytes, which other invocations write at the
-same time, intact. Byte views start on a word (the runtime refuses others).
+Packed buffers (bool, int8, uint8, int16, uint16; PACKED): a load
+extracts its element with bitfieldExtract (sign-extended for int8 and
+int16; a bool compares its byte with 0). A store computes its value first
+(in place, the bits it reads are the ones it clears), then goes through
+atomicAnd (clearing the element's bits) and atomicOr: each invocation writes
+distinct elements (the grid's independence), so the two atomics leave the
+word's other elements, which other invocations write at the same time,
+intact. Packed views start on a word (the runtime refuses others). Narrow
+integer values are `int` in expressions, as C promotes them; a cast to a
+narrow type, a store to a narrow local and a narrow Let keep the low bits
+(sign-extended for the signed ones), as C's conversions do.
 
 Statements: Store, Let, Allocate (local arrays of constant size, at most
 LOCAL_BYTES bytes), IfThenElse and the loops. Vectorized and unrolled loops
@@ -135,9 +142,24 @@ INT32 = 2 ** 31
 DATA64 = 2 ** 30           # every int64 value in device memory lies in [-DATA64, DATA64) (module docstring)
 
 # buffer element types of this version
-GLSL_TYPES = {"float32": "float", "int32": "int", "uint32": "uint", "int64": "int", "bool": "uint"}
-# types of values in expressions: int64 values are 32-bit (see the module docstring)
-VALUE_TYPES = {**GLSL_TYPES, "bool": "bool", "int64": "int"}
+GLSL_TYPES = {"float32": "float", "int32": "int", "uint32": "uint", "int64": "int", "bool": "uint",
+              "int8": "uint", "uint8": "uint", "int16": "uint", "uint16": "uint"}
+# element types packed several to a uint word: their width in bits
+PACKED = {"bool": 8, "int8": 8, "uint8": 8, "int16": 16, "uint16": 16}
+NARROW = {"int8": (8, True), "uint8": (8, False), "int16": (16, True), "uint16": (16, False)}
+# types of values in expressions: int64 values are 32-bit (see the module docstring), the narrow integers int as
+# C's promotion makes them
+VALUE_TYPES = {**GLSL_TYPES, "bool": "bool", "int64": "int", **{t: "int" for t in NARROW}}
+# the values of integer loads and casts (data_range)
+INT_RANGES = {"int32": (-INT32, INT32 - 1), "uint32": (0, 2 * INT32 - 1), "bool": (0, 1), "int8": (-128, 127),
+              "uint8": (0, 255), "int16": (-32768, 32767), "uint16": (0, 65535)}
+
+
+def narrow(x: str, dtype: str) -> str:
+    """int value `x` wrapped to narrow integer type `dtype` (its low bits, sign-extended for the signed ones),
+    as C's conversion to it leaves them."""
+    bits, signed = NARROW[dtype]
+    return f"bitfieldExtract(int({x}), 0, {bits})" if signed else f"(int({x}) & {(1 << bits) - 1})"
 
 GLSL_RESERVED = frozenset("""attribute const uniform varying buffer shared coherent volatile restrict readonly
 writeonly layout centroid flat smooth noperspective patch sample break continue do for while switch case default
@@ -532,11 +554,11 @@ class GlslRenderer(Renderer):
         if isinstance(e, Load):
             if e.buffer.dtype == "int64":
                 return None if e.buffer in self.k.locals else self.k.ranges.get(e.buffer.name, (-DATA64, DATA64 - 1))
-            return {"int32": (-INT32, INT32 - 1), "bool": (0, 1)}.get(e.buffer.dtype)
+            return None if e.buffer.dtype == "uint32" else INT_RANGES.get(e.buffer.dtype)
         if isinstance(e, Cast):
             if e.a.dtype == "int64":
                 return self.data_range(e.a)
-            return {"int32": (-INT32, INT32 - 1), "bool": (0, 1), "uint32": (0, 2 * INT32 - 1)}.get(e.a.dtype)
+            return INT_RANGES.get(e.a.dtype)
         if isinstance(e, Select):
             a, b = self.data_range(e.a), self.data_range(e.b)
             return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
@@ -573,21 +595,21 @@ class GlslRenderer(Renderer):
                                   b=self.expr(e.b, self.wrapping))
 
     def visit_Cast(self, e) -> str:
-        wraps = e.a.dtype == "int64" and e.dtype in ("int32", "uint32")
+        wraps = e.a.dtype == "int64" and e.dtype in ("int32", "uint32", *NARROW)
         return self.cast(self.expr(e.a, wraps), e.a.dtype, e.dtype)
 
     def binary(self, op, a, b, dtype):
         if op in ("floordiv", "floormod"):
-            if dtype == "uint32":
+            if dtype == "uint32" or (dtype in NARROW and not NARROW[dtype][1]):   # floor is truncation
                 return f"({a} {'/' if op == 'floordiv' else '%'} {b})"
-            if dtype != "int32":
+            if dtype not in ("int32", "int8", "int16"):
                 self.refuse(f"{op} on {dtype}", f"{op} of {dtype} values")
             return self.helper(op, f"rxe_{op}({a}, {b})")
         if op in ("min", "max"):
             return self.helper("minmax", f"rxe_{op}({a}, {b})")
         if op == "pow":
             return self.intrinsic("pow", [a, b], dtype)
-        if op in BIT_OPS and dtype in ("int32", "uint32"):
+        if op in BIT_OPS and dtype in ("int32", "uint32", *NARROW):   # narrow values: int, as in C
             key = "shr_u" if op == "shr" and dtype == "uint32" else op
             return BIT_OPS[key].format(a=a, b=b, u="u" if dtype == "uint32" else "")
         if op not in self.BINARY:
@@ -607,11 +629,13 @@ class GlslRenderer(Renderer):
     def cast(self, x, src, dst):
         self.value_type(src)
         t = self.value_type(dst)
-        if dst == "int64" and src not in ("int32", "bool", "int64"):
+        if dst == "int64" and src not in ("int32", "bool", "int64", *NARROW):
             self.refuse(f"cast {src} to int64", f"a cast of {src} to int64 (may not fit 32 bits)")
         if dst == "bool":
             zero = {"float32": "0.0", "uint32": "0u", "bool": "false"}.get(src, "0")
             return f"({x} != {zero})"
+        if dst in NARROW:
+            return narrow(x, dst)
         return f"{t}({x})"
 
     def reinterpret(self, x, src, dst):
@@ -635,9 +659,14 @@ class GlslRenderer(Renderer):
         local = e.buffer in self.k.locals
         if e.buffer.dtype == "int64" and local and not self.wrapping:
             self.refuse("int64 local", f"local buffer {e.buffer.name} is int64 and read where its high bits count")
-        if e.buffer.dtype == "bool" and not local:
+        if e.buffer.dtype in PACKED and not local:
             word, shift = self.k.byte_address(e.buffer, e.indices)
-            return f"((({word} >> {shift}) & 0xffu) != 0u)"
+            if e.buffer.dtype == "bool":
+                return f"((({word} >> {shift}) & 0xffu) != 0u)"
+            bits, signed = NARROW[e.buffer.dtype]
+            if signed:
+                return f"bitfieldExtract(int({word}), int({shift}), {bits})"
+            return f"int(bitfieldExtract({word}, int({shift}), {bits}))"
         return self.k.element(e.buffer, e.indices)
 
 
@@ -688,10 +717,13 @@ class GlslKernel(IndentedLines, KernelSkeleton):
         return f"b{k}.v[pc.off[{k}] + uint({index})]"
 
     def byte_address(self, buffer, indices):
-        """(the word holding element `indices` of byte buffer `buffer`, its bit shift) as text."""
+        """(the word holding element `indices` of packed buffer `buffer`, its bit shift) as text."""
         index = self.r.expr(buffer.flat_index(indices))
         k = self.slot[buffer]
-        return f"b{k}.v[pc.off[{k}] + (uint({index}) >> 2)]", f"((uint({index}) & 3u) * 8u)"
+        bits = PACKED[buffer.dtype]
+        per = 32 // bits
+        return (f"b{k}.v[pc.off[{k}] + (uint({index}) >> {per.bit_length() - 1})]",
+                f"((uint({index}) & {per - 1}u) * {bits}u)")
 
     def bind(self, var, extent) -> None:
         """Bound loop variable `var` by its extent for the 32-bit proofs."""
@@ -760,7 +792,7 @@ class GlslKernel(IndentedLines, KernelSkeleton):
         alias = "" if self.inplace else "restrict "
         for k, b in enumerate(p.params):
             access = "readonly " if b in inputs else "writeonly " if b in p.outputs and b not in loaded.buffers else ""
-            if b.dtype == "bool" and b not in inputs:
+            if b.dtype in PACKED and b not in inputs:
                 access = ""   # stored through atomics
             head.append(f"layout(std430, set = 0, binding = {k}) {alias}{access}buffer B{k} "
                         f"{{ {GLSL_TYPES[b.dtype]} v[]; }} b{k};  // {b.name}")
@@ -802,13 +834,17 @@ class GlslKernel(IndentedLines, KernelSkeleton):
             self.braced("{", f"int {self.temp('v64')} = {value};",
                         lambda: self.line(f"{low} = {self.last}; {low[:-1]} + 1u] = {self.last} >> 31;"))
             return
-        if b.dtype == "bool" and b not in self.locals:
-            # the value first: in place, the atomicAnd below clears the byte the value may read
+        if b.dtype in PACKED and b not in self.locals:
+            # the value first: in place, the atomicAnd below clears the bits the value may read
             value = self.r.expr(s.value)
             word, shift = self.byte_address(b, s.indices)
-            self.braced("{", f"uint {self.temp('bit')} = {value} ? 1u : 0u;", lambda: self.lines_bool(word, shift))
+            mask = (1 << PACKED[b.dtype]) - 1
+            bits = f"{value} ? 1u : 0u" if b.dtype == "bool" else f"uint({value}) & {mask:#x}u"
+            self.braced("{", f"uint {self.temp('bits')} = {bits};", lambda: self.lines_packed(word, shift, mask))
             return
-        value = self.r.expr(s.value, b.dtype == "int64")   # an int64 local keeps its low 32 bits
+        value = self.r.expr(s.value, b.dtype in ("int64", *NARROW))   # int64, narrow locals keep their low bits
+        if b.dtype in NARROW:
+            value = narrow(value, b.dtype)
         self.line(f"{self.element(b, s.indices)} = {value};")
 
     def temp(self, hint: str) -> str:
@@ -817,12 +853,12 @@ class GlslKernel(IndentedLines, KernelSkeleton):
         self.last = self.r.name(self.temps[-1], hint)
         return self.last
 
-    def lines_bool(self, word: str, shift: str) -> None:
-        bit = self.last
+    def lines_packed(self, word: str, shift: str, mask: int) -> None:
+        bits = self.last
         sh = self.temp("sh")
         self.line(f"uint {sh} = {shift};")
-        self.line(f"atomicAnd({word}, ~(0xffu << {sh}));")
-        self.line(f"atomicOr({word}, {bit} << {sh});")
+        self.line(f"atomicAnd({word}, ~({mask:#x}u << {sh}));")
+        self.line(f"atomicOr({word}, {bits} << {sh});")
 
     def visit_IfThenElse(self, s: IfThenElse):
         self.branch(s, f"if ({self.r.expr(s.cond)}) {{", "} else {", "}")
@@ -841,7 +877,8 @@ class GlslKernel(IndentedLines, KernelSkeleton):
         t = self.r.value_type(s.var.dtype)
         if s.var.dtype == "int64":
             self.refuse("int64 scalar", f"int64 scalar {s.var.name} (only index arithmetic is int64)")
-        self.braced("{", f"{t} {self.r.name(s.var, s.var.name)} = {self.r.expr(s.value)};",
+        value = narrow(self.r.expr(s.value, True), s.var.dtype) if s.var.dtype in NARROW else self.r.expr(s.value)
+        self.braced("{", f"{t} {self.r.name(s.var, s.var.name)} = {value};",
                     lambda: self.scoped(s.var, s.body))
 
     def visit_Allocate(self, s: Allocate):
