@@ -217,3 +217,33 @@ def test_narrow_integer_kernels_match_the_interpreter(open_vk, case, tmp_path):
                 np.testing.assert_array_equal(g, np.asarray(w).reshape(-1), err_msg=f"{p.name} n={n}")
         ran += 1
     assert ran, f"{case[0]}: no program with narrow integer buffers"
+
+
+@pytest.mark.parametrize("out", ["int8", "float32"])
+def test_quantize_model_builds_and_matches_numpy(vk_lib, out, tmp_path, monkeypatch):
+    """rxe.build(backend="vulkan") of x -> QuantizeLinear (int8 output), and of x -> Quantize -> Dequantize (an
+    int8 tensor between two kernels in the arena), at n = 1, 3, 5, 130 against numpy."""
+    import relax_edge as rxe
+    from relax_edge.ir import Builder, Constant, SizeVar, TensorType, Var
+    from relax_edge.op.registry import make_call
+    if vkrt.validation_installed():
+        monkeypatch.setenv("RXE_VK_VALIDATION", "1")
+    x = Var("x", TensorType([SizeVar("n", upper=4096), 7], "float32"))
+    scale, zero = Constant(np.float32(0.1)), Constant(np.int8(3))
+    bb = Builder()
+    with bb.function("main", [x]):
+        q = bb.emit(make_call("quantize", [x, scale, zero], {"out_dtype": "int8", "qmin": -128, "qmax": 127}))
+        bb.ret(q if out == "int8" else bb.emit(make_call("dequantize", [q, scale, zero], {})))
+    art = rxe.build(bb.get(), board="host-vulkan", backend="vulkan", out_dir=tmp_path)
+    with rxe.connect("host-vulkan") as dev:
+        m = dev.load(art)
+        for n in (1, 3, 5, 130):
+            xv = np.random.default_rng(n).uniform(-20, 20, (n, 7)).astype(np.float32)
+            want = np.clip(np.rint(xv / np.float32(0.1)) + 3, -128, 127).astype(np.int8)
+            if out == "float32":
+                want = (want.astype(np.float32) - 3) * np.float32(0.1)
+            got = m.run(xv)[0]
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want, err_msg=f"n={n}")
+        count, first = m.validation_messages()
+        assert count == 0, first
