@@ -23,8 +23,10 @@ resources (`ray start --resources '{"board:qemu-aarch64": 2}'`): a board no
 node offers gets its cells failed with that reason.
 
 `local=True` runs the same builds and cells in a ProcessPoolExecutor,
-keeping at most `slots` cells of a board in flight; a worker that dies is
-retried the same number of times.
+keeping at most `slots` cells of a board in flight; a task whose worker
+dies is retried the same number of times (the one that killed it: a pool
+breaks as a whole, so the tasks in flight then run again one at a time
+until it is found).
 """
 
 from __future__ import annotations
@@ -166,70 +168,96 @@ def _build(job: dict) -> dict:
 
 
 def _run_local(farm: Farm, builds: dict, jobs: list, work, finished) -> None:
+    """The builds, then the cells as their builds finish, in a process pool (see the module docstring).
+
+    A worker that dies breaks the whole pool: every task in flight fails with it, and nothing tells which
+    one killed it. A task alone in the pool when it broke is charged an attempt; when several were in flight,
+    none is, and each of them (a suspect) runs again alone, so that the one that kills its worker is found
+    and charged, and a bystander never gives up for another task's death."""
     slots = {b.name: b.slots for b in farm.boards}
     workers = max(1, min(farm.num_cpus or os.cpu_count() or 1, sum(slots.values())))
-    waiting = collections.defaultdict(collections.deque)
-    for job in jobs:
-        waiting[job["farm_board"]].append(job)
-    attempts = collections.Counter()
-    built = {}
+    queued = collections.deque([("build", key) for key in builds] + [("cell", i) for i in range(len(jobs))])
+    built, attempts, suspects = {}, collections.Counter(), set()
+    in_flight = {}                         # future -> task
+    running = collections.Counter()        # board -> its cells in flight
+
+    def ready(task) -> bool:
+        if task[0] == "build":
+            return True
+        job = jobs[task[1]]
+        return running[job["farm_board"]] < slots[job["farm_board"]] and (not job.get("build")
+                                                                           or job["build"] in built)
+
+    def submit(task) -> None:
+        queued.remove(task)
+        if task[0] == "build":
+            future = pool.submit(_build, builds[task[1]])
+        else:
+            job = jobs[task[1]]
+            running[job["farm_board"]] += 1
+            future = pool.submit(work, job, built.get(job.get("build"), {}))
+        in_flight[future] = task
+
+    def settle(task, value) -> None:
+        if task[0] == "build":
+            built[task[1]] = value
+        else:
+            finished(jobs[task[1]], value, running)
+
+    def lost(task, why: str) -> None:
+        """A task whose worker died (alone in the pool): run it again, or give up after RETRIES retries."""
+        attempts[task] += 1
+        if attempts[task] <= RETRIES:
+            queued.appendleft(task)
+        elif task[0] == "build":
+            settle(task, {"error": f"the build gave up after {RETRIES} retries: {why}"})
+        else:
+            settle(task, _failed(f"{jobs[task[1]]['farm_board']}: gave up after {RETRIES} retries: {why}"))
+
     pool = _pool(workers)
     try:
-        building = {pool.submit(_build, job): key for key, job in builds.items()}
-        running = {}   # future -> job
-        in_flight = collections.Counter()
-        while waiting or running or building:
-            for board in list(waiting):
-                queue = waiting[board]
-                while queue and in_flight[board] < slots[board] and (not queue[0].get("build")
-                                                                      or queue[0]["build"] in built):
-                    job = queue.popleft()
-                    running[pool.submit(work, job, built.get(job.get("build"), {}))] = job
-                    in_flight[board] += 1
-                if not queue:
-                    del waiting[board]
-            if not (running or building):
-                continue
-            done, _ = futures.wait([*running, *building], return_when=futures.FIRST_COMPLETED)
-            again, broken = [], False   # builds whose worker died, to build again
+        while queued or in_flight:
+            if not any(task in suspects for task in in_flight.values()):
+                isolate = [task for task in queued if task in suspects]
+                if isolate:            # a suspect runs alone, once the pool has drained
+                    if not in_flight:
+                        submit(isolate[0])
+                else:
+                    for task in [t for t in queued if ready(t)]:
+                        if ready(task):   # a board's slots fill as its cells are submitted
+                            submit(task)
+            if not in_flight:
+                raise FarmError(f"{farm.path}: {len(queued)} cells wait for builds that were never scheduled")
+            done, _ = futures.wait(in_flight, return_when=futures.FIRST_COMPLETED)
+            broken = []
             for future in done:
-                if future in building:
-                    key = building.pop(future)
-                    try:
-                        built[key] = future.result()
-                    except futures.process.BrokenProcessPool:
-                        broken = True
-                        attempts[key] += 1
-                        if attempts[key] > RETRIES:
-                            built[key] = {"error": f"the build gave up after {RETRIES} retries: "
-                                                   "its worker process died"}
-                        else:
-                            again.append(key)
-                    continue
-                job = running.pop(future)
-                in_flight[job["farm_board"]] -= 1
+                task = in_flight.pop(future)
+                if task[0] == "cell":
+                    running[jobs[task[1]]["farm_board"]] -= 1
                 try:
-                    result = future.result()
+                    value = future.result()
                 except futures.process.BrokenProcessPool:
-                    broken = True
-                    attempts[id(job)] += 1
-                    if attempts[id(job)] <= RETRIES:
-                        waiting[job["farm_board"]].appendleft(job)
-                        continue
-                    result = _failed(f"{job['farm_board']}: gave up after {RETRIES} retries: "
-                                     "its worker process died")
-                finished(job, result, in_flight)
-            if broken:   # a dead worker breaks the whole pool: a new one runs what was in flight
-                for job in running.values():
-                    in_flight[job["farm_board"]] -= 1
-                    waiting[job["farm_board"]].appendleft(job)
-                again += list(building.values())
-                running.clear()
-                building.clear()
+                    broken.append(task)
+                    continue
+                except Exception as err:  # noqa: BLE001 - e.g. a job that cannot be pickled: a failed task
+                    text = f"{type(err).__name__}: {err}"
+                    value = ({"error": f"the build failed in its worker: {text}"} if task[0] == "build"
+                             else _failed(f"{jobs[task[1]]['farm_board']}: {text}"))
+                suspects.discard(task)
+                settle(task, value)
+            if broken:   # a new pool runs what was in flight
+                for task in in_flight.values():
+                    if task[0] == "cell":
+                        running[jobs[task[1]]["farm_board"]] -= 1
+                    broken.append(task)
+                in_flight.clear()
                 pool.shutdown(wait=False, cancel_futures=True)
                 pool = _pool(workers)
-            for key in again:
-                building[pool.submit(_build, builds[key])] = key
+                if len(broken) == 1:
+                    lost(broken[0], "its worker process died")
+                else:
+                    suspects.update(broken)
+                    queued.extendleft(reversed(broken))
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 

@@ -1,10 +1,10 @@
 """What the farm tests share: two tiny ONNX models, board files behind the
-loopback sshd (one reachable, one down, one that never answers) and farm files."""
+loopback sshd (one reachable, one down, one whose commands wait for a gate
+the test opens) and farm files."""
 
 from __future__ import annotations
 
 import getpass
-import socket
 
 import numpy as np
 import yaml
@@ -38,18 +38,29 @@ def models(folder) -> list:
 
 
 def ssh_boards(sshd, folder) -> dict:
-    """The loopback sshd board, a board whose port is closed (down) and one whose port never answers."""
+    """The loopback sshd board and a board whose port is closed (down)."""
     user = getpass.getuser()
-    hang = socket.socket()
-    hang.bind(("127.0.0.1", 0))
-    hang.listen(8)   # connections complete in the backlog and hear nothing
     return {"sshd": sshd.board_file(folder / "ssh-loopback.yaml", name="ssh-loopback", user=user),
-            "down": sshd.board_file(folder / "ssh-down.yaml", name="ssh-down", user=user, port=free_port()),
-            "hang": sshd.board_file(folder / "ssh-hang.yaml", name="ssh-hang", user=user,
-                                    port=hang.getsockname()[1]),
-            "hang_socket": hang}
+            "down": sshd.board_file(folder / "ssh-down.yaml", name="ssh-down", user=user, port=free_port())}
 
 
-def write_farm(path, boards: dict, ssh: list) -> str:
-    path.write_text(yaml.safe_dump({"ray": "local", "num_cpus": 2, "boards": boards, "ssh": [str(s) for s in ssh]}))
+GATE_SCRIPT = 'gate=$1; shift\nwhile [ ! -e "$gate" ]; do sleep 0.1; done\nexec "$@"\n'
+GATE_TIMEOUT_S = 900   # the board's timeout: its cells wait for the gate, not for a slow emulator
+
+
+def gated_board(sshd, folder, name: str = "ssh-gate") -> tuple:
+    """(board file, gate): the loopback sshd board whose every command waits until the file `gate` exists,
+    so that its cells stay in flight, deterministically, until the test opens the gate."""
+    script = folder / f"{name}.sh"
+    script.write_text(GATE_SCRIPT)
+    gate = folder / f"{name}.open"
+    prefix = ["sh", str(script), str(gate), "qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"]
+    path = sshd.board_file(folder / f"{name}.yaml", name=name, user=getpass.getuser(), command_prefix=prefix)
+    data = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**data, "timeout_s": GATE_TIMEOUT_S}))
+    return path, gate
+
+
+def write_farm(path, boards: dict, ssh: list, ray: str = "local") -> str:
+    path.write_text(yaml.safe_dump({"ray": ray, "num_cpus": 2, "boards": boards, "ssh": [str(s) for s in ssh]}))
     return str(path)
