@@ -275,6 +275,10 @@ def load_board(name_or_path) -> Board:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(err, "problem", None) or "syntax error"
         raise BoardError(f"{path}: not valid YAML{where} ({problem})") from None
+    except UnicodeDecodeError as err:
+        raise BoardError(f"{path}: not a text file (byte {err.start} is not UTF-8)") from None
+    except OSError as err:
+        raise BoardError(f"{path}: cannot read the board file ({err.strerror or err})") from None
     return _parse(path, data)
 
 

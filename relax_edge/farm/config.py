@@ -29,7 +29,7 @@ from ..errors import RelaxEdgeError
 from ..target import Board, BoardError, load_board
 
 RAY_MODES = ("local", "auto")
-_RAY_URL = re.compile(r"^ray://[A-Za-z0-9_.-]+:\d{1,5}$")
+_RAY_URL = re.compile(r"ray://[A-Za-z0-9_.-]+:(\d{1,5})")
 _FIELDS = {"ray": str, "num_cpus": int, "boards": dict, "ssh": list, "android": dict}
 PHYSICAL = ("ssh", "adb")   # transports of boards that run one job at a time
 
@@ -112,8 +112,9 @@ def parse_farm(data, path: str = "<farm>") -> Farm:
             raise FarmError(f"{path}: field '{key}' must be {'an integer' if kind is int else 'a ' + kind.__name__}"
                             f", got {value!r}")
     mode = data.get("ray", "local")
-    if mode not in RAY_MODES and not _RAY_URL.match(mode):
-        raise FarmError(f"{path}: field 'ray' is {mode!r}; use local, auto or ray://HOST:PORT")
+    url = _RAY_URL.fullmatch(mode)
+    if mode not in RAY_MODES and not (url and 1 <= int(url.group(1)) <= 65535):
+        raise FarmError(f"{path}: field 'ray' is {mode!r}; use local, auto or ray://HOST:PORT (a port 1-65535)")
     if "num_cpus" in data and data["num_cpus"] < 1:
         raise FarmError(f"{path}: field 'num_cpus' must be at least 1, got {data['num_cpus']!r}")
     base = Path(path).parent
@@ -163,4 +164,8 @@ def load_farm(path) -> Farm:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as err:   # its text says where: "... in "<unicode string>", line 2, column 1"
         raise FarmError(f"{path}: not valid YAML ({' '.join(str(err).split())})") from None
+    except UnicodeDecodeError as err:
+        raise FarmError(f"{path}: not a text file (byte {err.start} is not UTF-8)") from None
+    except OSError as err:
+        raise FarmError(f"{path}: cannot read the farm file ({err.strerror or err})") from None
     return parse_farm(data, str(path))

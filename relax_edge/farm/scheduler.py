@@ -153,6 +153,9 @@ def _run_ray(farm: Farm, builds: dict, jobs: list, work, finished) -> None:
                 job = pending.pop(ref)
                 try:
                     result = ray.get(ref)
+                except ray.exceptions.RayTaskError as err:   # raised in the task (not retried): its reason
+                    cause = err.cause if isinstance(err.cause, BaseException) else err
+                    result = _failed(f"{job['farm_board']}: {type(cause).__name__}: {str(cause)[-500:]}")
                 except Exception as err:  # noqa: BLE001 - a worker that died RETRIES + 1 times
                     result = _failed(f"{job['farm_board']}: gave up after {RETRIES} retries: "
                                      f"{type(err).__name__}: {str(err)[-500:]}")

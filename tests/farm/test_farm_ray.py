@@ -234,16 +234,18 @@ def test_a_worker_killed_mid_task_is_retried_and_one_that_always_dies_fails_alon
     jobs = [{"name": "always", "farm_board": "qemu-riscv64", "marker": always, "always": True},
             {"name": "once", "farm_board": "qemu-aarch64", "marker": str(tmp_path / "once"), "always": False},
             # in flight when the first worker dies: a pool breaks as a whole, this job must not be blamed
-            {"name": "bystander", "farm_board": "qemu-aarch64", "wait_for": always}]
+            {"name": "bystander", "farm_board": "qemu-aarch64", "wait_for": always},
+            {"name": "raises", "farm_board": "qemu-riscv64", "raises": "no such kernel"}]
     results = []
     run_matrix(ray_farm, {}, jobs, die_once, lambda job, result: results.append((job["name"], result)),
                local=local, quiet=True)
     outcome = dict(results)
-    assert len(results) == 3, results
+    assert len(results) == 4, results
     assert outcome["once"]["status"] == "ok" and outcome["once"]["pid"] != os.getpid(), outcome["once"]
     assert outcome["bystander"]["status"] == "ok", outcome["bystander"]
     assert outcome["always"]["status"] == "failed"
     assert outcome["always"]["reason"].startswith(f"qemu-riscv64: gave up after {RETRIES} retries: ")
+    assert outcome["raises"] == {"status": "failed", "reason": "qemu-riscv64: ValueError: no such kernel"}
 
 
 @pytest.mark.emu

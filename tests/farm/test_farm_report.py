@@ -57,3 +57,20 @@ def test_heatmap_of_hand_made_rows(db, tmp_path):
     db.add_cell(a, _row(a, None, None, board="ssh-down", status="failed", reason="down"))
     plot_heatmap(db.cells(), tmp_path / "heat.png")
     assert (tmp_path / "heat.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_progress_counts_each_boards_cells(capsys):
+    import collections
+
+    from relax_edge.farm.scheduler import Progress
+    jobs = [{"farm_board": "qemu-aarch64"} for _ in range(3)] + [{"farm_board": "ssh-down"}]
+    progress = Progress(jobs)
+    running = collections.Counter({"qemu-aarch64": 1})
+    progress.done(jobs[0], {"status": "ok"}, running)
+    progress.done(jobs[3], {"status": "failed", "reason": "down"}, running)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and lines[1].startswith("[farm] 2/4 cells, 1 failed, ")
+    assert lines[1].endswith("| qemu-aarch64 1 ok, 0 failed, 1 running, 1 waiting; "
+                             "ssh-down 0 ok, 1 failed, 0 running, 0 waiting")
+    assert progress.line().endswith("| qemu-aarch64 1 ok, 0 failed, 2 running or queued; "
+                                    "ssh-down 0 ok, 1 failed, 0 running or queued")   # Ray's view
