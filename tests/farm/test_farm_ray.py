@@ -6,6 +6,7 @@ and its pool; a Ray driver and the Ray it started), resumed."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -97,6 +98,7 @@ def ray_farm(farm_env):
         ray.shutdown()
         farm_env["gate"].touch()
     _no_process_left(ray_dir, "the test's Ray")
+    shutil.rmtree(ray_dir, ignore_errors=True)   # Ray's session logs
 
 
 @pytest.mark.emu
@@ -221,6 +223,7 @@ def test_a_killed_ray_driver_leaves_no_ray_and_resume_on_a_running_cluster_compl
         _no_process_left(own_ray, "the killed driver's Ray")
     finally:
         farm_env["gate"].touch()
+        shutil.rmtree(own_ray, ignore_errors=True)
     env = _env(RAY_ADDRESS=ray.get_runtime_context().gcs_address)
     out = subprocess.run(_cli("bench", "--resume", "--farm", cluster_farm, *common, "--json", tmp_path / "run.json"),
                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=WAIT_S)
