@@ -17,10 +17,13 @@ def _cell(**kw):
             "samples": [1.0, 1.5, 2.0], **kw}
 
 
-@pytest.mark.parametrize("url", [False, True])
+@pytest.mark.parametrize("url", ["path", "sqlite", "sqlalchemy"])
 def test_cells_round_trip_and_each_is_committed(tmp_path, url):
     path = tmp_path / "r.db"
-    with ResultsDB(f"sqlite:///{path}" if url else path) as db:
+    # sqlite+pysqlite:// is not the built-in sqlite:/// form, so it goes through SQLAlchemy's engine
+    location = {"path": path, "sqlite": f"sqlite:///{path}", "sqlalchemy": f"sqlite+pysqlite:///{path}"}[url]
+    with ResultsDB(location) as db:
+        assert type(db._db).__name__ == ("_SqlAlchemy" if url == "sqlalchemy" else "_Sqlite")
         run = db.start_run("bench", farm="farm.yaml", spec={"repeat": 3})
         db.add_cell(run, _cell(profile={"rows": [{"kernel": "k_matmul"}]}))
         db.add_cell(run, _cell(board="ssh-down", status="failed", reason="cannot reach the board", median=None))
