@@ -74,3 +74,20 @@ def test_progress_counts_each_boards_cells(capsys):
                              "ssh-down 0 ok, 1 failed, 0 running, 0 waiting")
     assert progress.line().endswith("| qemu-aarch64 1 ok, 0 failed, 2 running or queued; "
                                     "ssh-down 0 ok, 1 failed, 0 running or queued")   # Ray's view
+
+
+def test_report_command_line_since_and_compare(tmp_path, capsys):
+    from relax_edge.cli import main
+    path = tmp_path / "r.db"
+    with ResultsDB(path) as db:
+        a = db.start_run("bench", run_id="a")
+        db.add_cell(a, _row(a, 4.0, 0.02, board="qemu-riscv64", created_at="2026-12-01T10:00:01+00:00"))
+        b = db.start_run("bench", run_id="b")
+        db.add_cell(b, _row(b, 4.5, 0.02, board="qemu-riscv64", created_at="2026-12-02T10:00:01+00:00"))
+    assert main(["farm", "report", "--db", str(path), "--compare", "a", "b"]) == 0
+    assert "1 cells in both, 1 slower beyond noise" in capsys.readouterr().out
+    assert main(["farm", "report", "--db", str(path), "--since", "2026-12-02"]) == 0
+    runs = capsys.readouterr().out.split("latest measurement")[0].splitlines()[2:]
+    assert [line.split()[0] for line in runs if line.strip()] == ["b"]
+    assert main(["farm", "report", "--db", str(path), "--compare", "a", "nope"]) != 0
+    assert "nope" in capsys.readouterr().err
