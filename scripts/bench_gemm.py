@@ -14,6 +14,14 @@ precomputed im2col (the packing of the input is not timed there);
 --baseline DIR also times the conv.c, gemm.c and gemm_internal.h of DIR,
 built the same way, interleaved with these.
 
+--llm times rxe_lib_dense_f32 (packed weights) at the dense shapes of
+SmolLM2-135M's prefill (K x N: 576x576, 576x192, 576x1536, 1536x576 and the
+LM head 576x49152) for the rows of --rows (default 128; the prompt length),
+against numpy's a @ w; --baseline DIR also times the gemm.c and
+gemm_internal.h of DIR, built the same way, interleaved with these; the
+weighted line is the whole step's dense work (its layers' mix, less the LM
+head).
+
 --depthwise times rxe_lib_depthwise_conv2d_f32 on the 17 depthwise layers of
 MobileNetV2 (3x3, pad 1, bias, relu6) as GFLOP/s and GB/s (input, weights,
 bias and output bytes), with a numpy reference (a sum of nine shifted
@@ -22,6 +30,7 @@ the same way, interleaved with this one.
 
     python scripts/bench_gemm.py [--sizes 256 512 768 1024] [--threads 2] [--conv]
     python scripts/bench_gemm.py --conv [--baseline dir_with_old_conv_and_gemm]
+    python scripts/bench_gemm.py --llm [--rows 1 16 128 300] [--baseline dir_with_old_gemm]
     python scripts/bench_gemm.py --depthwise [--baseline old_depthwise.c]
 """
 
@@ -171,6 +180,54 @@ def main_conv(libs: dict, repeat: int, threads: int):
         print(line)
 
 
+# SmolLM2-135M's dense layers: name -> (k, n, how many per layer)
+LLM_DENSE = {"q/o 576x576": (576, 576, 2), "k/v 576x192": (576, 192, 2), "gate/up 576x1536": (576, 1536, 2),
+             "down 1536x576": (1536, 576, 1), "lm head 576x49152": (576, 49152, 0)}
+
+
+def bench_dense(libs: dict, m: int, k: int, n: int, repeat: int):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    packed = pack_dense_weights(w)
+    c = np.empty((m, n), np.float32)
+    sizes = [ctypes.c_int64(v) for v in (m, n, k, 0)]
+
+    def kernel(lib):
+        def run():
+            status = lib.rxe_lib_dense_f32(pointer(a), pointer(packed), pointer(bias), pointer(c), *sizes, None)
+            assert status == 0, f"rxe_lib_dense_f32 returned status {status}"
+        return run
+
+    expected = a @ w + bias
+    fns = {"numpy": lambda: a @ w + bias, **{name: kernel(lib) for name, lib in libs.items()}}
+    for name in libs:
+        c.fill(np.nan)
+        fns[name]()
+        np.testing.assert_allclose(c, expected, rtol=1e-3, atol=1e-3 * k ** 0.5, err_msg=name)
+    return best_seconds(fns, repeat), 2.0 * m * n * k
+
+
+def main_llm(libs: dict, rows, repeat: int, threads: int):
+    print(f"dense (packed weights + bias) at SmolLM2-135M's shapes, GFLOP/s (best of {repeat}); numpy BLAS "
+          f"1 thread, relax_edge {threads} thread(s)")
+    names = list(libs)
+    print(f"{'rows':>5} {'layer':<18} {'numpy':>8}" + "".join(f" {n:>8} {n + '/numpy':>14}" for n in names))
+    for m in rows:
+        totals = dict.fromkeys(["numpy", *names], 0.0)
+        flops = 0.0
+        for name, (k, n, count) in LLM_DENSE.items():
+            seconds, flop = bench_dense(libs, m, k, n, repeat)
+            print(f"{m:>5} {name:<18} {flop / seconds['numpy'] / 1e9:8.1f}"
+                  + "".join(f" {flop / seconds[x] / 1e9:8.1f} {seconds['numpy'] / seconds[x]:14.2f}" for x in names))
+            flops += count * flop
+            for x in totals:
+                totals[x] += count * seconds[x]
+        print(f"{m:>5} {'weighted layer':<18} {flops / totals['numpy'] / 1e9:8.1f}"
+              + "".join(f" {flops / totals[x] / 1e9:8.1f} {totals['numpy'] / totals[x]:14.2f}" for x in names))
+
+
 # MobileNetV2's depthwise layers: (c, h, stride, how many), 3x3, pad 1, batch 1
 DEPTHWISE = [(32, 112, 1, 1), (96, 112, 2, 1), (144, 56, 1, 1), (144, 56, 2, 1), (192, 28, 1, 2), (192, 28, 2, 1),
              (384, 14, 1, 4), (576, 14, 1, 2), (576, 14, 2, 1), (960, 7, 1, 3)]
@@ -236,20 +293,25 @@ def main():
     parser.add_argument("--repeat", type=int, default=10, help="runs per measurement (the best counts)")
     parser.add_argument("--conv", action="store_true", help="time the conv layers of ResNet-18 and MobileNetV2")
     parser.add_argument("--depthwise", action="store_true", help="time the depthwise layers of MobileNetV2")
+    parser.add_argument("--llm", action="store_true", help="time the dense layers of SmolLM2-135M")
+    parser.add_argument("--rows", type=int, nargs="+", default=[128], help="with --llm: the rows (prompt tokens)")
     parser.add_argument("--baseline", type=Path, help="with --depthwise: another depthwise.c to time alongside; "
-                        "with --conv: a directory with another conv.c, gemm.c and gemm_internal.h")
+                        "with --conv or --llm: a directory with another conv.c, gemm.c and gemm_internal.h")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         lib = build(Path(tmp))
         lib.rxe_threads_set_count(args.threads)
-        if args.depthwise or args.conv:
+        if args.depthwise or args.conv or args.llm:
             libs = {"rxe": lib}
             if args.baseline:
                 replace = ({"kernels/depthwise.c": args.baseline} if args.depthwise else
                            {f"kernels/{f}": args.baseline / f for f in ("conv.c", "gemm.c")})
                 libs["baseline"] = build(Path(tmp), replace, "librxe_baseline.so")
                 libs["baseline"].rxe_threads_set_count(args.threads)
-            (main_depthwise if args.depthwise else main_conv)(libs, args.repeat, args.threads)
+            if args.llm:
+                main_llm(libs, args.rows, args.repeat, args.threads)
+            else:
+                (main_depthwise if args.depthwise else main_conv)(libs, args.repeat, args.threads)
             for one in libs.values():
                 one.rxe_threads_shutdown()
             return

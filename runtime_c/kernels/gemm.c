@@ -52,34 +52,6 @@ static void epilogue_scalar(const float* t, float* c, int64_t ldc, int64_t mr, i
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 
-static void store_row_avx2(float* c, __m256 v0, __m256 v1, int i, const epilogue_t* e) {
-  if (!e->first) {
-    v0 = _mm256_add_ps(_mm256_loadu_ps(c), v0);
-    v1 = _mm256_add_ps(_mm256_loadu_ps(c + 8), v1);
-  }
-  if (e->last) {
-    if (e->row_bias) {
-      __m256 r = _mm256_broadcast_ss(e->row_bias + i);
-      v0 = _mm256_add_ps(v0, r);
-      v1 = _mm256_add_ps(v1, r);
-    }
-    if (e->col_bias) {
-      v0 = _mm256_add_ps(v0, _mm256_loadu_ps(e->col_bias));
-      v1 = _mm256_add_ps(v1, _mm256_loadu_ps(e->col_bias + 8));
-    }
-    if (e->act != RXE_ACT_NONE) {
-      v0 = _mm256_max_ps(v0, _mm256_setzero_ps());
-      v1 = _mm256_max_ps(v1, _mm256_setzero_ps());
-    }
-    if (e->act == RXE_ACT_RELU6) {
-      v0 = _mm256_min_ps(v0, _mm256_set1_ps(6.0f));
-      v1 = _mm256_min_ps(v1, _mm256_set1_ps(6.0f));
-    }
-  }
-  _mm256_storeu_ps(c, v0);
-  _mm256_storeu_ps(c + 8, v1);
-}
-
 #if defined(__AVX512F__)
 /* AVX-512: one zmm per tile row (NR = 16), two interleaved k chains of MR accumulators each (12 sums in
  * flight, enough for two FMA ports of latency 4), the halves added before the epilogue. */
@@ -88,9 +60,20 @@ static void store_row_avx2(float* c, __m256 v0, __m256 v1, int i, const epilogue
 #define FMA512_STEP(k) \
   FMA512_ROW(0, k); FMA512_ROW(1, k); FMA512_ROW(2, k); FMA512_ROW(3, k); FMA512_ROW(4, k); FMA512_ROW(5, k)
 
+/* Sixteen sums v of tile row i into c, columns col.. of the tile: the epilogue in one zmm. */
+static void store_zmm(float* c, __m512 v, int i, int col, const epilogue_t* e) {
+  if (!e->first) v = _mm512_add_ps(_mm512_loadu_ps(c), v);
+  if (e->last) {
+    if (e->row_bias) v = _mm512_add_ps(v, _mm512_set1_ps(e->row_bias[i]));
+    if (e->col_bias) v = _mm512_add_ps(v, _mm512_loadu_ps(e->col_bias + col));
+    if (e->act != RXE_ACT_NONE) v = _mm512_max_ps(v, _mm512_setzero_ps());
+    if (e->act == RXE_ACT_RELU6) v = _mm512_min_ps(v, _mm512_set1_ps(6.0f));
+  }
+  _mm512_storeu_ps(c, v);
+}
+
 static void store_row_avx512(float* c, __m512 v, int i, const epilogue_t* e) {
-  store_row_avx2(c, _mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)), i,
-                 e);
+  store_zmm(c, v, i, 0, e);
 }
 
 static void ukernel(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
@@ -122,7 +105,84 @@ static void ukernel(int64_t kc, const float* a, const float* b, int64_t ldb, flo
   store_row_avx512(c + 4 * ldc, _mm512_add_ps(c40, c41), 4, e);
   store_row_avx512(c + 5 * ldc, _mm512_add_ps(c50, c51), 5, e);
 }
+/* wide_tile(kc, a, a2, b0, b1, ldb, c, ldc, e, panels): the full
+ * panels*MR x 2NR tile over two column panels (b0 for columns 0..NR-1 of c,
+ * b1 for NR..2NR-1, each kc rows of NR floats ldb apart); rows 0..MR-1 from
+ * the packed micro-panel a, MR..2MR-1 from a2 (panels 2). One broadcast of a
+ * feeds two FMAs: 8 loads per 12 FMAs (panels 1) or 14 per 24 (panels 2),
+ * where the MR x NR tile needs 7 per 6 and saturates the two load ports
+ * before the FMA ports; panels 2 also halves the reads of B (from L2) per
+ * FMA. Every sum is one chain of FMAs in k order whatever panels is, so the
+ * bits do not depend on which tile computes an element. */
+#define RXE_GEMM_HAVE_WIDE_TILE 1
+static inline __attribute__((always_inline)) void wide_tile(int64_t kc, const float* a, const float* a2,
+                                                            const float* b0, const float* b1, int64_t ldb,
+                                                            float* c, int64_t ldc, const epilogue_t* e,
+                                                            const int panels) {
+  __m512 acc[2 * MR][2];
+  int64_t p;
+  int i;
+#pragma GCC unroll 12
+  for (i = 0; i < panels * MR; ++i) {
+    acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    _mm_prefetch((const char*)(c + i * ldc), _MM_HINT_T0); /* the tile's rows, for the epilogue */
+    _mm_prefetch((const char*)(c + i * ldc + 2 * NR - 1), _MM_HINT_T0);
+  }
+#pragma GCC unroll 2
+  for (p = 0; p < kc; ++p) {
+    __m512 x0 = _mm512_loadu_ps(b0 + p * ldb), x1 = _mm512_loadu_ps(b1 + p * ldb);
+#pragma GCC unroll 12
+    for (i = 0; i < panels * MR; ++i) {
+      __m512 t = _mm512_set1_ps(i < MR ? a[p * MR + i] : a2[p * MR + i - MR]);
+      acc[i][0] = _mm512_fmadd_ps(t, x0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(t, x1, acc[i][1]);
+    }
+  }
+#pragma GCC unroll 12
+  for (i = 0; i < panels * MR; ++i) {
+    store_zmm(c + i * ldc, acc[i][0], i, 0, e);
+    store_zmm(c + i * ldc + NR, acc[i][1], i, NR, e);
+  }
+}
+
+static void tile_6x32(int64_t kc, const float* a, const float* b0, const float* b1, int64_t ldb, float* c,
+                      int64_t ldc, const epilogue_t* e) {
+  wide_tile(kc, a, a, b0, b1, ldb, c, ldc, e, 1);
+}
+
+static void tile_12x32(int64_t kc, const float* a, const float* a2, const float* b0, const float* b1, int64_t ldb,
+                       float* c, int64_t ldc, const epilogue_t* e) {
+  wide_tile(kc, a, a2, b0, b1, ldb, c, ldc, e, 2);
+}
 #else
+static void store_row_avx2(float* c, __m256 v0, __m256 v1, int i, const epilogue_t* e) {
+  if (!e->first) {
+    v0 = _mm256_add_ps(_mm256_loadu_ps(c), v0);
+    v1 = _mm256_add_ps(_mm256_loadu_ps(c + 8), v1);
+  }
+  if (e->last) {
+    if (e->row_bias) {
+      __m256 r = _mm256_broadcast_ss(e->row_bias + i);
+      v0 = _mm256_add_ps(v0, r);
+      v1 = _mm256_add_ps(v1, r);
+    }
+    if (e->col_bias) {
+      v0 = _mm256_add_ps(v0, _mm256_loadu_ps(e->col_bias));
+      v1 = _mm256_add_ps(v1, _mm256_loadu_ps(e->col_bias + 8));
+    }
+    if (e->act != RXE_ACT_NONE) {
+      v0 = _mm256_max_ps(v0, _mm256_setzero_ps());
+      v1 = _mm256_max_ps(v1, _mm256_setzero_ps());
+    }
+    if (e->act == RXE_ACT_RELU6) {
+      v0 = _mm256_min_ps(v0, _mm256_set1_ps(6.0f));
+      v1 = _mm256_min_ps(v1, _mm256_set1_ps(6.0f));
+    }
+  }
+  _mm256_storeu_ps(c, v0);
+  _mm256_storeu_ps(c + 8, v1);
+}
+
 #define FMA_ROW(i)                              \
   t = _mm256_broadcast_ss(a + (i));             \
   c##i##0 = _mm256_fmadd_ps(t, b0, c##i##0);    \
@@ -325,21 +385,32 @@ static void pack_a(const float* a, int64_t lda, int64_t mr, int64_t kc, float* d
   }
 }
 
+#ifdef RXE_GEMM_HAVE_WIDE_TILE
+#define ROW_GROUP 2 /* row panels computed together (tile_12x32) */
+#else
+#define ROW_GROUP 1
+#endif
+
 static void compute_panels(const block_t* blk, int64_t r0, int64_t r1, int64_t q0, int64_t q1) {
   const rxe_gemm_t* g = blk->g;
-  float abuf[MR * KC];
+  float abuf[ROW_GROUP * MR * KC];
   epilogue_t e;
-  int64_t r, q;
+  int64_t r, q, rows, u;
   e.first = blk->pc == 0;
   e.last = blk->pc + blk->kc == g->k;
   e.act = g->act;
-  for (r = r0; r < r1; ++r) {
-    int64_t i0 = r * MR, mr = g->m - i0 < MR ? g->m - i0 : MR;
-    const float* ap = abuf;
-    if (g->a_packed) {
-      ap = g->a_packed + r * g->a_panel_stride + blk->pc * MR;
-    } else {
-      pack_a(g->a + i0 * g->lda + blk->pc, g->lda, mr, blk->kc, abuf);
+  for (r = r0; r < r1; r += rows) {
+    int64_t i0 = r * MR;
+    const float* ap[ROW_GROUP];
+    rows = ROW_GROUP > 1 && r + 1 < r1 && i0 + 2 * MR <= g->m ? 2 : 1;
+    for (u = 0; u < rows; ++u) {
+      int64_t mr = g->m - i0 - u * MR < MR ? g->m - i0 - u * MR : MR;
+      if (g->a_packed) {
+        ap[u] = g->a_packed + (r + u) * g->a_panel_stride + blk->pc * MR;
+      } else {
+        pack_a(g->a + (i0 + u * MR) * g->lda + blk->pc, g->lda, mr, blk->kc, abuf + u * MR * KC);
+        ap[u] = abuf + u * MR * KC;
+      }
     }
     e.row_bias = g->row_bias ? g->row_bias + i0 : NULL;
     for (q = q0; q < q1; ++q) {
@@ -347,11 +418,39 @@ static void compute_panels(const block_t* blk, int64_t r0, int64_t r1, int64_t q
       int in_place = g->b_packed && (nr == NR || !g->pack_b);
       const float* bp = in_place ? g->b_packed + (j0 / NR) * g->b_panel_stride + blk->pc * g->ldb
                                  : g->scratch + (g->b_packed ? 0 : q * blk->kc * NR);
+      int64_t ldb = in_place ? g->ldb : NR;
+      float* c = g->c + i0 * g->ldc + j0;
       e.col_bias = g->col_bias ? g->col_bias + j0 : NULL;
-      tile(blk->kc, ap, bp, in_place ? g->ldb : NR, g->c + i0 * g->ldc + j0, g->ldc, mr, nr, &e);
+#ifdef RXE_GEMM_HAVE_WIDE_TILE
+      /* two full panels side by side (q even from the block's first: the same pairs on any thread count) */
+      if (i0 + MR <= g->m && q + 1 < q1 && j0 + 2 * NR <= blk->jc + blk->nc && (in_place || !g->b_packed)) {
+        const float* bp1 = bp + (in_place ? g->b_panel_stride : blk->kc * NR);
+        if (rows == 2) {
+          tile_12x32(blk->kc, ap[0], ap[1], bp, bp1, ldb, c, g->ldc, &e);
+        } else {
+          tile_6x32(blk->kc, ap[0], bp, bp1, ldb, c, g->ldc, &e);
+        }
+        ++q;
+        continue;
+      }
+#endif
+      for (u = 0; u < rows; ++u) {
+        int64_t mr = g->m - i0 - u * MR < MR ? g->m - i0 - u * MR : MR;
+        e.row_bias = g->row_bias ? g->row_bias + i0 + u * MR : NULL;
+        tile(blk->kc, ap[u], bp, ldb, c + u * MR * g->ldc, g->ldc, mr, nr, &e);
+      }
+      e.row_bias = g->row_bias ? g->row_bias + i0 : NULL;
     }
   }
 }
+
+/* Split by columns, a task is PANEL_GROUP column panels, so that the panels
+ * paired into one tile do not depend on the thread count. */
+#ifdef RXE_GEMM_HAVE_WIDE_TILE
+#define PANEL_GROUP 2
+#else
+#define PANEL_GROUP 1
+#endif
 
 static void compute_task(void* ctx, int64_t begin, int64_t end, int thread) {
   const block_t* blk = (const block_t*)ctx;
@@ -359,7 +458,8 @@ static void compute_task(void* ctx, int64_t begin, int64_t end, int thread) {
   if (blk->by_rows) {
     compute_panels(blk, begin, end, 0, blk->col_panels);
   } else {
-    compute_panels(blk, 0, blk->row_panels, begin, end);
+    end *= PANEL_GROUP;
+    compute_panels(blk, 0, blk->row_panels, begin * PANEL_GROUP, end < blk->col_panels ? end : blk->col_panels);
   }
 }
 
@@ -412,7 +512,8 @@ void rxe_gemm_run(const rxe_gemm_t* g) {
       } else if (g->pack_b && blk.nc % NR != 0) { /* only the last, partial panel */
         g->pack_b(g->b_ctx, blk.pc, blk.kc, g->n - blk.nc % NR, blk.nc % NR, g->scratch);
       }
-      run_tasks(parallel, blk.by_rows ? blk.row_panels : blk.col_panels, compute_task, &blk);
+      run_tasks(parallel, blk.by_rows ? blk.row_panels : (blk.col_panels + PANEL_GROUP - 1) / PANEL_GROUP,
+                compute_task, &blk);
     }
   }
 }

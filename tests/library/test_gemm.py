@@ -49,6 +49,33 @@ def test_dense_across_cache_blocks(host_kernels, m, n, k):
     assert_close(run_case(host_kernels, case), case)
 
 
+@pytest.mark.parametrize("m, n, k", [(128, 192, 576), (13, 200, 576), (30, 48, 1540)])
+def test_dense_at_decoder_shapes(host_kernels, m, n, k):
+    """A prompt's dense layers: 2MR x 2NR tiles (AVX-512) beside row and column tails, K not a multiple of KC."""
+    case = dense_case(np.random.default_rng(m + n), m, n, k, act=m % 3)
+    assert_close(run_case(host_kernels, case), case)
+
+
+def test_a_row_has_the_same_bits_in_every_tile(host_kernels):
+    """Rows of a 2MR-row tile equal the same rows computed in an MR-row tile, and matmul (B packed at run time)
+    equals dense (B packed ahead) bit for bit."""
+    rng = np.random.default_rng(6)
+    a, w = rng.standard_normal((24, 300)).astype(np.float32), rng.standard_normal((300, 80)).astype(np.float32)
+
+    def dense(rows):
+        out = np.full((len(rows), 80), np.nan, np.float32)
+        case = ("rxe_lib_dense_f32", [rows, K.pack_dense_weights(w), None, out], [len(rows), 80, 300, 0], rows @ w)
+        return run_case(host_kernels, case).copy()
+
+    full = dense(a)
+    np.testing.assert_allclose(full, a @ w, rtol=1e-4, atol=1e-5 * 300 ** 0.5)
+    for lo in (0, 6, 12):
+        assert dense(a[lo:lo + K.MR].copy()).tobytes() == full[lo:lo + K.MR].tobytes(), lo
+    mm = matmul_case(rng, 1, 24, 80, 300)
+    mm[1][0][...], mm[1][1][...] = a, w
+    assert run_case(host_kernels, mm)[0].tobytes() == full.tobytes()
+
+
 @pytest.mark.parametrize("act", [0, 1, 2])
 def test_dense_with_empty_k_gives_the_activated_bias(host_kernels, act):
     case = dense_case(np.random.default_rng(2), 5, 20, 0, act=act)
@@ -74,10 +101,12 @@ def test_batched_matmul_with_broadcast_strides(host_kernels, m, n, k, a_shared, 
 
 @pytest.mark.parametrize("make", [
     lambda rng: dense_case(rng, 200, 150, 300, act=1),    # threads split rows
-    lambda rng: dense_case(rng, 4, 1000, 513, act=2),     # threads split column panels
+    lambda rng: dense_case(rng, 4, 1000, 513, act=2),     # the matrix-vector path
+    lambda rng: dense_case(rng, 13, 1000, 300, act=2),    # threads split column panels (an odd count)
+    lambda rng: dense_case(rng, 100, 40, 600, act=0),     # threads split row panels, tiles of two
     lambda rng: matmul_case(rng, 2, 257, 100, 260),
     lambda rng: matmul_case(rng, 1, 5, 700, 300),
-], ids=["dense_rows", "dense_columns", "matmul_rows", "matmul_columns"])
+], ids=["dense_rows", "dense_gemv", "dense_columns", "dense_rows_pairs", "matmul_rows", "matmul_columns"])
 def test_two_threads_give_the_same_bits_as_one(host_kernels, make):
     case = make(np.random.default_rng(4))
     one = run_case(host_kernels, case).copy()

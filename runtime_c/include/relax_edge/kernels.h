@@ -42,9 +42,11 @@ extern "C" {
 
 /* ---- GEMM family (kernels/gemm.c, kernels/conv.c) ----
  * One register tile is RXE_GEMM_MR rows x RXE_GEMM_NR columns on every
- * architecture, so packed weights are the same for all targets. The k
- * dimension is blocked by RXE_GEMM_KC and the columns by RXE_GEMM_NC; run-time
- * packing works in one KC x NC block of scratch, shared by all threads.
+ * architecture, so packed weights are the same for all targets (AVX-512
+ * computes 2 x 2 such tiles at once: two adjacent column panels, two row
+ * panels). The k dimension is blocked by RXE_GEMM_KC and the columns by
+ * RXE_GEMM_NC; run-time packing works in one KC x NC block of scratch, shared
+ * by all threads.
  * Each output element is computed by one thread in a fixed order: results
  * do not depend on the thread count. */
 #define RXE_GEMM_MR 6
@@ -76,7 +78,9 @@ extern "C" {
  * The two sum in different orders (last bits may differ). */
 /* stack: at most 8000 bytes, nearly all of it compute_panels (gemm.c) at most
  * 7296: the MR x KC A micro-panel (6 KB) and a MR x NR partial tile (384 B)
- * on the stack. Measured 7104 (aarch64) to 7552 (Cortex-M4). */
+ * on the stack. Measured 7104 (aarch64) to 7552 (Cortex-M4). With AVX-512
+ * (x86-64 hosts only) compute_panels packs two micro-panels for its
+ * 2MR x 2NR tile: 13456 there, 13888 in all (at most 14200). */
 rxe_status_t rxe_lib_dense_f32(const float* a, const float* w_packed, const float* bias, float* c,
                                int64_t m, int64_t n, int64_t k, int64_t act, rxe_error_t* err);
 
@@ -88,7 +92,7 @@ rxe_status_t rxe_lib_dense_f32(const float* a, const float* w_packed, const floa
 #define RXE_LIB_MATMUL_SCRATCH_BYTES(m, n, k) RXE_GEMM_SCRATCH_BYTES_((k), (n))
 /* stack: at most 8000 bytes, nearly all of it compute_panels (gemm.c) at most
  * 7296 (the 6 KB A micro-panel, as for dense). Measured 7200 (aarch64) to
- * 7600 (x86-64 AVX2). */
+ * 7600 (x86-64 AVX2); with AVX-512, 13984 (at most 14200, as for dense). */
 rxe_status_t rxe_lib_matmul_f32(const float* a, const float* b, float* c, float* scratch, int64_t batch,
                                 int64_t m, int64_t n, int64_t k, int64_t a_batch_stride,
                                 int64_t b_batch_stride, rxe_error_t* err);
@@ -106,7 +110,8 @@ rxe_status_t rxe_lib_matmul_f32(const float* a, const float* b, float* c, float*
 /* stack: at most 8192 bytes, nearly all of it compute_panels (gemm.c) at most
  * 7296 (the 6 KB A micro-panel); the im2col packer pack_im2col (conv.c) at
  * most 2560 (a 2 KB row of NC floats) is on a shallower path. Measured
- * 7360 (aarch64) to 7824 (Cortex-M4). */
+ * 7360 (aarch64) to 7824 (Cortex-M4); with AVX-512, 14128 (at most 14400,
+ * as for dense). */
 rxe_status_t rxe_lib_conv2d_f32(const float* x, const float* w_packed, const float* bias, float* y,
                                 float* scratch, int64_t n, int64_t c, int64_t h, int64_t w, int64_t o,
                                 int64_t kh, int64_t kw, int64_t oh, int64_t ow, int64_t stride_h,
