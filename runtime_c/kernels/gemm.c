@@ -112,8 +112,12 @@ static void ukernel(int64_t kc, const float* a, const float* b, int64_t ldb, flo
  * feeds two FMAs: 8 loads per 12 FMAs (panels 1) or 14 per 24 (panels 2),
  * where the MR x NR tile needs 7 per 6 and saturates the two load ports
  * before the FMA ports; panels 2 also halves the reads of B (from L2) per
- * FMA. Every sum is one chain of FMAs in k order whatever panels is, so the
- * bits do not depend on which tile computes an element. */
+ * FMA. Every sum is one chain of FMAs in k order whatever panels is, so an
+ * element has the same bits in either wide tile. The elements of a partial
+ * row panel or of a last, unpaired column panel go through tile() (two or
+ * four chains), so their last bits may differ from those the same sums get
+ * in a wide tile: two equal rows of A (or columns of B) need not give equal
+ * rows (columns) of c. */
 #define RXE_GEMM_HAVE_WIDE_TILE 1
 static inline __attribute__((always_inline)) void wide_tile(int64_t kc, const float* a, const float* a2,
                                                             const float* b0, const float* b1, int64_t ldb,

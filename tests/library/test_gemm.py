@@ -56,6 +56,38 @@ def test_dense_at_decoder_shapes(host_kernels, m, n, k):
     assert_close(run_case(host_kernels, case), case)
 
 
+def _within_the_float32_bound(got, a, b, bias, act, what):
+    """|got - exact| <= (k + 2) eps |a| @ |b| (+ |bias|): what any summation order of float32 FMAs and adds must meet
+    (k products, one bias add), and a missing, doubled or misplaced term or bias cannot; exact in float64."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    exact, bound = a64 @ b64, np.abs(a64) @ np.abs(b64)
+    if bias is not None:
+        exact, bound = exact + bias, bound + np.abs(bias)
+    exact = np.minimum(np.maximum(exact, 0), 6 if act == 2 else np.inf) if act else exact
+    err = np.abs(got.astype(np.float64) - exact)
+    assert not np.isnan(got).any(), f"{what}: elements never written"
+    worst = float(np.max(err / ((a.shape[1] + 2) * 2.0 ** -24 * bound + 1e-30)))
+    assert worst <= 1.0, f"{what}: error {worst:.3g} of the bound"
+
+
+@pytest.mark.parametrize("k", [1, K.KC - 1, 2 * K.KC + 3])
+def test_every_row_and_column_remainder_of_the_wide_tiles_against_float64(host_kernels, k):
+    """m over all remainders of 2MR (row panel pairs, a lone panel, a partial one), n of 2NR (panel pairs, an
+    unpaired full panel, a partial one) and a block edge of NC; k a single step, a KC tail, k blocks accumulated."""
+    rng = np.random.default_rng(k)
+    for m, n in itertools.product(range(2 * K.MR, 4 * K.MR), [64, 65, 79, 80, 81, 95, K.NC + 48]):
+        a, w, bias = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (k, n), (n,)))
+        act = (m + n) % 3
+        out = np.full((m, n), np.nan, np.float32)
+        status, message = host_kernels.call("rxe_lib_dense_f32", [a, K.pack_dense_weights(w), bias, out],
+                                            [m, n, k, act])
+        assert status == 0, message
+        _within_the_float32_bound(out, a, w, bias, act, f"dense m {m} n {n} k {k}")
+        case = matmul_case(rng, 1, m, n, k)
+        case[1][0][0], case[1][1][0] = a, w
+        _within_the_float32_bound(run_case(host_kernels, case)[0], a, w, None, 0, f"matmul m {m} n {n} k {k}")
+
+
 def test_a_row_has_the_same_bits_in_every_tile(host_kernels):
     """Rows of a 2MR-row tile equal the same rows computed in an MR-row tile, and matmul (B packed at run time)
     equals dense (B packed ahead) bit for bit."""
