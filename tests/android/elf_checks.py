@@ -13,8 +13,25 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 MACHINES = {"arm64-v8a": "AArch64", "armeabi-v7a": "ARM", "x86_64": "Advanced Micro Devices X86-64"}
 SYSTEM_LIBRARIES = {"libc.so", "libm.so", "libdl.so", "liblog.so"}
+
+
+NDK_VARIABLES = ("ANDROID_NDK_HOME", "ANDROID_NDK_ROOT")
+
+
+def drop_ndk(mp) -> None:
+    """Take the build down the path without an NDK, even where one is installed."""
+    for name in NDK_VARIABLES:
+        mp.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def without_ndk(monkeypatch):
+    """Imported by a test module, every test there builds without an NDK."""
+    drop_ndk(monkeypatch)
 
 
 def readelf(*args) -> str:

@@ -21,7 +21,7 @@ from relax_edge.android.library import ABIS, build_android_library
 from relax_edge.build import BuildError
 from tests.models import build_mlp, mlp_weights, save_tiny_onnx
 
-from .elf_checks import check_android_library, exported_symbols, glibc_stand_ins, readelf
+from .elf_checks import check_android_library, drop_ndk, exported_symbols, glibc_stand_ins, readelf, without_ndk  # noqa: F401 - without_ndk is an autouse fixture
 
 pytestmark = pytest.mark.skipif(not (shutil.which("clang") and shutil.which("ld.lld") and shutil.which("llvm-readelf")),
                                 reason="needs Debian's clang, lld and llvm (scripts/setup.sh)")
@@ -32,12 +32,6 @@ GLUE = """
 int32_t JNI_OnLoad(void* vm, void* reserved) { (void)vm; (void)reserved; return 0x00010006; }
 int32_t glue_helper(int32_t x) { return x + 1; }   /* not exported */
 """
-
-
-@pytest.fixture(autouse=True)
-def without_ndk(monkeypatch):
-    monkeypatch.delenv("ANDROID_NDK_HOME", raising=False)
-    monkeypatch.delenv("ANDROID_NDK_ROOT", raising=False)
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +48,7 @@ def libraries(tmp_path_factory, mlp):
     glue = root / "glue.c"
     glue.write_text(GLUE)
     with pytest.MonkeyPatch.context() as env:   # the path without an NDK, even where one is installed
-        env.delenv("ANDROID_NDK_HOME", raising=False)
-        env.delenv("ANDROID_NDK_ROOT", raising=False)
+        drop_ndk(env)
         return {abi: build_android_library(art, abi, root / "jniLibs" / abi / "libmlp.so", module=mod,
                                            extra_sources=[glue], exports=["JNI_OnLoad"])
                 for abi in ABIS}

@@ -21,7 +21,7 @@ from relax_edge.android.library import ABIS
 from relax_edge.cli import main as cli_main
 from relax_edge.errors import RelaxEdgeError
 
-from .elf_checks import glibc_stand_ins
+from .elf_checks import drop_ndk, glibc_stand_ins, without_ndk  # noqa: F401 - without_ndk is an autouse fixture
 from .jni_models import CHECK_SOURCE, HAVE_JDK, build_token_model, onnxruntime_outputs
 
 HAVE_CLANG = all(shutil.which(t) for t in ("clang", "ld.lld", "llvm-readelf"))
@@ -33,19 +33,12 @@ SYSTEM_LIBRARIES = {"libc.so", "libm.so", "libdl.so", "liblog.so"}
 PACKAGE = "com.example.tokens"
 
 
-@pytest.fixture(autouse=True)
-def without_ndk(monkeypatch):
-    monkeypatch.delenv("ANDROID_NDK_HOME", raising=False)
-    monkeypatch.delenv("ANDROID_NDK_ROOT", raising=False)
-
-
 @pytest.fixture(scope="module")
 def packaged(tmp_path_factory):
     folder = tmp_path_factory.mktemp("package")
     art, onnx_path = build_token_model(folder)
     with pytest.MonkeyPatch.context() as env:   # the path without an NDK, even where one is installed
-        env.delenv("ANDROID_NDK_HOME", raising=False)
-        env.delenv("ANDROID_NDK_ROOT", raising=False)
+        drop_ndk(env)
         return art, onnx_path, rxe.package(art, PACKAGE, folder / "out", abis="all")
 
 

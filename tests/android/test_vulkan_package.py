@@ -28,7 +28,7 @@ from relax_edge.codegen import abi as rxe_abi
 from relax_edge.errors import RelaxEdgeError
 from tests.vulkan import vkrt
 
-from .elf_checks import check_android_library, exported_symbols, glibc_stand_ins
+from .elf_checks import check_android_library, drop_ndk, exported_symbols, glibc_stand_ins, without_ndk  # noqa: F401 - without_ndk is an autouse fixture
 from .jni_models import HAVE_JDK, JavaModel, mlp_weights, onnxruntime_outputs, save_mlp
 
 HAVE_CLANG = all(shutil.which(t) for t in ("clang", "ld.lld", "llvm-readelf"))
@@ -42,12 +42,6 @@ MODEL_API = {"vkmlp_main", "vkmlp_main_plan_shapes", "vkmlp_main_workspace_size"
 SPIRV_MAGIC = struct.pack("<I", 0x07230203)
 
 
-@pytest.fixture(autouse=True)
-def without_ndk(monkeypatch):
-    monkeypatch.delenv("ANDROID_NDK_HOME", raising=False)
-    monkeypatch.delenv("ANDROID_NDK_ROOT", raising=False)
-
-
 @pytest.fixture(scope="module")
 def packaged(tmp_path_factory):
     """The MLP (n in 1..8) built for host-vulkan, packaged for both Vulkan ABIs."""
@@ -57,8 +51,7 @@ def packaged(tmp_path_factory):
     art = rxe.build(rxe.from_onnx(onnx_path, dim_bounds={"n": (1, 8)}), board="host-vulkan", backend="vulkan",
                     out_dir=folder / "vkmlp", name="vkmlp", source=source)
     with pytest.MonkeyPatch.context() as env:   # the path without an NDK, even where one is installed
-        env.delenv("ANDROID_NDK_HOME", raising=False)
-        env.delenv("ANDROID_NDK_ROOT", raising=False)
+        drop_ndk(env)
         return art, onnx_path, rxe.package(art, PACKAGE, folder / "out", abis="all")
 
 

@@ -20,6 +20,19 @@ def vk_lib(tmp_path_factory):
     return vkrt.build_library(tmp_path_factory.mktemp("vulkan_runtime"))
 
 
+@pytest.fixture(scope="module")
+def vulkan_env():
+    """For tests that load artifacts through rxe.connect("host-vulkan"): the validation layer on when installed;
+    the value says whether it is."""
+    reason = vkrt.unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    with pytest.MonkeyPatch.context() as mp:
+        if vkrt.validation_installed():
+            mp.setenv("RXE_VK_VALIDATION", "1")
+        yield vkrt.validation_installed()
+
+
 @pytest.fixture(scope="session")
 def spirv(vk_lib, tmp_path_factory):
     out = tmp_path_factory.mktemp("vulkan_shaders")

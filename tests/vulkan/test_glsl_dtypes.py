@@ -91,6 +91,20 @@ def run_on_device(ctx, p, record, env, inputs):
     return got
 
 
+def _equal_to_the_interpreter(ctx, p, tmp_path, size, make_inputs) -> None:
+    """p loaded once, run at each n of SIZES (size variable v set to size(v, n)) bit for bit equal to the
+    interpreter's result on the same inputs (make_inputs(p, env, seed))."""
+    record = load(ctx, p, tmp_path)
+    for k, n in enumerate(SIZES):
+        env = {v: size(v, n) for v in p.size_params}
+        inputs = make_inputs(p, env, k)
+        want = p.interpret(inputs, None, [env[v] for v in p.size_params])
+        want = want if isinstance(want, tuple) else (want,)
+        got = run_on_device(ctx, p, record, env, inputs)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, np.asarray(w).reshape(-1), err_msg=f"{p.name} n={n}")
+
+
 @pytest.mark.parametrize("name", DTYPE_CASES)
 def test_dtype_kernels_match_the_interpreter(open_vk, name, tmp_path):
     ran = 0
@@ -101,16 +115,7 @@ def test_dtype_kernels_match_the_interpreter(open_vk, name, tmp_path):
             continue   # test_glsl_ops.py lists the refusals that remain
         if not any(b.dtype in ("int64", *PACKED) for b in p.params):
             continue
-        ctx = open_vk()
-        record = load(ctx, p, tmp_path)
-        for k, n in enumerate(SIZES):
-            env = {v: n for v in p.size_params}
-            inputs = _inputs(p, env, k)
-            want = p.interpret(inputs, None, [env[v] for v in p.size_params])
-            want = want if isinstance(want, tuple) else (want,)
-            got = run_on_device(ctx, p, record, env, inputs)
-            for g, w in zip(got, want):
-                np.testing.assert_array_equal(g, np.asarray(w).reshape(-1), err_msg=f"{p.name} n={n}")
+        _equal_to_the_interpreter(open_vk(), p, tmp_path, lambda v, n: n, _inputs)
         ran += 1
     assert ran, f"{name}: no program with int64 / bool buffers emitted"
 
@@ -205,16 +210,8 @@ def test_narrow_integer_kernels_match_the_interpreter(open_vk, case, tmp_path):
             assert refused.value.reason == "int64 arithmetic on data"
             ran += 1
             continue
-        ctx = open_vk()
-        record = load(ctx, p, tmp_path)   # every such program emits: nothing here is refused
-        for k, n in enumerate(SIZES):
-            env = {v: (2 if v.name == "m" else n) for v in p.size_params}
-            inputs = _quant_inputs(p, env, k)
-            want = p.interpret(inputs, None, [env[v] for v in p.size_params])
-            want = want if isinstance(want, tuple) else (want,)
-            got = run_on_device(ctx, p, record, env, inputs)
-            for g, w in zip(got, want):
-                np.testing.assert_array_equal(g, np.asarray(w).reshape(-1), err_msg=f"{p.name} n={n}")
+        # every such program emits: nothing here is refused
+        _equal_to_the_interpreter(open_vk(), p, tmp_path, lambda v, n: 2 if v.name == "m" else n, _quant_inputs)
         ran += 1
     assert ran, f"{case[0]}: no program with narrow integer buffers"
 

@@ -45,12 +45,6 @@ def _mlp_reference(w, x):
     return _softmax(h @ w[4] + w[5])
 
 
-def _assert_clean(m, validation: bool) -> None:
-    count, first = m.validation_messages()
-    if validation:
-        assert count == 0, first
-
-
 @pytest.fixture(scope="module")
 def mlp_artifact(vulkan_env, tmp_path_factory):
     w = mlp_weights()
@@ -71,7 +65,7 @@ def test_mlp_matches_numpy_at_several_batches_from_one_build(mlp_artifact, vulka
             (y,) = m.run(x)
             np.testing.assert_allclose(y, _mlp_reference(w, x), rtol=1e-5, atol=1e-6)
         assert m.pipelines_created() == created   # every pipeline was made at load
-        _assert_clean(m, vulkan_env)
+        vkrt.assert_clean(m, vulkan_env)
 
 
 def test_mlp_wrong_input_shape_is_named(mlp_artifact, vulkan_env):
@@ -82,7 +76,7 @@ def test_mlp_wrong_input_shape_is_named(mlp_artifact, vulkan_env):
             m.run(np.zeros((3, 5), "float32"))
         x = np.ones((2, 784), "float32")   # the module still runs after the refused call
         np.testing.assert_allclose(m.run(x)[0], _mlp_reference(mlp_artifact[0], x), rtol=1e-5, atol=1e-6)
-        _assert_clean(m, vulkan_env)
+        vkrt.assert_clean(m, vulkan_env)
 
 
 def test_mlp_benchmark_through_the_server(mlp_artifact, vulkan_env):
@@ -101,7 +95,7 @@ def test_mlp_profile_has_a_gpu_time_per_kernel(mlp_artifact, vulkan_env):
         assert kernels == {k for k, _ in _dispatch_rows(art)} and len(kernels) >= 3
         assert all(r["calls"] >= 1 and r["total_ms"] >= 0 for r in prof["rows"])
         assert prof["kernels_ms"] > 0
-        _assert_clean(m, vulkan_env)
+        vkrt.assert_clean(m, vulkan_env)
 
 
 def _dispatch_rows(art):
@@ -149,7 +143,7 @@ def test_elementwise_layernorm_softmax_chain(vulkan_env, tmp_path):
             x = np.random.default_rng(n).standard_normal((n, 33)).astype("float32")
             np.testing.assert_allclose(m.run(x)[0], reference(x), rtol=2e-5, atol=1e-6)
         assert m.pipelines_created() == created
-        _assert_clean(m, vulkan_env)
+        vkrt.assert_clean(m, vulkan_env)
 
 
 def test_serial_loop_past_the_lavapipe_limit_is_refused(vulkan_env, tmp_path):
@@ -242,7 +236,7 @@ def test_encoder_at_seq_1_7_64_from_one_build(vulkan_env, tmp_path):
         assert m.pipelines_created() == created   # one set of shaders for every sequence length
         with pytest.raises(RuntimeCheckError, match="seq"):
             m.run(np.zeros((1, 129, 64), "float32"))   # past the bound of seq
-        _assert_clean(m, vulkan_env)
+        vkrt.assert_clean(m, vulkan_env)
 
 
 def _save_gemm_mlp(path):
@@ -280,7 +274,7 @@ def test_cli_compile_backend_vulkan_gemm_mlp_matches_onnxruntime(vulkan_env, tmp
         for n in (1, 3, 100):
             x = np.random.default_rng(n).standard_normal((n, 20)).astype("float32")
             np.testing.assert_allclose(m.run(x)[0], session.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
-        _assert_clean(m, vulkan_env)
+        vkrt.assert_clean(m, vulkan_env)
 
 
 def _onnx_module(name):
@@ -309,4 +303,4 @@ def test_vision_model_matches_onnxruntime(name, vulkan_env, tmp_path):
         m = dev.load(art)
         (got,) = m.run(*feeds.values())
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
-        _assert_clean(m, vulkan_env)
+        vkrt.assert_clean(m, vulkan_env)

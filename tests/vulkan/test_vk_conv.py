@@ -16,9 +16,7 @@ from relax_edge import op
 from relax_edge.codegen.vulkan import conv
 from relax_edge.ir import Builder, SizeVar, TensorType, Tuple, Var
 from relax_edge.op.registry import make_call
-from tests.vulkan import test_vk_matmul as vk_matmul
-
-vulkan_env = vk_matmul.vulkan_env   # skips without lavapipe; the validation layer on when installed
+from tests.vulkan import vkrt
 
 CI = 6
 # (output channels, kernel, stride, padding, dilation, bias, activation 0 / 1 relu / 2 relu6)
@@ -81,4 +79,4 @@ def test_convolutions_match_pytorch_from_one_build(vulkan_env, tmp_path):
             for k, (got, want) in enumerate(zip(mod.run(x), _reference(x, weights))):
                 np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"layer {k} at {b}x{h}x{w}")
         assert mod.pipelines_created() == created
-        vk_matmul._assert_clean(mod, vulkan_env)
+        vkrt.assert_clean(mod, vulkan_env)

@@ -24,7 +24,7 @@ import relax_edge as rxe
 from relax_edge.deploy.host import server_module
 from tests.llm_models import MAX_CONTEXT, get_llm, step_feeds, torch_greedy
 from tests.vulkan import test_vk_build as vk_build
-from tests.vulkan.test_vk_build import _assert_clean
+from tests.vulkan import vkrt
 
 monkeypatch_module = vk_build.monkeypatch_module
 vulkan_env = vk_build.vulkan_env
@@ -85,7 +85,7 @@ def test_decoder_steps_match_onnxruntime_and_generate_matches_transformers(decod
         again = m.generate(PROMPT[:2], max_new_tokens=3)   # a new request over the kept cache: no stale positions
         assert again.tokens == torch_greedy(model, PROMPT[:2], 3)
         assert m.pipelines_created() == created   # every pipeline was made at load, whatever the past length
-        _assert_clean(m, vulkan_env)
+        vkrt.assert_clean(m, vulkan_env)
     with server_module(art, "step", None, "host-vulkan") as s:
         assert s.generate(PROMPT, max_new_tokens=10).tokens == want_tokens
 
@@ -102,7 +102,7 @@ def test_main_with_past_inputs_matches_onnxruntime(decoder, vulkan_env):
             feeds = step_feeds(rng.integers(0, 256, seq), past)
             for got, want in zip(m.run(*feeds.values()), session.run(None, feeds)):
                 np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"{name} past {past_len}")
-        _assert_clean(m, vulkan_env)
+        vkrt.assert_clean(m, vulkan_env)
 
 
 def test_context_bound_is_a_named_error(decoder):

@@ -18,7 +18,7 @@ from relax_edge.ir import Builder, SizeVar, TensorType, Var
 from relax_edge.op import make_call
 from tests.library.test_kv_kernels import MASKED, SENTINEL, attention_f64
 from tests.vulkan import test_vk_build as vk_build
-from tests.vulkan.test_vk_build import _assert_clean
+from tests.vulkan import vkrt
 
 monkeypatch_module = vk_build.monkeypatch_module
 vulkan_env = vk_build.vulkan_env
@@ -98,7 +98,7 @@ def test_kv_attention_shader_matches_the_definition(kv_art, vulkan_env):
         (got,) = m.run(q, *(rng.standard_normal((1, 1, CONTEXT, 16)).astype(np.float32) for _ in range(2)),
                        np.zeros(4, np.int64))
         assert np.isfinite(got[0, 0, 0]).all() and np.isnan(got[0, 0, 1]).all()
-        _assert_clean(m, vulkan_env)
+        vkrt.assert_clean(m, vulkan_env)
 
 
 def test_kv_append_shader_writes_the_callers_state_in_place(kv_art, vulkan_env):
@@ -118,4 +118,4 @@ def test_kv_append_shader_writes_the_callers_state_in_place(kv_art, vulkan_env):
                                        atol=1e-5)
         with pytest.raises(rxe.RuntimeCheckError, match="RXE_ERR_BOUND"):
             m.run(state, new[:, :, :2], np.zeros(CONTEXT + 1, np.int64))
-        _assert_clean(m, vulkan_env)
+        vkrt.assert_clean(m, vulkan_env)

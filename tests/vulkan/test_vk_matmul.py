@@ -22,23 +22,6 @@ from tests.vulkan import vkrt
 SIZES = (1, 7, 63, 64, 65, 130, 257)
 
 
-@pytest.fixture(scope="module")
-def vulkan_env():
-    reason = vkrt.unavailable()
-    if reason is not None:
-        pytest.skip(reason)
-    with pytest.MonkeyPatch.context() as mp:
-        if vkrt.validation_installed():
-            mp.setenv("RXE_VK_VALIDATION", "1")
-        yield vkrt.validation_installed()
-
-
-def _assert_clean(m, validation: bool) -> None:
-    count, first = m.validation_messages()
-    if validation:
-        assert count == 0, first
-
-
 def _matmul_module(batched: bool):
     m, k, n = SizeVar("m", upper=512), SizeVar("k", upper=512), SizeVar("n", upper=2048)
     lead = (SizeVar("b", upper=8),) if batched else ()
@@ -78,7 +61,7 @@ def test_tiled_and_gemv_match_numpy_at_every_size_from_one_build(matmul_artifact
             ref = a.astype(np.float64) @ b.astype(np.float64)
             np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4 * np.sqrt(k), err_msg=f"m={m} n={n} k={k}")
         assert mod.pipelines_created() == created
-        _assert_clean(mod, vulkan_env)
+        vkrt.assert_clean(mod, vulkan_env)
 
 
 def test_batched_matmul_matches_numpy(vulkan_env, tmp_path):
@@ -92,7 +75,7 @@ def test_batched_matmul_matches_numpy(vulkan_env, tmp_path):
             b = rng.standard_normal((bt, k, n)).astype("float32")
             (c,) = mod.run(a, b)
             np.testing.assert_allclose(c, np.matmul(a.astype(np.float64), b), rtol=1e-4, atol=1e-4 * np.sqrt(k))
-        _assert_clean(mod, vulkan_env)
+        vkrt.assert_clean(mod, vulkan_env)
 
 
 def test_mlp_goes_through_the_tiled_shader(vulkan_env, tmp_path):
@@ -108,7 +91,7 @@ def test_mlp_goes_through_the_tiled_shader(vulkan_env, tmp_path):
     with rxe.connect("host-vulkan") as dev:
         mod = dev.load(art)
         np.testing.assert_allclose(mod.run(x)[0], e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
-        _assert_clean(mod, vulkan_env)
+        vkrt.assert_clean(mod, vulkan_env)
 
 
 def test_vulkan_dispatch_target_is_checked():

@@ -13,7 +13,8 @@ import pytest
 import relax_edge as rxe
 from relax_edge.deploy.session import RuntimeCheckError
 from tests.vulkan import test_vk_build as vk_build
-from tests.vulkan.test_vk_build import _assert_clean, _onnx_module
+from tests.vulkan import vkrt
+from tests.vulkan.test_vk_build import _onnx_module
 
 # the fixtures of test_vk_build.py: the Vulkan library found, the validation layer on when installed
 monkeypatch_module = vk_build.monkeypatch_module
@@ -58,7 +59,7 @@ def _matches_onnxruntime(art, path, spec, masks, validation, seed):
                 for g, w in zip(got, want):
                     np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5,
                                                err_msg=f"seq {seq}, mask {feeds['attention_mask'].tolist()}")
-        _assert_clean(m, validation)
+        vkrt.assert_clean(m, validation)
 
 
 @pytest.mark.slow

@@ -30,17 +30,6 @@ from tests.vulkan import vkrt
 HIDDEN, OUT = 40, 70     # neither divides a workgroup nor a matmul tile
 
 
-@pytest.fixture(scope="module")
-def vulkan_env():
-    reason = vkrt.unavailable()
-    if reason is not None:
-        pytest.skip(reason)
-    with pytest.MonkeyPatch.context() as mp:
-        if vkrt.validation_installed():
-            mp.setenv("RXE_VK_VALIDATION", "1")
-        yield vkrt.validation_installed()
-
-
 def _board(tmp_path, **vulkan):
     """host-vulkan with its vulkan: section changed (the name kept: the host device loads it)."""
     data = yaml.safe_load((BOARDS_DIR / "host-vulkan.yaml").read_text())
@@ -112,9 +101,7 @@ def test_the_board_workgroup_and_tile_match_numpy(vulkan_env, tmp_path, workgrou
             x = np.random.default_rng(n).standard_normal((n, HIDDEN)).astype("float32")
             np.testing.assert_allclose(m.run(x)[0], reference(x), rtol=2e-5, atol=1e-6)
         assert m.pipelines_created() == created
-        count, first = m.validation_messages()
-        if vulkan_env:
-            assert count == 0, first
+        vkrt.assert_clean(m, vulkan_env)
 
 
 def test_every_generated_shader_declares_the_specialization_constant():
@@ -193,6 +180,4 @@ def test_the_kv_cache_shaders_take_the_board_workgroup(vulkan_env, tmp_path, wor
             np.testing.assert_array_equal(state, expected)
             np.testing.assert_allclose(got, attention_f64(new, expected, expected, None, total, 0.5), rtol=1e-4,
                                        atol=1e-5)
-        count, first = m.validation_messages()
-        if vulkan_env:
-            assert count == 0, first
+        vkrt.assert_clean(m, vulkan_env)

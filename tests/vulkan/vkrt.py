@@ -90,6 +90,13 @@ class VulkanError(Exception):
         self.message = message
 
 
+def assert_clean(m, validation: bool) -> None:
+    """A loaded model ended with zero validation messages (when the layer is on)."""
+    count, first = m.validation_messages()
+    if validation:
+        assert count == 0, first
+
+
 def build_library(out_dir: Path) -> ctypes.CDLL:
     path = out_dir / "librxe_vk.so"
     cmd = ["gcc", "-std=c99", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
