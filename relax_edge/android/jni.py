@@ -9,8 +9,8 @@
    registers them with RegisterNatives, so JNI_OnLoad is its only export.
    It calls malloc and free, nothing else of libc, and compiles against the
    JDK's jni.h (or the NDK's); without libc headers (Android without an NDK)
-   runtime_c/jni/include stands in for the <stdio.h> jni.h includes and
-   does not use. For a Vulkan artifact the first load() also opens the
+   runtime_c/android/include stands in for the <stdio.h> jni.h includes
+   (and does not use), as it does for the runtime's Vulkan module. For a Vulkan artifact the first load() also opens the
    device (PREFIX_vk_init: its failure, RXE_ERR_NO_VULKAN on a device
    without Vulkan, is load()'s exception) and the last close() releases it.
 2. The Java class (templates/RelaxEdgeModel.java.j2) carries the signature
@@ -178,14 +178,14 @@ def jdk_home() -> Path | None:
 
 def jni_include_dirs(freestanding: bool = False) -> list:
     """The include folders of the JDK's jni.h (and its jni_md.h); with
-    `freestanding` first the stand-in for the <stdio.h> jni.h includes, for
-    a compile without libc headers."""
+    `freestanding` first the bionic stand-ins (runtime_c/android/include,
+    whose <stdio.h> jni.h includes), for a compile without libc headers."""
     home = jdk_home()
     if home is None:
         raise BuildError("no jni.h found (JAVA_HOME, javac or /usr/lib/jvm): install a JDK, e.g. "
                          "apt-get install openjdk-17-jdk-headless")
     dirs = [home / "include", *[p for p in (home / "include").iterdir() if (p / "jni_md.h").is_file()]]
-    return ([runtime_dir() / "jni" / "include"] if freestanding else []) + dirs
+    return ([runtime_dir() / "android" / "include"] if freestanding else []) + dirs
 
 
 def write_sources(files: dict, folder) -> list:
