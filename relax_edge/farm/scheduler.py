@@ -226,8 +226,8 @@ def _run_local(farm: Farm, builds: dict, jobs: list, work, finished) -> None:
                     if not in_flight:
                         submit(isolate[0])
                 else:
-                    for task in [t for t in queued if ready(t)]:
-                        if ready(task):   # a board's slots fill as its cells are submitted
+                    for task in list(queued):
+                        if ready(task):   # checked as each is submitted: a board's slots fill
                             submit(task)
             if not in_flight:
                 raise FarmError(f"{farm.path}: {len(queued)} cells wait for builds that were never scheduled")
