@@ -1,6 +1,6 @@
 /* Requantized int8 GEMM (see relax_edge/kernels_qint8.h): tiles of MR rows x
- * 8 columns (one weight panel), or with AVX-512 VNNI 8 rows x 32 columns (4
- * panels), the k loop over groups of 4 bytes, int32 sums; the column sums of
+ * 8 columns (one weight panel), or with AVX-512 VNNI (and AMX, where the CPU
+ * and kernel allow it) 8 rows x 32 columns (4 panels), the k loop over groups of 4 bytes, int32 sums; the column sums of
  * the packed weights and the row sums of x fold the zero points in after the
  * loop, then each output is requantized. The row blocks pass over chunks of
  * panels of about 128 KiB, so that a chunk's weights stay in the cache. */
@@ -650,8 +650,107 @@ static void tile_wide_one_row(const uint8_t* x, const uint8_t* const* panels, co
   }
   store_wide(acc, sa, sb, sums);
 }
+
+#if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__linux__) && defined(__x86_64__)
+#define QGEMM_AMX 1
+/* AMX (tdpbusd / tdpbssd on tile registers) for the 8-row x 4-panel tile when k >= 64: each panel's
+ * 16 groups of a 64-byte k step are one B tile as packed (16 rows of 32 bytes), so no weight is repacked.
+ * Tiles: 0-3 the sums of the 4 panels (8 rows x 8 int32), 4 the x rows (8 x 64 bytes), 5 and 6 panels.
+ * Linux hands out the tile state only after arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA): asked once
+ * per process, the VNNI tile taken when it is refused (an older kernel, a CPU without AMX). */
+static const struct {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} amx_config = {1, 0, {0}, {32, 32, 32, 32, 64, 32, 32}, {8, 8, 8, 8, 8, 16, 16}};
+
+static int amx_permission; /* 0: not asked yet, 1: granted, -1: refused */
+
+int rxe_qint8_amx_enabled(void) {
+  int state = __atomic_load_n(&amx_permission, __ATOMIC_ACQUIRE);
+  if (state == 0) {
+    long ret = 158; /* SYS_arch_prctl (ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18) */
+    __asm__ volatile("syscall" : "+a"(ret) : "D"(0x1023L), "S"(18L) : "rcx", "r11", "memory");
+    state = ret == 0 ? 1 : -1;
+    __atomic_store_n(&amx_permission, state, __ATOMIC_RELEASE);
+  }
+  return state > 0;
+}
+
+/* The AMX tile's arithmetic for x (`signed_x`: int8 x, tdpbssd; else uint8 x, tdpbusd, and 128 times the
+ * column sums come off as on the VNNI tile): the full 64-byte steps, then the last k % 64 bytes as one more
+ * step over the panels' last 16 groups, the groups already counted matched by zero x bytes (a copy in acc's
+ * memory). Every panel holds at least 16 groups (k >= 64), so no load leaves it. */
+#define QGEMM_AMX_STEP(dp, a_base, a_stride, group)          \
+  _tile_loadd(4, (a_base), (a_stride));                      \
+  _tile_loadd(5, panels[0] + 32 * (group), 32);              \
+  _tile_loadd(6, panels[1] + 32 * (group), 32);              \
+  dp(0, 4, 5);                                               \
+  dp(1, 4, 6);                                               \
+  _tile_loadd(5, panels[2] + 32 * (group), 32);              \
+  _tile_loadd(6, panels[3] + 32 * (group), 32);              \
+  dp(2, 4, 5);                                               \
+  dp(3, 4, 6)
+
+#define QGEMM_AMX_BODY(dp)                                                                          \
+  for (s = 0; s < full; ++s) {                                                                      \
+    QGEMM_AMX_STEP(dp, x + 64 * s, ldx, 16 * s);                                                    \
+  }                                                                                                 \
+  if (k % 64) {                                                                                     \
+    QGEMM_AMX_STEP(dp, tail, 64, groups - 16);                                                      \
+  }
+
+static void tile_wide_amx(const uint8_t* x, int64_t ldx, const uint8_t* const* panels, const int32_t* sums,
+                          int64_t k, int signed_x, int32_t (*acc)[WIDE * NR]) {
+  int64_t groups = (k + 3) / 4, full = k / 64, s, r;
+  uint8_t* tail = (uint8_t*)acc; /* 8 rows of 64 bytes, read before the sums are stored over them */
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  if (k % 64) {
+    int64_t at = 4 * (16 * full - (groups - 16)), bytes = k - 64 * full;
+    __mmask64 keep = (~(__mmask64)0 >> (64 - bytes)) << at;
+    for (r = 0; r < 8; ++r) /* the row's last bytes, moved up to byte `at` of its 64, zeros around them */
+      _mm512_storeu_si512((void*)(tail + 64 * r),
+                          _mm512_maskz_loadu_epi8(keep, x + r * ldx + 64 * full - at));
+  }
+  if (signed_x) {
+    QGEMM_AMX_BODY(_tile_dpbssd)
+  } else {
+    QGEMM_AMX_BODY(_tile_dpbusd)
+  }
+  _tile_stored(0, acc[0], WIDE * NR * 4);
+  _tile_stored(1, acc[0] + 8, WIDE * NR * 4);
+  _tile_stored(2, acc[0] + 16, WIDE * NR * 4);
+  _tile_stored(3, acc[0] + 24, WIDE * NR * 4);
+  if (!signed_x) {
+    __m512i lo = _mm512_slli_epi32(_mm512_loadu_si512((const void*)sums), 7);
+    __m512i hi = _mm512_slli_epi32(_mm512_loadu_si512((const void*)(sums + 16)), 7);
+    for (r = 0; r < 8; ++r) {
+      _mm512_storeu_si512((void*)acc[r], _mm512_sub_epi32(_mm512_loadu_si512((const void*)acc[r]), lo));
+      _mm512_storeu_si512((void*)(acc[r] + 16), _mm512_sub_epi32(_mm512_loadu_si512((const void*)(acc[r] + 16)), hi));
+    }
+  }
+}
+#undef QGEMM_AMX_BODY
+#undef QGEMM_AMX_STEP
+
+/* 1 (int8 x) or 2 (uint8 x) when this GEMM's full 8-row tiles take AMX, else 0; the tile registers are then
+ * configured on this thread. */
+static int amx_begin(const rxe_qgemm_t* g) {
+  int mode = g->k < 64 || g->m < 8 ? 0 : g->flip == 0 ? 1 : g->flip == 0x80808080u ? 2 : 0;
+  if (mode == 0 || !rxe_qint8_amx_enabled()) return 0;
+  _tile_loadconfig(&amx_config);
+  return mode;
+}
+#endif
 #else
 #define WIDE 1
+#endif
+
+#if !defined(QGEMM_AMX)
+int rxe_qint8_amx_enabled(void) { return 0; }
 #endif
 
 /* The outputs of rows [m0, min(m0 + MR, m)) x the panel at column n0 from their sums acc (row r at
@@ -808,6 +907,9 @@ QGEMM_NOCLONE void run_block(const rxe_qgemm_t* g, const rxe_qgemm_out32_t* o, i
   const uint8_t* first_panel = g->w_packed + 4 * panels * NR;
   uint8_t flip8 = (uint8_t)(g->flip & 0xffu);
   int32_t sums[MR * WIDE * NR]; /* a tile's sums: MR rows of WIDE * NR (or of NR) */
+#if defined(QGEMM_AMX)
+  int amx = amx_begin(g);
+#endif
   chunk = QGEMM_CHUNK_BYTES / panel_bytes / WIDE * WIDE;
   if (chunk < WIDE) chunk = WIDE;
   for (c0 = p_begin; c0 < p_end; c0 += chunk) {
@@ -830,6 +932,11 @@ QGEMM_NOCLONE void run_block(const rxe_qgemm_t* g, const rxe_qgemm_out32_t* o, i
           int64_t j, count = c1 - p < WIDE ? c1 - p : WIDE, n1 = (p + count) * NR < g->n ? (p + count) * NR : g->n;
           const uint8_t* panels[WIDE];
           for (j = 0; j < WIDE; ++j) panels[j] = first_panel + (p + (j < count ? j : count - 1)) * panel_bytes;
+#if defined(QGEMM_AMX)
+          if (full_rows && amx) {
+            tile_wide_amx(rows[0], g->ldx, panels, wsum + p * NR, g->k, amx == 1, acc);
+          } else
+#endif
           if (full_rows) {
             tile_wide(rows[0], g->ldx, panels, wsum + p * NR, g->k, g->flip, acc);
           } else { /* the last rows one by one */
@@ -863,6 +970,9 @@ QGEMM_NOCLONE void run_block(const rxe_qgemm_t* g, const rxe_qgemm_out32_t* o, i
       }
     }
   }
+#if defined(QGEMM_AMX)
+  if (amx) _tile_release();
+#endif
 }
 
 typedef struct {

@@ -65,6 +65,10 @@ void rxe_qint8_requantize_lanes16(const int32_t* acc, int64_t count, const int32
                                   const int32_t* shift, int32_t out_zero, int32_t act_min, int32_t act_max,
                                   uint8_t* out);
 
+/* 1 when this build's GEMM takes AMX tiles (compiled for AMX-INT8 on x86-64 Linux) and the kernel granted
+ * the tile state to the process (asked on the first call), else 0. */
+int rxe_qint8_amx_enabled(void);
+
 /* RXE_OK, or the error of bad zero points, clamps, shifts or k (`what` names the kernel). */
 rxe_status_t rxe_qint8_check(const char* what, int64_t k, int64_t n, const int32_t* shift, int64_t x_zero,
                              int64_t w_zero, int64_t out_zero, int64_t act_min, int64_t act_max, int64_t dtypes,

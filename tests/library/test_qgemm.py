@@ -3,13 +3,15 @@ against a numpy mirror of the contract's formulas: the requantization bit
 for bit over edge values (INT32_MIN, ties, shifts -31..30), the GEMM over
 shapes that are not multiples of the 4 x 8 tile (K = 1, K not a multiple of
 4), x / weight / output int8 and uint8, zero points, per-tensor and
-per-channel multipliers, fused clamps. On the host in three builds (the
-native one, which has AVX-VNNI here; AVX2 widening; portable C), and under
+per-channel multipliers, fused clamps. On the host in four builds (the
+native one, with AMX tiles where the CPU has AMX-INT8; native without AMX,
+the AVX-512 VNNI tile; AVX2 widening; portable C), and under
 QEMU in one driver run per board: aarch64 (smlal), aarch64 with dotprod
 (sdot), armv7 NEON, riscv64 (portable C) and the Cortex-M4 (SMLAD)."""
 
 import itertools
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,7 +34,13 @@ from tests.library.qint8_lib import (
     requantize_case,
 )
 
-HOST_BUILDS = {"native": ["-O3", "-march=native"], "avx2": ["-O2", "-mavx2", "-mfma"], "portable": ["-O2"]}
+HOST_BUILDS = {"native": ["-O3", "-march=native"], "native-no-amx": ["-O3", "-march=native", "-mno-amx-tile"],
+               "avx2": ["-O2", "-mavx2", "-mfma"], "portable": ["-O2"]}
+
+
+def host_has_amx_int8() -> bool:
+    flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
+    return {"amx_tile", "amx_int8"} <= set(flags.split())
 
 
 @pytest.fixture(scope="module", params=list(HOST_BUILDS))
@@ -166,6 +174,28 @@ def test_dense_over_every_panel_remainder(kernels):
         check(case, kernels.run(case))
         case = dense_case(rng, m, n, k, "int8", "int8", "int8", x_zero=-3, w_zero=2, out_zero=-1)
         check(case, kernels.run(case))
+
+
+def test_dense_over_the_64_byte_k_steps(kernels):
+    """k at and around multiples of 64 (the AMX tile's k step: full steps, then the last k % 64 bytes over the
+    panels' last 16 groups), 8-row blocks and a remainder, uint8 and int8 x, 2 to 5 panels."""
+    rng = np.random.default_rng(11)
+    for m, n, k in [(8, 32, 64), (16, 40, 65), (17, 24, 67), (8, 32, 100), (24, 36, 127), (9, 32, 128),
+                    (16, 16, 130), (8, 40, 191), (32, 32, 576)]:
+        case = dense_case(rng, m, n, k, "uint8", "int8", "uint8", x_zero=128, out_zero=128)
+        check(case, kernels.run(case))
+        case = dense_case(rng, m, n, k, "int8", "int8", "int8", x_zero=-3, w_zero=2, out_zero=-1)
+        check(case, kernels.run(case))
+
+
+def test_the_native_build_takes_amx_where_the_cpu_has_it(tmp_path):
+    """-march=native on a CPU with AMX-INT8 compiles the AMX tile, and Linux grants the tile state (the
+    other native build, -mno-amx-tile, keeps the VNNI tile under the same tests)."""
+    if not host_has_amx_int8():
+        pytest.skip("this CPU has no AMX-INT8 (the native build is the VNNI or AVX2 one)")
+    lib = HostKernels(tmp_path / "libqint8_amx.so", HOST_BUILDS["native"]).lib
+    assert lib.rxe_qint8_amx_enabled() == 1
+    assert HostKernels(tmp_path / "libqint8_vnni.so", HOST_BUILDS["native-no-amx"]).lib.rxe_qint8_amx_enabled() == 0
 
 
 @pytest.mark.parametrize("m, n, k", [(67, 40, 300), (1, 999, 257), (5, 64, 1000)])   # by rows, by panels

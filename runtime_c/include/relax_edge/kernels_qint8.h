@@ -33,7 +33,11 @@
  * and k). That is the sdot / vpdpbusd layout; the widening paths read
  * the same bytes. The column sums fold x_zero into the bias at run time.
  *
- * Paths, chosen at compile time: x86-64 AVX512-VNNI+BW (vpdpbusd on
+ * Paths, chosen at compile time: x86-64 with AMX-INT8 on Linux (the
+ * 8-row x 4-panel tile in tile registers, tdpbusd / tdpbssd over 64-byte k
+ * steps, each panel's 16 groups loaded as packed, when k >= 64 and the
+ * kernel grants the tile state; otherwise the VNNI tile below), x86-64
+ * AVX512-VNNI+BW (vpdpbusd on
  * 512-bit registers, tiles of 8 rows x 4 panels, each register a k group
  * of two panels; the 256-bit tile for the last panels), AVX-VNNI or
  * AVX512-VNNI+VL (256-bit vpdpbusd), else AVX2 (int8 widened to int16, vpmaddwd: no saturation);
