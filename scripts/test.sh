@@ -11,7 +11,7 @@ echo "[test] ruff check (pyproject.toml [tool.ruff])"
 "$(dirname "$PY")/ruff" check "$ROOT"
 echo "[test] pytest with $JOBS workers"
 set +e
-"$PY" -m pytest -n "$JOBS" "$@"
+"$PY" -m pytest -n "$JOBS" --dist loadgroup "$@"
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

@@ -421,32 +421,35 @@ QINLINE void fast_columns(const nbits_t* g, const xchunk_t* c, int64_t c0, int64
   }
 }
 
-/* The bits, the zero mode and (4 bits) a block of 32 constants of each copy; r rows. */
-QINLINE void fast_modes(const nbits_t* g, const xchunk_t* c, int64_t c0, int64_t c1, int first, int last,
-                        const int r) {
-  if (g->bits == 4 && g->block == 32) {
-    if (g->mode == RXE_NBITS_ZERO_FLOAT) {
-      fast_columns(g, c, c0, c1, first, last, r, 4, RXE_NBITS_ZERO_FLOAT, 32);
-    } else if (g->mode == RXE_NBITS_ZERO_UINT8) {
-      fast_columns(g, c, c0, c1, first, last, r, 4, RXE_NBITS_ZERO_UINT8, 32);
-    } else {
-      fast_columns(g, c, c0, c1, first, last, r, 4, RXE_NBITS_ZERO_DEFAULT, 32);
-    }
-  } else if (g->bits == 4) {
-    if (g->mode == RXE_NBITS_ZERO_FLOAT) {
-      fast_columns(g, c, c0, c1, first, last, r, 4, RXE_NBITS_ZERO_FLOAT, 0);
-    } else if (g->mode == RXE_NBITS_ZERO_UINT8) {
-      fast_columns(g, c, c0, c1, first, last, r, 4, RXE_NBITS_ZERO_UINT8, 0);
-    } else {
-      fast_columns(g, c, c0, c1, first, last, r, 4, RXE_NBITS_ZERO_DEFAULT, 0);
-    }
-  } else if (g->mode == RXE_NBITS_ZERO_FLOAT) {
-    fast_columns(g, c, c0, c1, first, last, r, 8, RXE_NBITS_ZERO_FLOAT, 0);
-  } else if (g->mode == RXE_NBITS_ZERO_UINT8) {
-    fast_columns(g, c, c0, c1, first, last, r, 8, RXE_NBITS_ZERO_UINT8, 0);
-  } else {
-    fast_columns(g, c, c0, c1, first, last, r, 8, RXE_NBITS_ZERO_DEFAULT, 0);
+/* One copy of fast_columns for each row count, bits, zero mode and (4 bits) block of 32, each a function of
+ * its own: the 36 inlined into one function made one that GCC took 20 s to compile (85 s with the
+ * sanitizers and -g), for no speed (a copy is called once per chunk of a task's columns). */
+#define FAST_COPY(r, bits, blk, mode)                                                                       \
+  static __attribute__((noinline)) void fast_##r##_##bits##_##blk##_##mode(                               \
+      const nbits_t* g, const xchunk_t* c, int64_t c0, int64_t c1, int first, int last) {                 \
+    fast_columns(g, c, c0, c1, first, last, r, bits, RXE_NBITS_ZERO_##mode, blk);                         \
   }
+#define FAST_COPIES(r)                                                                                      \
+  FAST_COPY(r, 4, 32, FLOAT) FAST_COPY(r, 4, 32, UINT8) FAST_COPY(r, 4, 32, DEFAULT)                       \
+  FAST_COPY(r, 4, 0, FLOAT) FAST_COPY(r, 4, 0, UINT8) FAST_COPY(r, 4, 0, DEFAULT)                          \
+  FAST_COPY(r, 8, 0, FLOAT) FAST_COPY(r, 8, 0, UINT8) FAST_COPY(r, 8, 0, DEFAULT)
+FAST_COPIES(1)
+FAST_COPIES(2)
+FAST_COPIES(3)
+FAST_COPIES(4)
+#define FAST_ROW(r)                                                                                         \
+  {fast_##r##_4_32_FLOAT, fast_##r##_4_32_UINT8, fast_##r##_4_32_DEFAULT, fast_##r##_4_0_FLOAT,            \
+   fast_##r##_4_0_UINT8,  fast_##r##_4_0_DEFAULT,  fast_##r##_8_0_FLOAT,   fast_##r##_8_0_UINT8,            \
+   fast_##r##_8_0_DEFAULT}
+
+typedef void (*fast_copy_t)(const nbits_t*, const xchunk_t*, int64_t, int64_t, int, int);
+static const fast_copy_t fast_copies[4][9] = {FAST_ROW(1), FAST_ROW(2), FAST_ROW(3), FAST_ROW(4)};
+
+/* The copy for this call's rows (1 to 4), bits, zero mode and block. */
+static fast_copy_t fast_copy(const nbits_t* g) {
+  const int kind = g->bits == 4 ? (g->block == 32 ? 0 : 3) : 6;
+  const int mode = g->mode == RXE_NBITS_ZERO_FLOAT ? 0 : g->mode == RXE_NBITS_ZERO_UINT8 ? 1 : 2;
+  return fast_copies[g->m <= 1 ? 0 : g->m >= 4 ? 3 : g->m - 1][kind + mode];
 }
 
 /* Whether the AVX-512 decode path takes this call: 4 bits with blocks of at least 32, or 8 bits; a chunk of
@@ -459,6 +462,7 @@ static int fast_applies(const nbits_t* g) {
 static void fast_task(const nbits_t* g, int64_t c0, int64_t c1) {
   float xbuf[XBUF], sums[XBUF / 16];
   const int64_t per = XBUF / (g->m * g->block); /* blocks per chunk */
+  const fast_copy_t copy = fast_copy(g);
   xchunk_t c;
   int64_t b0;
   c.x = xbuf;
@@ -469,20 +473,7 @@ static void fast_task(const nbits_t* g, int64_t c0, int64_t c1) {
     c.nb = g->blocks - b0 < per ? g->blocks - b0 : per;
     c.len = c.nb * g->block;
     stage_x(g, b0, c.nb, xbuf, sums);
-    switch (g->m) {
-      case 4:
-        fast_modes(g, &c, c0, c1, first, last, 4);
-        break;
-      case 3:
-        fast_modes(g, &c, c0, c1, first, last, 3);
-        break;
-      case 2:
-        fast_modes(g, &c, c0, c1, first, last, 2);
-        break;
-      default:
-        fast_modes(g, &c, c0, c1, first, last, 1);
-        break;
-    }
+    copy(g, &c, c0, c1, first, last);
   }
 }
 #endif

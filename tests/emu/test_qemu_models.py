@@ -21,7 +21,8 @@ MODELS = {"mlp": {"dim_bounds": {"batch": 16}}, "bert": {"dim_bounds": {"seq": 6
 def test_model_on_emulated_board(model, board, backend, tmp_path):
     path, spec = get_model(model)
     mod = rxe.from_onnx(str(path), **MODELS[model])
-    art = rxe.build(mod, board=board, backend=backend, out_dir=tmp_path / model, name=model)
+    art = rxe.build(mod, board=board, backend=backend, out_dir=tmp_path / model, name=model,
+                    profile=False)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     runs = [{d: pair[k] for d, pair in spec["dynamic"].items()} for k in (0, 1)] if spec["dynamic"] else [{}]
     with rxe.connect(board) as dev:

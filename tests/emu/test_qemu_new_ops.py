@@ -283,7 +283,7 @@ def sessions():
 def test_family_on_emulated_board(family, board, backend, sessions, tmp_path):
     fam = FAMILIES[family]()
     art = rxe.build(rxe.from_onnx(fam.model, dim_bounds=fam.bounds), board=board, backend=backend,
-                    out_dir=tmp_path, name="m", quiet=True)
+                    out_dir=tmp_path, name="m", quiet=True, profile=False)
     with sessions(board).load(art) as loaded:
         for size in fam.sizes:
             fam.check(loaded, size)

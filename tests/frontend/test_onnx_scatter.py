@@ -428,7 +428,7 @@ EMULATED = [[BY_NAME[n] for n in ("se_neg_axis_mul_int32", "snd_none", "snd_out_
 def test_compiled_on_qemu_aarch64(group, tmp_path):
     cases = EMULATED[group]
     art = rxe.build(rxe.from_onnx(_model(cases)), board="qemu-aarch64", backend="c", out_dir=tmp_path / "art",
-                    name="m", quiet=True)
+                    name="m", quiet=True, profile=False)
     loaded = rxe.connect("qemu-aarch64").load(art)
     for n in (1, 4):
         arrays = [_feeds(c, n) for c in cases]
