@@ -11,10 +11,12 @@ then renamed), and exports of ``stem`` under other keys are removed.
 builders it rests on) and the exporting packages' versions.
 """
 
+import contextlib
 import fcntl
 import hashlib
 import importlib.metadata
 import os
+import shutil
 from pathlib import Path
 
 _VERSIONED_PACKAGES = ("torch", "torchvision", "transformers", "onnx")
@@ -65,3 +67,16 @@ def export_once(stem: str, key: str, export) -> Path:
 def cached_export(stem: str, source, export) -> Path:
     """export_once keyed by ``source``, tests/onnx_models.py and the packages' versions."""
     return export_once(stem, source_key(source, _BUILDERS), export)
+
+
+@contextlib.contextmanager
+def private_copy(path: Path, beside: Path):
+    """A copy of the cached model `path` next to `beside` (an export's own file), removed after: onnxruntime's
+    quantize_static writes a NAME-inferred.onnx beside its input and removes it, so two workers quantizing
+    one cached model at once must not give it the same input."""
+    copy = Path(beside).with_name(Path(beside).stem + "-input.onnx")
+    shutil.copyfile(path, copy)
+    try:
+        yield copy
+    finally:
+        copy.unlink(missing_ok=True)

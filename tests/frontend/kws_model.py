@@ -146,9 +146,10 @@ def _quantize(out_path, activation):
         def get_next(self):
             return next(self.batches, None)
 
-    quantize_static(str(get_float_model()), str(out_path), Reader(), quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QUInt8 if activation == "uint8" else QuantType.QInt8,
-                    weight_type=QuantType.QInt8, per_channel=True)
+    with model_cache.private_copy(get_float_model(), out_path) as src:
+        quantize_static(str(src), str(out_path), Reader(), quant_format=QuantFormat.QDQ,
+                        activation_type=QuantType.QUInt8 if activation == "uint8" else QuantType.QInt8,
+                        weight_type=QuantType.QInt8, per_channel=True)
 
 
 def get_quant_model(activation="int8") -> Path:

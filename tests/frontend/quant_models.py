@@ -91,10 +91,11 @@ def _quantize(out_path, fmt, activation, per_channel):
         def get_next(self):
             return next(self.batches, None)
 
-    quantize_static(str(get_float_model()), str(out_path), Reader(),
-                    quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator,
-                    activation_type=QuantType.QUInt8 if activation == "uint8" else QuantType.QInt8,
-                    weight_type=QuantType.QInt8, per_channel=per_channel)
+    with model_cache.private_copy(get_float_model(), out_path) as src:
+        quantize_static(str(src), str(out_path), Reader(),
+                        quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator,
+                        activation_type=QuantType.QUInt8 if activation == "uint8" else QuantType.QInt8,
+                        weight_type=QuantType.QInt8, per_channel=per_channel)
 
 
 def get_quant_model(fmt="qdq", activation="uint8", per_channel=True):
