@@ -33,8 +33,8 @@ FAMILIES = {   # family: (its cases, the sizes they run at)
     "unary": ([(name, [("n", 5)], ["float32"], _unary(name), _unary_arrays) for name in basic.UNARY], SIZES),
     "nn": ([(c[0], c[1], c[2], c[3], None) for c in NN], nn.SIZES),
 }
-CHUNK = {(family, case[0]): i for family, (cases, _) in FAMILIES.items()
-         for i, chunk in enumerate(OpBatch.chunks(cases)) for case in chunk}
+CHUNKS = {family: OpBatch.chunks(cases) for family, (cases, _) in FAMILIES.items()}
+CHUNK = {(family, case[0]): i for family, chunks in CHUNKS.items() for i, chunk in enumerate(chunks) for case in chunk}
 
 
 @pytest.fixture(scope="module")
@@ -43,13 +43,12 @@ def batch(tmp_path_factory):
     built = {}
 
     def get(family, name, board, backend):
-        i = CHUNK[family, name]
-        if (family, i, board, backend) not in built:
-            cases, sizes = FAMILIES[family]
-            built[family, i, board, backend] = OpBatch(OpBatch.chunks(cases)[i], sizes,
-                                                       tmp_path_factory.mktemp(f"{family}{i}-{board}-{backend}"),
-                                                       board=board, backend=backend)
-        return built[family, i, board, backend]
+        key = family, CHUNK[family, name], board, backend
+        if key not in built:
+            built[key] = OpBatch(CHUNKS[family][key[1]], FAMILIES[family][1],
+                                 tmp_path_factory.mktemp(f"{family}{key[1]}-{board}-{backend}"), board=board,
+                                 backend=backend)
+        return built[key]
     return get
 
 

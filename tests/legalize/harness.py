@@ -10,14 +10,22 @@ from relax_edge.tir.verify import verify_program
 from relax_edge.transform.legalize import legalize
 
 
-def one_op_module(templates, dtypes, build):
-    """A module whose inputs have the templates' dims ('n', 'm' are symbolic)."""
-    size_vars = {}
-
+def op_params(templates, dtypes, size_vars, prefix="x"):
+    """Inputs with the templates' dims, a named dim ('n', 'm') the SizeVar of that name in `size_vars`."""
     def dim(d):
         return size_vars.setdefault(d, SizeVar(d)) if isinstance(d, str) else d
+    return [Var(f"{prefix}{i}", TensorType([dim(d) for d in t], dt))
+            for i, (t, dt) in enumerate(zip(templates, dtypes))]
 
-    params = [Var(f"x{i}", TensorType([dim(d) for d in t], dt)) for i, (t, dt) in enumerate(zip(templates, dtypes))]
+
+def assert_matches(actual, expected, rtol, atol):
+    assert actual.shape == expected.shape and actual.dtype == expected.dtype, (actual.shape, expected.shape)
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+
+
+def one_op_module(templates, dtypes, build):
+    """A module whose inputs have the templates' dims ('n', 'm' are symbolic)."""
+    params = op_params(templates, dtypes, {})
     bb = Builder()
     with bb.function("main", params):
         bb.ret(bb.emit(build(*params)))
@@ -69,8 +77,7 @@ def check_compiled(templates, dtypes, build, sizes_list, out_dir, make_arrays=No
             arrays = (make_arrays or random_arrays)(templates, dtypes, sizes, k)
             expected = rxe.interpret(mod, *arrays)
             (actual,) = loaded.run(*arrays)
-            assert actual.shape == expected.shape and actual.dtype == expected.dtype, (actual.shape, expected.shape)
-            np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+            assert_matches(actual, expected, rtol, atol)
     return art
 
 
@@ -108,12 +115,7 @@ class OpBatch:
 
     def _run(self, cases, sizes_list, out_dir, board, backend):
         size_vars = {}
-
-        def dim(d):
-            return size_vars.setdefault(d, SizeVar(d)) if isinstance(d, str) else d
-
-        params = [[Var(f"c{j}_x{i}", TensorType([dim(d) for d in t], dt))
-                   for i, (t, dt) in enumerate(zip(templates, dtypes))]
+        params = [op_params(templates, dtypes, size_vars, f"c{j}_x")
                   for j, (_, templates, dtypes, _, _) in enumerate(cases)]
         bb = Builder()
         with bb.function("main", [p for ps in params for p in ps]):
@@ -137,6 +139,4 @@ class OpBatch:
         _, templates, dtypes, build, _ = self.cases[name]
         mod = one_op_module(templates, dtypes, build)
         for arrays, actual in self.runs[name]:
-            expected = rxe.interpret(mod, *arrays)
-            assert actual.shape == expected.shape and actual.dtype == expected.dtype, (actual.shape, expected.shape)
-            np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+            assert_matches(actual, rxe.interpret(mod, *arrays), rtol, atol)
