@@ -26,6 +26,8 @@ from tests import model_cache
 
 OPSET = 17
 MODEL_NAMES = ("mobilenet_v2", "resnet18", "bert", "gpt2", "mlp", "bert_long", "gpt2_long")
+# exported on demand, outside the float32 matrix of tests/test_onnx_models.py: BERT with float16 weights and activations
+EXTRA_MODELS = ("bert_fp16",)
 
 # Exports trace at this size for every dynamic dim, so that neither test size
 # can hide a length baked into the graph.
@@ -80,12 +82,12 @@ def _image_spec():
                       {"logits": _tensor("float32", 1, 1000)}, {})
 
 
-def bert_spec():
+def bert_spec(dtype="float32"):
     vocab, hidden = _BERT["vocab_size"], _BERT["hidden_size"]
     inputs = {"input_ids": _tensor("int64", 1, "seq", value_range=(0, vocab)),
               "attention_mask": _tensor("int64", 1, "seq", value_range=(0, 2))}
-    outputs = {"last_hidden_state": _tensor("float32", 1, "seq", hidden),
-               "pooler_output": _tensor("float32", 1, hidden)}
+    outputs = {"last_hidden_state": _tensor(dtype, 1, "seq", hidden),
+               "pooler_output": _tensor(dtype, 1, hidden)}
     return _make_spec(inputs, outputs, {"seq": (5, 16)})
 
 
@@ -104,7 +106,8 @@ def mlp_spec():
 
 
 SPECS = {"mobilenet_v2": _image_spec, "resnet18": _image_spec, "bert": bert_spec,
-         "gpt2": gpt2_spec, "mlp": mlp_spec, "bert_long": bert_spec, "gpt2_long": gpt2_spec}
+         "gpt2": gpt2_spec, "mlp": mlp_spec, "bert_long": bert_spec, "gpt2_long": gpt2_spec,
+         "bert_fp16": lambda: bert_spec("float16")}
 
 
 # ---------------------------------------------------------------- torch models
@@ -214,7 +217,8 @@ def build_mlp(seed=0):
 BUILDERS = {"mobilenet_v2": build_mobilenet_v2, "resnet18": build_resnet18,
             "bert": build_bert, "gpt2": build_gpt2, "mlp": build_mlp,
             "bert_long": lambda seed=0: build_bert(seed, _BERT_LONG),
-            "gpt2_long": lambda seed=0: build_gpt2(seed, _GPT2_LONG)}
+            "gpt2_long": lambda seed=0: build_gpt2(seed, _GPT2_LONG),
+            "bert_fp16": lambda seed=0: build_bert(seed).half()}   # weights and activations float16
 
 
 # ---------------------------------------------------------------- export
@@ -290,6 +294,6 @@ def cache_key():
 def get_model(name):
     """``(path, spec)`` of model ``name``, exported once into the cache directory."""
     if name not in SPECS:
-        raise KeyError(f"unknown model {name!r}; known: {', '.join(MODEL_NAMES)}")
+        raise KeyError(f"unknown model {name!r}; known: {', '.join((*MODEL_NAMES, *EXTRA_MODELS))}")
     path = model_cache.export_once(name, cache_key(), lambda tmp: export_model(name, tmp))
     return path, SPECS[name]()

@@ -14,6 +14,7 @@ import pytest
 from relax_edge.codegen.vulkan import GlslUnsupported, compile_spirv, emit_glsl
 from relax_edge.codegen.vulkan.kernel import NARROW, PACKED
 from relax_edge.ir.shape import evaluate
+from relax_edge.op.registry import make_call
 from relax_edge.tir import TensorProgram
 from relax_edge.tir.expr import logical_not
 from relax_edge.tir.stmt import Buffer, For, Store, loop_var
@@ -244,3 +245,153 @@ def test_quantize_model_builds_and_matches_numpy(vk_lib, out, tmp_path, monkeypa
             np.testing.assert_array_equal(got, want, err_msg=f"n={n}")
         count, first = m.validation_messages()
         assert count == 0, first
+
+
+def _bits_case(name, dtypes, build, dims=("n", "m")):
+    """One operator over an n x m tensor of each of `dtypes`."""
+    return (name, [dims] * len(dtypes), dtypes, build)
+
+
+def _narrow_program(case, n, m):
+    (p,) = [q for q in programs(case, "symbolic") if any(b.dtype in ("float16", "bfloat16") for b in q.params)]
+    env = {v: {"n": n, "m": m}[v.name] for v in p.size_params}
+    return p, env
+
+
+def _run_bits(open_vk, tmp_path, case, inputs, shape):
+    """The case's kernel run once on raw input bits (arrays of shape `shape`); its outputs' raw bits."""
+    p, env = _narrow_program(case, *shape)
+    ctx = open_vk()
+    record = load(ctx, p, tmp_path)
+    return p, run_on_device(ctx, p, record, env, inputs)
+
+
+def _floats_around_every_half():
+    """float32 values that exercise float32 -> float16 rounding: every finite float16 value, the midpoints
+    between neighbours (ties, to even), a float32 ulp either side of each midpoint, the subnormal and overflow
+    edges, zeros, infinities and NaNs (quiet and signalling)."""
+    halves = np.arange(0, 0x7c00, dtype=np.uint16).view(np.float16).astype(np.float32)
+    mids = (halves[:-1].astype(np.float64) + halves[1:]) / 2
+    mids = mids.astype(np.float32)   # exact: the midpoint of two float16 values fits float32
+    up, down = np.nextafter(mids, np.float32(np.inf)), np.nextafter(mids, np.float32(0))
+    edges = np.array([65504, 65519.996, 65520, 65536, 1e10, 2.0 ** -24, 2.0 ** -25, np.nextafter(2.0 ** -25, 1),
+                      2.0 ** -26, 2.0 ** -14, 1e-30, 1e-45, 0.0], dtype=np.float32)
+    nans = np.array([0x7fc00000, 0x7f800001, 0x7fa00000, 0x7fffffff, 0x7f802000], dtype=np.uint32).view(np.float32)
+    x = np.concatenate([halves, mids, up, down, edges, np.array([np.inf], np.float32), nans])
+    return np.concatenate([x, -x])   # float32 throughout: a float64 round trip would quiet the signalling NaNs
+
+
+NARROWING = [_bits_case("cast_to_float16", ["float32"], lambda x: make_call("cast", [x], {"dtype": "float16"})),
+             _bits_case("cast_to_bfloat16", ["float32"], lambda x: make_call("cast", [x], {"dtype": "bfloat16"}))]
+
+
+@pytest.mark.parametrize("case", NARROWING, ids=[c[0] for c in NARROWING])
+def test_float32_to_narrow_float_rounds_as_ml_dtypes(open_vk, case, tmp_path):
+    """float32 -> float16 / bfloat16 on the device (the store's integer rounding) bit for bit equal to
+    numpy's float16 / ml_dtypes' bfloat16 conversion (round to nearest even, subnormals kept); NaN stays NaN."""
+    import ml_dtypes
+    x = _floats_around_every_half()
+    m = 64
+    x = np.resize(x, (len(x) + m - 1) // m * m).reshape(-1, m)   # repeats the first values to fill the rows
+    assert x.shape[0] <= 4096 * 4   # the size variables' bound (rows of 64 below it in each launch)
+    target = np.float16 if case[0] == "cast_to_float16" else ml_dtypes.bfloat16
+    for start in range(0, x.shape[0], 4096):
+        rows = x[start:start + 4096]
+        _, (got,) = _run_bits(open_vk, tmp_path, case, [rows], rows.shape)
+        got = got.view(np.uint16)
+        with np.errstate(over="ignore", invalid="ignore"):   # the overflows to inf and the NaNs are meant
+            want = rows.reshape(-1).astype(target).view(np.uint16)
+        nan = np.isnan(rows.reshape(-1))
+        np.testing.assert_array_equal(got[~nan], want[~nan])
+        assert np.isnan(got[nan].view(target).astype(np.float32)).all()
+        assert ((got[nan] & 0x8000) == (rows.reshape(-1)[nan].view(np.uint32) >> 16 & 0x8000)).all()
+
+
+WIDENING = [_bits_case("cast_float16_to_float32", ["float16"],
+                       lambda x: make_call("cast", [x], {"dtype": "float32"})),
+            _bits_case("cast_bfloat16_to_float32", ["bfloat16"],
+                       lambda x: make_call("cast", [x], {"dtype": "float32"}))]
+
+
+@pytest.mark.parametrize("case", WIDENING, ids=[c[0] for c in WIDENING])
+def test_every_narrow_float_widens_as_ml_dtypes(open_vk, case, tmp_path):
+    """All 65,536 float16 (bfloat16) bit patterns widened on the device bit for bit equal to numpy's (ml_dtypes')
+    conversion: subnormals, infinities and NaN payloads."""
+    import ml_dtypes
+    source = np.float16 if "_float16_" in case[0] else ml_dtypes.bfloat16
+    bits = np.arange(65536, dtype=np.uint32).astype(np.uint16).reshape(256, 256)
+    _, (got,) = _run_bits(open_vk, tmp_path, case, [bits], bits.shape)
+    want = bits.reshape(-1).view(source).astype(np.float32)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def _fp16(x):
+    with np.errstate(over="ignore"):   # values past 65504 become inf on purpose
+        return np.asarray(x, dtype=np.float32).astype(np.float16)
+
+
+F16_ARITH = [
+    _bits_case("add_float16", ["float16", "float16"], lambda a, b: make_call("add", [a, b])),
+    _bits_case("mul_float16", ["float16", "float16"], lambda a, b: make_call("multiply", [a, b])),
+    _bits_case("divide_float16", ["float16", "float16"], lambda a, b: make_call("divide", [a, b])),
+    _bits_case("max_float16", ["float16", "float16"], lambda a, b: make_call("maximum", [a, b])),
+]
+
+
+@pytest.mark.parametrize("case", F16_ARITH, ids=[c[0] for c in F16_ARITH])
+@pytest.mark.parametrize("shape", [(1, 1), (3, 5), (65, 63)])
+def test_float16_arithmetic_matches_numpy(open_vk, case, shape, tmp_path):
+    """float16 + - * / max on the device (float32 arithmetic, rounded once when stored) equal to numpy's float16
+    arithmetic (correctly rounded: float32 holds every exact sum and product of two float16 values, and rounding a
+    float32 quotient again gives the correctly rounded float16 one), at sizes that share words between elements
+    and split rows across words; overflow to inf and subnormal results included."""
+    rng = np.random.default_rng(sum(shape))
+    a = _fp16(rng.standard_normal(shape) * rng.choice([1e-6, 1e-3, 1, 300, 3e4], shape))
+    b = _fp16(rng.standard_normal(shape) * rng.choice([1e-3, 1, 10, 3e4], shape))
+    _, (got,) = _run_bits(open_vk, tmp_path, case, [a, b], shape)
+    fn = {"add": np.add, "mul": np.multiply, "divide": np.divide, "max": np.maximum}[case[0].split("_")[0]]
+    with np.errstate(all="ignore"):
+        want = fn(a, b).reshape(-1)
+    np.testing.assert_array_equal(got.view(np.float16), want)
+
+
+F16_MATH = [_bits_case(f"{name}_float16", ["float16"], lambda x, name=name: make_call(name, [x]))
+            for name in ("exp", "tanh", "sigmoid", "sqrt")]
+
+
+@pytest.mark.parametrize("case", F16_MATH, ids=[c[0] for c in F16_MATH])
+def test_float16_math_is_float32_math_rounded(open_vk, case, tmp_path):
+    """Math on float16 values computes in float32 and rounds once: within one float16 ulp of numpy's float64
+    value (the float32 error is far below a float16 half ulp, so only ties of the two roundings may differ)."""
+    name = case[0].split("_")[0]
+    x = _fp16(np.linspace(-12, 12, 65 * 63)).reshape(65, 63)
+    if name == "sqrt":
+        x = np.abs(x)
+    _, (got,) = _run_bits(open_vk, tmp_path, case, [x], x.shape)
+    z = x.reshape(-1).astype(np.float64)
+    want = {"exp": np.exp, "tanh": np.tanh, "sqrt": np.sqrt, "sigmoid": lambda v: 1 / (1 + np.exp(-v))}[name](z)
+    got = got.view(np.float16).astype(np.float64)
+    finite = np.isfinite(want) & (np.abs(want) < 65504)
+    got, want = got[finite], want[finite]
+    ulp = np.spacing(np.abs(want).astype(np.float16)).astype(np.float64)
+    assert finite.sum() > len(finite) // 2
+    assert (np.abs(got - want) <= ulp).all()
+
+
+def test_float16_bits_reinterpret_as_int16_and_back(open_vk, tmp_path):
+    """BitCast float16 -> int16 -> float16 keeps every bit pattern but NaNs' (widened to float, a NaN stays NaN)."""
+    case = _bits_case("bitcast_float16_int16_float16", ["float16"],
+                      lambda x: make_call("bitcast", [make_call("bitcast", [x], {"to": "int16"})],
+                                          {"to": "float16"}))
+    bits = np.arange(65536, dtype=np.uint32).astype(np.uint16).reshape(256, 256)
+    programs_ = [q for q in programs(case, "symbolic")]
+    assert programs_
+    got_all = []
+    for p in programs_:
+        env = {v: 256 for v in p.size_params}
+        ctx = open_vk()
+        record = load(ctx, p, tmp_path)
+        (got,) = run_on_device(ctx, p, record, env, [bits if not got_all else got_all[-1]])
+        got_all.append(got.view(np.uint16).reshape(256, 256))
+    nan = np.isnan(bits.reshape(-1).view(np.float16))
+    np.testing.assert_array_equal(got_all[-1].reshape(-1)[~nan], bits.reshape(-1)[~nan])

@@ -2,7 +2,8 @@
 against ONNX Runtime (graph optimizations off): BERT, whose token ids,
 attention mask and index math are int64 and bool on the device, at several
 sequence lengths from one build, with the validation layer on (when
-installed) and zero messages; GPT-2 without a cache. The decoders with the
+installed) and zero messages; the same BERT exported in float16; GPT-2
+without a cache. The decoders with the
 KV cache are in test_vk_decoder.py."""
 
 from __future__ import annotations
@@ -83,3 +84,29 @@ def test_gpt2_without_a_cache_at_seq_1_7_64_from_one_build(vulkan_env, tmp_path)
     path, spec, mod = _onnx_module("gpt2")
     art = rxe.build(mod, board="host-vulkan", backend="vulkan", out_dir=tmp_path)
     _matches_onnxruntime(art, path, spec, (1,), vulkan_env, 1)
+
+
+@pytest.mark.slow
+def test_float16_bert_at_seq_1_7_64_from_one_build(vulkan_env, tmp_path):
+    """BERT exported with float16 weights and activations (torch .half()): every tensor on the device is float16
+    (packed two to a word, computed in float32, rounded where stored), outputs within 3 float16 ulps of the
+    largest |reference| value of ONNX Runtime's float16 run, with a padded mask too."""
+    path, spec, mod = _onnx_module("bert_fp16")
+    art = rxe.build(mod, board="host-vulkan", backend="vulkan", out_dir=tmp_path, profile=False)
+    session = _session(path)
+    vocab = spec["inputs"]["input_ids"]["range"][1]
+    rng = np.random.default_rng(3)
+    with rxe.connect("host-vulkan") as dev:
+        m = dev.load(art)
+        for seq in (1, 7, 64):
+            for mask_low in (1, 0):
+                feeds = _feeds(rng, seq, vocab, mask_low)
+                want = session.run(None, feeds)
+                got = m.run(*feeds.values())
+                for g, w in zip(got, want):
+                    assert g.dtype == w.dtype == np.float16
+                    w = w.astype(np.float32)
+                    scale = float(np.abs(w).max())
+                    np.testing.assert_allclose(g.astype(np.float32), w, rtol=0, atol=3 * 2.0 ** -10 * scale,
+                                               err_msg=f"seq {seq}, mask {feeds['attention_mask'].tolist()}")
+        vkrt.assert_clean(m, vulkan_env)

@@ -8,9 +8,9 @@ The shader ABI (what runtime_c/vulkan binds):
    types: float32 (float), int32 (int), uint32 (uint), int64 (int: two words
    per element, low then high), bool, int8 and uint8 (uint: four bytes per
    word, byte j in bits 8 (j % 4) .. 8 (j % 4) + 7 of word j / 4), int16 and
-   uint16 (uint: two per word, element j in the low half of word j / 2 when
-   j is even); anything else is refused naming the buffer and its dtype (no
-   float64 or float16 yet).
+   uint16, float16 and bfloat16 (uint: two per word, element j in the low
+   half of word j / 2 when j is even); anything else is refused naming the
+   buffer and its dtype (no float64 yet).
 3. The std430 block `pc`: `uint groups_x; uint items; uint off[NB];
    int size[NS];` (2 + NB + NS words): a push-constant block up to 128 bytes,
    past that a readonly storage buffer at binding NB with the same members.
@@ -65,6 +65,13 @@ intact. Packed views start on a word (the runtime refuses others). Narrow
 integer values are `int` in expressions, as C promotes them; a cast to a
 narrow type, a store to a narrow local and a narrow Let keep the low bits
 (sign-extended for the signed ones), as C's conversions do.
+
+float16 and bfloat16 buffers are packed the same way and hold the IEEE
+binary16 / bfloat16 bits; in expressions their values are float (the device
+needs no shaderFloat16): widened after a load, and rounded to nearest even
+where stored (a buffer or a local array) or cast, by integer helpers that
+give runtime_c/src/half.c's bits (subnormals kept, NaN quiet), as the C
+backend computes them. A Let of them is not rounded (nor is it in C).
 
 Statements: Store, Let, Allocate (local arrays of constant size, at most
 LOCAL_BYTES bytes), IfThenElse and the loops. Vectorized and unrolled loops
@@ -143,16 +150,36 @@ DATA64 = 2 ** 30           # every int64 value in device memory lies in [-DATA64
 
 # buffer element types of this version
 GLSL_TYPES = {"float32": "float", "int32": "int", "uint32": "uint", "int64": "int", "bool": "uint",
-              "int8": "uint", "uint8": "uint", "int16": "uint", "uint16": "uint"}
+              "int8": "uint", "uint8": "uint", "int16": "uint", "uint16": "uint", "float16": "uint",
+              "bfloat16": "uint"}
 # element types packed several to a uint word: their width in bits
-PACKED = {"bool": 8, "int8": 8, "uint8": 8, "int16": 16, "uint16": 16}
+PACKED = {"bool": 8, "int8": 8, "uint8": 8, "int16": 16, "uint16": 16, "float16": 16, "bfloat16": 16}
 NARROW = {"int8": (8, True), "uint8": (8, False), "int16": (16, True), "uint16": (16, False)}
+# float16 and bfloat16 in expressions: float, widened after a load, rounded (to nearest even) where stored or
+# cast, as the C backend's rxe_half / rxe_bfloat (runtime_c/src/half.c) leave them: the helpers' names
+NARROW_FLOATS = {"float16": ("rxe_f16_widen", "rxe_f16_narrow"), "bfloat16": ("rxe_bf16_widen", "rxe_bf16_narrow")}
 # types of values in expressions: int64 values are 32-bit (see the module docstring), the narrow integers int as
 # C's promotion makes them
-VALUE_TYPES = {**GLSL_TYPES, "bool": "bool", "int64": "int", **{t: "int" for t in NARROW}}
+VALUE_TYPES = {**GLSL_TYPES, "bool": "bool", "int64": "int", **{t: "int" for t in NARROW},
+               **{t: "float" for t in NARROW_FLOATS}}
 # the values of integer loads and casts (data_range)
 INT_RANGES = {"int32": (-INT32, INT32 - 1), "uint32": (0, 2 * INT32 - 1), "bool": (0, 1), "int8": (-128, 127),
               "uint8": (0, 255), "int16": (-32768, 32767), "uint16": (0, 65535)}
+
+
+def t_of(dtype: str) -> str:
+    """The GLSL type of a `dtype` value in an expression (None when it has none)."""
+    return VALUE_TYPES.get(dtype)
+
+
+def float_bits(x: str, dtype: str) -> str:
+    """The 16 bits (a uint) of float value `x` rounded to narrow float type `dtype`."""
+    return f"{NARROW_FLOATS[dtype][1]}({x})"
+
+
+def float_value(bits: str, dtype: str) -> str:
+    """The float value of the 16 bits `bits` (a uint) of narrow float type `dtype`."""
+    return f"{NARROW_FLOATS[dtype][0]}({bits})"
 
 
 def narrow(x: str, dtype: str) -> str:
@@ -219,6 +246,37 @@ def _f32_literal(value: float) -> str:
 
 
 HELPERS = {
+    # runtime_c/src/half.c in integer operations: the same bits on every device (no float16 arithmetic needed)
+    "float16": """float rxe_f16_widen(uint h) {
+    uint sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1fu) return uintBitsToFloat(sign | 0x7f800000u | (m << 13));
+    if (e != 0u) return uintBitsToFloat(sign | ((e + 112u) << 23) | (m << 13));
+    if (m == 0u) return uintBitsToFloat(sign);
+    uint top = uint(findMSB(m));   /* a subnormal: normalized */
+    return uintBitsToFloat(sign | ((103u + top) << 23) | (((m << (10u - top)) & 0x3ffu) << 13));
+}
+uint rxe_f16_narrow(float x) {
+    uint u = floatBitsToUint(x), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return sign | 0x7e00u | ((a >> 13) & 0x3ffu);
+    if (a >= 0x477ff000u) return sign | 0x7c00u;
+    if (a >= 0x38800000u) {
+        uint r = a - 0x38000000u;
+        return sign | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13);
+    }
+    if (a < 0x33000000u) return sign;
+    uint m = (a & 0x7fffffu) | 0x800000u, shift = 126u - (a >> 23);
+    uint q = m >> shift, rest = m & ((1u << shift) - 1u), half_ = 1u << (shift - 1u);
+    if (rest > half_ || (rest == half_ && (q & 1u) != 0u)) q += 1u;
+    return sign | q;
+}
+""",
+    "bfloat16": """float rxe_bf16_widen(uint h) { return uintBitsToFloat(h << 16); }
+uint rxe_bf16_narrow(float x) {
+    uint u = floatBitsToUint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+""",
     "floordiv": """int rxe_floordiv(int a, int b) {
     int q = a / b;
     return (a - q * b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
@@ -468,7 +526,8 @@ float rxe_cosh(float x) {
 # helpers a helper calls, emitted before it
 HELPER_NEEDS = {"sinh": ("exp", "cosh"), "cosh": ("exp",), "sincos": ("fmod",)}
 HELPER_OF = {"sin": "sincos", "cos": "sincos", "tan": "sincos", "acos": "asin"}   # helpers under another key
-HELPER_NAMES = ("sin_poly", "cos_poly", "sincos_r", "asin_small", "cosh_sinh")   # the helpers' inner functions
+HELPER_NAMES = ("sin_poly", "cos_poly", "sincos_r", "asin_small", "cosh_sinh",   # the helpers' inner functions
+                *(f[4:] for pair in NARROW_FLOATS.values() for f in pair))
 BUILTIN_MATH = {"exp": "exp", "floor": "floor", "ceil": "ceil", "fabs": "abs", "round": "roundEven"}
 HELPER_MATH = ("log", "sqrt", "pow", "tanh", "erf", "asin", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "fmod")
 # int32 / uint32 bit operations; shift counts past 31 give what the C backend's 64-bit shifts leave in the
@@ -620,7 +679,7 @@ class GlslRenderer(Renderer):
         self.value_type(dtype)
         if dtype == "bool":
             return "true" if value else "false"
-        if dtype == "float32":
+        if dtype == "float32" or dtype in NARROW_FLOATS:   # a narrow float's value is exact in float32
             return _f32_literal(float(value))
         if dtype == "uint32":
             return f"{int(value)}u"
@@ -632,13 +691,30 @@ class GlslRenderer(Renderer):
         if dst == "int64" and src not in ("int32", "bool", "int64", *NARROW):
             self.refuse(f"cast {src} to int64", f"a cast of {src} to int64 (may not fit 32 bits)")
         if dst == "bool":
-            zero = {"float32": "0.0", "uint32": "0u", "bool": "false"}.get(src, "0")
+            zero = "0.0" if t_of(src) == "float" else {"uint32": "0u", "bool": "false"}.get(src, "0")
             return f"({x} != {zero})"
+        if dst in NARROW_FLOATS:   # rounded to the narrow type, held as float
+            return self.narrow_float(f"float({x})", dst)
         if dst in NARROW:
             return narrow(x, dst)
         return f"{t}({x})"
 
+    def narrow_float(self, x: str, dtype: str) -> str:
+        """Float value `x` rounded to narrow float type `dtype`, as a float."""
+        self.helper(dtype, "")
+        return float_value(float_bits(x, dtype), dtype)
+
     def reinterpret(self, x, src, dst):
+        if src in NARROW_FLOATS or dst in NARROW_FLOATS:   # through the 16 bits
+            if {src, dst} - {*NARROW_FLOATS, "int16", "uint16"}:
+                self.refuse(f"reinterpret {src} as {dst}", f"the bits of a {src} read as {dst}")
+            for d in (src, dst):
+                if d in NARROW_FLOATS:
+                    self.helper(d, "")
+            bits = float_bits(x, src) if src in NARROW_FLOATS else f"(uint({x}) & 0xffffu)"
+            if dst in NARROW_FLOATS:
+                return float_value(bits, dst)
+            return narrow(bits, dst)
         fn = {("float32", "int32"): "floatBitsToInt", ("float32", "uint32"): "floatBitsToUint",
               ("int32", "float32"): "intBitsToFloat", ("uint32", "float32"): "uintBitsToFloat",
               ("int32", "uint32"): "uint", ("uint32", "int32"): "int"}.get((src, dst))
@@ -647,7 +723,7 @@ class GlslRenderer(Renderer):
         return f"{fn}({x})"
 
     def intrinsic(self, name, args, dtype):
-        if dtype != "float32":
+        if dtype != "float32" and dtype not in NARROW_FLOATS:   # narrow floats compute in float32
             self.refuse(f"intrinsic {name} on {dtype}", f"{name} of {dtype}")
         if name in BUILTIN_MATH:
             return f"{BUILTIN_MATH[name]}({', '.join(args)})"
@@ -663,6 +739,9 @@ class GlslRenderer(Renderer):
             word, shift = self.k.byte_address(e.buffer, e.indices)
             if e.buffer.dtype == "bool":
                 return f"((({word} >> {shift}) & 0xffu) != 0u)"
+            if e.buffer.dtype in NARROW_FLOATS:
+                self.helper(e.buffer.dtype, "")
+                return float_value(f"bitfieldExtract({word}, int({shift}), 16)", e.buffer.dtype)
             bits, signed = NARROW[e.buffer.dtype]
             if signed:
                 return f"bitfieldExtract(int({word}), int({shift}), {bits})"
@@ -839,12 +918,18 @@ class GlslKernel(IndentedLines, KernelSkeleton):
             value = self.r.expr(s.value)
             word, shift = self.byte_address(b, s.indices)
             mask = (1 << PACKED[b.dtype]) - 1
-            bits = f"{value} ? 1u : 0u" if b.dtype == "bool" else f"uint({value}) & {mask:#x}u"
+            if b.dtype in NARROW_FLOATS:
+                self.r.helper(b.dtype, "")
+                bits = float_bits(value, b.dtype)
+            else:
+                bits = f"{value} ? 1u : 0u" if b.dtype == "bool" else f"uint({value}) & {mask:#x}u"
             self.braced("{", f"uint {self.temp('bits')} = {bits};", lambda: self.lines_packed(word, shift, mask))
             return
         value = self.r.expr(s.value, b.dtype in ("int64", *NARROW))   # int64, narrow locals keep their low bits
         if b.dtype in NARROW:
             value = narrow(value, b.dtype)
+        elif b.dtype in NARROW_FLOATS:   # a local array of float16 / bfloat16 holds the rounded values
+            value = self.r.narrow_float(value, b.dtype)
         self.line(f"{self.element(b, s.indices)} = {value};")
 
     def temp(self, hint: str) -> str:
