@@ -227,6 +227,7 @@ static rxe_status_t create_device(rxe_vk_t* vk, const rxe_vk_options_t* o, rxe_e
   const char* extensions[1] = {VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME};
   int has_f16_ext = device_extension_present(vk, vk->physical, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
   float priority = 1.0f;
+  int has_f64;
   const VkPhysicalDeviceLimits* l;
   VkResult result;
 
@@ -248,8 +249,10 @@ static rxe_status_t create_device(rxe_vk_t* vk, const rxe_vk_options_t* o, rxe_e
   features.pNext = &storage16;
   if (has_f16_ext) storage16.pNext = &float16;
   vk->f.vkGetPhysicalDeviceFeatures2(vk->physical, &features);
-  /* enable only what fp16 kernels need */
+  /* enable only what fp16 and fp64 kernels need */
+  has_f64 = features.features.shaderFloat64 == VK_TRUE;
   memset(&features.features, 0, sizeof(features.features));
+  features.features.shaderFloat64 = has_f64 ? VK_TRUE : VK_FALSE;
   storage16.uniformAndStorageBuffer16BitAccess = VK_FALSE;
   storage16.storagePushConstant16 = VK_FALSE;
   storage16.storageInputOutput16 = VK_FALSE;
@@ -262,6 +265,7 @@ static rxe_status_t create_device(rxe_vk_t* vk, const rxe_vk_options_t* o, rxe_e
   vk->limits.workgroup_invocations = l->maxComputeWorkGroupInvocations;
   vk->limits.shared_bytes = l->maxComputeSharedMemorySize;
   vk->limits.flags = (float16.shaderFloat16 && storage16.storageBuffer16BitAccess) ? RXE_VK_KERNEL_FP16 : 0u;
+  if (has_f64) vk->limits.flags |= RXE_VK_KERNEL_FP64;
   vk->limits.subgroup_size = subgroup.subgroupSize;
   vk->limits.group_count_x = lower(l->maxComputeWorkGroupCount[0], 65535u);
   vk->limits.storage_buffer_range = l->maxStorageBufferRange;
@@ -414,6 +418,9 @@ rxe_status_t rxe_vk_check_named(rxe_vk_t* vk, const rxe_vk_requirements_t* req, 
   if ((req->flags & RXE_VK_KERNEL_FP16) && !(l->flags & RXE_VK_KERNEL_FP16)) {
     return rxe_error_set(err, RXE_ERR_DEVICE,
                          "%s needs fp16 (shaderFloat16 and storageBuffer16BitAccess), the device lacks them", what);
+  }
+  if ((req->flags & RXE_VK_KERNEL_FP64) && !(l->flags & RXE_VK_KERNEL_FP64)) {
+    return rxe_error_set(err, RXE_ERR_DEVICE, "%s needs fp64 (shaderFloat64), the device lacks it", what);
   }
   if (req->subgroup_size != 0 && req->subgroup_size != l->subgroup_size) {
     return rxe_error_set(err, RXE_ERR_DEVICE, "%s needs subgroup size %d, the device's subgroup size is %d", what,

@@ -395,3 +395,76 @@ def test_float16_bits_reinterpret_as_int16_and_back(open_vk, tmp_path):
         got_all.append(got.view(np.uint16).reshape(256, 256))
     nan = np.isnan(bits.reshape(-1).view(np.float16))
     np.testing.assert_array_equal(got_all[-1].reshape(-1)[~nan], bits.reshape(-1)[~nan])
+
+
+def _doubles(shape, seed):
+    """float64 values over many magnitudes, with zeros, infinities, NaN and values past float32's range."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape) * 10.0 ** rng.integers(-300, 300, shape)
+    flat = x.reshape(-1)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e300, -1e-310, 3.5, -2.5, 0.5])
+    flat[::7] = np.resize(special, len(flat[::7]))
+    return x
+
+
+F64_BINARY = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
+              "maximum": np.maximum}
+F64_UNARY = {"floor": np.floor, "ceil": np.ceil, "abs": np.abs, "sqrt": np.sqrt, "round": np.rint,
+             "negative": np.negative}
+F64_CASES = ([_bits_case(f"{name}_float64", ["float64", "float64"], lambda a, b, name=name: make_call(name, [a, b]))
+              for name in F64_BINARY]
+             + [_bits_case(f"{name}_float64", ["float64"], lambda x, name=name: make_call(name, [x]))
+                for name in F64_UNARY])
+
+
+@pytest.mark.parametrize("case", F64_CASES, ids=[c[0] for c in F64_CASES])
+def test_float64_kernels_match_numpy_bit_for_bit(open_vk, case, tmp_path):
+    """float64 tensors (two words per element) and double arithmetic on the device (shaderFloat64, the kernel's
+    record flags say so) equal to numpy's float64 results bit for bit on lavapipe, whose doubles are IEEE (Vulkan
+    itself only promises float32 precision for double operations), at sizes around a workgroup."""
+    from relax_edge.codegen.vulkan.kernel import KERNEL_FP64
+    name = case[0].rsplit("_", 1)[0]
+    for shape in [(1, 1), (3, 5), (65, 63)]:
+        p, env = _float64_program(case, shape)
+        ctx = open_vk()
+        record = load(ctx, p, tmp_path)
+        assert record.flags & KERNEL_FP64
+        inputs = [_doubles(shape, seed) for seed in range(len(p.inputs))]
+        (got,) = run_on_device(ctx, p, record, env, inputs)
+        with np.errstate(all="ignore"):
+            want = (F64_BINARY.get(name) or F64_UNARY[name])(*inputs).reshape(-1)
+        np.testing.assert_array_equal(got, want, err_msg=f"{case[0]} at {shape}")
+
+
+def _float64_program(case, shape):
+    (p,) = [q for q in programs(case, "symbolic") if any(b.dtype == "float64" for b in q.params)]
+    return p, {v: dict(zip("nm", shape))[v.name] for v in p.size_params}
+
+
+F64_CASTS = [_bits_case(f"cast_{src}_to_{dst}", [src], lambda x, dst=dst: make_call("cast", [x], {"dtype": dst}))
+             for src, dst in [("float64", "float32"), ("float32", "float64"), ("int32", "float64"),
+                              ("float64", "int32"), ("float64", "float16"), ("float64", "bool")]]
+
+
+@pytest.mark.parametrize("case", F64_CASTS, ids=[c[0] for c in F64_CASTS])
+def test_float64_casts_match_numpy(open_vk, case, tmp_path):
+    """Casts to and from float64 on the device as numpy's astype (float64 -> float32 rounds to nearest even,
+    overflowing to inf; -> int32 truncates, for values inside int32; -> float16 through float32, as C does)."""
+    src, dst = case[2][0], case[0].rsplit("_to_", 1)[1]
+    shape = (65, 63)
+    rng = np.random.default_rng(7)
+    if src == "float64" and dst == "int32":
+        x = rng.uniform(-2.0 ** 31 + 1, 2.0 ** 31 - 1, shape) * 10.0 ** rng.integers(-9, 1, shape)
+    elif src == "float64":
+        x = _doubles(shape, 1) if dst != "float16" else rng.standard_normal(shape) * 10.0 ** rng.integers(-9, 6, shape)
+    elif src == "int32":
+        x = rng.integers(-2 ** 31, 2 ** 31, shape, dtype=np.int64).astype(np.int32)
+    else:
+        x = rng.standard_normal(shape).astype(np.float32) * np.float32(1e30)
+    p, env = _float64_program(case, shape)
+    ctx = open_vk()
+    record = load(ctx, p, tmp_path)
+    (got,) = run_on_device(ctx, p, record, env, [x])
+    with np.errstate(all="ignore"):
+        want = (x.astype(np.float32).astype(np.float16) if dst == "float16" else x.astype(dst)).reshape(-1)
+    np.testing.assert_array_equal(got, want)

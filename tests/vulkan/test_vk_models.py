@@ -110,3 +110,46 @@ def test_float16_bert_at_seq_1_7_64_from_one_build(vulkan_env, tmp_path):
                     np.testing.assert_allclose(g.astype(np.float32), w, rtol=0, atol=3 * 2.0 ** -10 * scale,
                                                err_msg=f"seq {seq}, mask {feeds['attention_mask'].tolist()}")
         vkrt.assert_clean(m, vulkan_env)
+
+
+def _float64_mlp():
+    """x (n x 32, float64) -> MatMul, Add, Relu, Sqrt, Div (inf and NaN where the root is 0), a ReduceMax and a
+    Cast to float32: a graph in float64 throughout, as scikit-learn style exports are."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["m"]), helper.make_node("Add", ["m", "B"], ["a"]),
+             helper.make_node("Relu", ["a"], ["r"]), helper.make_node("Sqrt", ["r"], ["s"]),
+             helper.make_node("Div", ["a", "s"], ["d"]),
+             helper.make_node("ReduceMax", ["m"], ["mx"], keepdims=1, axes=[1]),
+             helper.make_node("Cast", ["m"], ["m32"], to=TensorProto.FLOAT)]
+    graph = helper.make_graph(
+        nodes, "float64_mlp", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, ["n", 32])],
+        [helper.make_tensor_value_info("d", TensorProto.DOUBLE, ["n", 48]),
+         helper.make_tensor_value_info("mx", TensorProto.DOUBLE, ["n", 1]),
+         helper.make_tensor_value_info("m32", TensorProto.FLOAT, ["n", 48])],
+        [numpy_helper.from_array(rng.standard_normal((32, 48)), "W"),
+         numpy_helper.from_array(rng.standard_normal(48), "B")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_float64_graph_matches_onnxruntime(vulkan_env, tmp_path):
+    """A float64 graph on the device (double arithmetic, shaderFloat64) at n = 1, 5 and 33 from one build against
+    ONNX Runtime: within 1e-13 of the largest |reference| (the matmul's sums in another order), NaN where ORT's
+    NaN is and infinities equal."""
+    ort = pytest.importorskip("onnxruntime")
+    model = _float64_mlp()
+    art = rxe.build(rxe.from_onnx(model, dim_bounds={"n": 64}), board="host-vulkan", backend="vulkan",
+                    out_dir=tmp_path, profile=False)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(1)
+    with rxe.connect("host-vulkan") as dev:
+        m = dev.load(art)
+        for n in (1, 5, 33):
+            x = rng.standard_normal((n, 32))
+            for g, w in zip(m.run(x), session.run(None, {"x": x})):
+                assert g.dtype == w.dtype and g.shape == w.shape
+                finite = np.isfinite(w)
+                np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=f"n={n}")
+                np.testing.assert_array_equal(g[np.isinf(w)], w[np.isinf(w)])
+                np.testing.assert_allclose(g[finite], w[finite], rtol=0, atol=1e-13 * np.abs(w[finite]).max())
+        vkrt.assert_clean(m, vulkan_env)

@@ -133,12 +133,13 @@ def test_lowered_limits_fail_load_with_the_named_status_and_create_nothing(open_
     assert ctx.pipelines_created == 0
 
 
-def test_the_check_names_shared_memory_fp16_and_subgroup_size(open_vk, spirv):
-    ctx = open_vk(limits=vkrt.Limits(shared_bytes=128, flags=vkrt.FP16))
+def test_the_check_names_shared_memory_fp16_fp64_and_subgroup_size(open_vk, spirv):
+    ctx = open_vk(limits=vkrt.Limits(shared_bytes=128, flags=vkrt.FP16 | vkrt.FP64))
     limits = ctx.limits()
     cases = [
         (dict(shared_bytes=256), "the module needs shared memory bytes 256, the device's limit is 128"),
         (dict(flags=vkrt.FP16), "the module needs fp16 (shaderFloat16 and storageBuffer16BitAccess)"),
+        (dict(flags=vkrt.FP64), "the module needs fp64 (shaderFloat64), the device lacks it"),
         (dict(subgroup_size=limits.subgroup_size + 1),
          f"needs subgroup size {limits.subgroup_size + 1}, the device's subgroup size is {limits.subgroup_size}"),
     ]

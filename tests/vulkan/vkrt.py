@@ -28,6 +28,7 @@ SHADERS = Path(__file__).resolve().parent / "shaders"
 BOARD = load_board("host-vulkan")
 SOURCES = sorted((ROOT / "runtime_c" / "vulkan").glob("*.c")) + [ROOT / "runtime_c" / "src" / "status.c"]
 FP16 = 1
+FP64 = 2   # shaderFloat64
 STATUS = {name: code for code, name in abi.STATUS_NAMES.items()}
 
 

@@ -9,8 +9,9 @@ The shader ABI (what runtime_c/vulkan binds):
    per element, low then high), bool, int8 and uint8 (uint: four bytes per
    word, byte j in bits 8 (j % 4) .. 8 (j % 4) + 7 of word j / 4), int16 and
    uint16, float16 and bfloat16 (uint: two per word, element j in the low
-   half of word j / 2 when j is even); anything else is refused naming the
-   buffer and its dtype (no float64 yet).
+   half of word j / 2 when j is even), float64 (uint: two words per
+   element, low then high, read with packDouble2x32); anything else is
+   refused naming the buffer and its dtype.
 3. The std430 block `pc`: `uint groups_x; uint items; uint off[NB];
    int size[NS];` (2 + NB + NS words): a push-constant block up to 128 bytes,
    past that a readonly storage buffer at binding NB with the same members.
@@ -72,6 +73,14 @@ needs no shaderFloat16): widened after a load, and rounded to nearest even
 where stored (a buffer or a local array) or cast, by integer helpers that
 give runtime_c/src/half.c's bits (subnormals kept, NaN quiet), as the C
 backend computes them. A Let of them is not rounded (nor is it in C).
+
+float64 values are GLSL `double` (the record's flags carry KERNEL_FP64, and
+the runtime refuses a device without shaderFloat64, naming it): + - * /,
+comparisons, min / max, floor, ceil, abs, roundEven and sqrt (a helper: NaN
+below 0), casts to and from every type but int64; exp, log, pow and the
+trigonometric functions, which GLSL defines for float only, are refused.
+Vulkan promises double operations only float32's precision; lavapipe's are
+IEEE (tests/vulkan/test_glsl_dtypes.py checks them bit for bit there).
 
 Statements: Store, Let, Allocate (local arrays of constant size, at most
 LOCAL_BYTES bytes), IfThenElse and the loops. Vectorized and unrolled loops
@@ -151,7 +160,7 @@ DATA64 = 2 ** 30           # every int64 value in device memory lies in [-DATA64
 # buffer element types of this version
 GLSL_TYPES = {"float32": "float", "int32": "int", "uint32": "uint", "int64": "int", "bool": "uint",
               "int8": "uint", "uint8": "uint", "int16": "uint", "uint16": "uint", "float16": "uint",
-              "bfloat16": "uint"}
+              "bfloat16": "uint", "float64": "uint"}
 # element types packed several to a uint word: their width in bits
 PACKED = {"bool": 8, "int8": 8, "uint8": 8, "int16": 16, "uint16": 16, "float16": 16, "bfloat16": 16}
 NARROW = {"int8": (8, True), "uint8": (8, False), "int16": (16, True), "uint16": (16, False)}
@@ -161,7 +170,11 @@ NARROW_FLOATS = {"float16": ("rxe_f16_widen", "rxe_f16_narrow"), "bfloat16": ("r
 # types of values in expressions: int64 values are 32-bit (see the module docstring), the narrow integers int as
 # C's promotion makes them
 VALUE_TYPES = {**GLSL_TYPES, "bool": "bool", "int64": "int", **{t: "int" for t in NARROW},
-               **{t: "float" for t in NARROW_FLOATS}}
+               **{t: "float" for t in NARROW_FLOATS}, "float64": "double"}
+# KernelRecord.flags (runtime_c's rxe_vk_kernel_t.flags): the shader uses double (shaderFloat64)
+KERNEL_FP64 = 2
+# the float64 math GLSL defines for double (exp, log, pow and the trigonometric functions it has only for float)
+DOUBLE_MATH = {"floor": "floor", "ceil": "ceil", "fabs": "abs", "round": "roundEven"}
 # the values of integer loads and casts (data_range)
 INT_RANGES = {"int32": (-INT32, INT32 - 1), "uint32": (0, 2 * INT32 - 1), "bool": (0, 1), "int8": (-128, 127),
               "uint8": (0, 255), "int16": (-32768, 32767), "uint16": (0, 65535)}
@@ -233,6 +246,15 @@ class KernelRecord:
     stored: dict = field(default_factory=dict)   # int64 buffer name -> (lo, hi) of the values its stores write
 
 
+def _f64_literal(value: float) -> str:
+    """A double constant: the shortest decimal that reads back as `value` (glslang parses it correctly rounded)."""
+    if math.isnan(value) or math.isinf(value):
+        bits = int(np.array(value, dtype=np.float64).view(np.uint64))
+        return f"packDouble2x32(uvec2({bits & 0xffffffff:#x}u, {bits >> 32:#x}u))"
+    text = repr(float(value))
+    return (text if any(c in text for c in ".e") else text + ".0") + "lf"
+
+
 def _f32_literal(value: float) -> str:
     if math.isnan(value):
         return "uintBitsToFloat(0x7fc00000u)"
@@ -298,6 +320,13 @@ uint rxe_max(uint a, uint b) { return a > b ? a : b; }
     if (x == 0.0) return uintBitsToFloat(0xff800000u);
     if (!(x > 0.0)) return uintBitsToFloat(0x7fc00000u);
     return log(x);
+}
+""",
+    "minmax64": """double rxe_min(double a, double b) { return a < b ? a : b; }
+double rxe_max(double a, double b) { return a > b ? a : b; }
+""",
+    "sqrt64": """double rxe_sqrt64(double x) {
+    return x < 0.0lf ? packDouble2x32(uvec2(0u, 0x7ff80000u)) : sqrt(x);
 }
 """,
     "sqrt": """float rxe_sqrt(float x) {
@@ -556,6 +585,8 @@ class GlslRenderer(Renderer):
     def value_type(self, dtype: str) -> str:
         if dtype not in VALUE_TYPES:
             self.refuse(f"dtype {dtype}", f"a {dtype} value")
+        if dtype == "float64":
+            self.k.flags |= KERNEL_FP64
         return VALUE_TYPES[dtype]
 
     def helper(self, key: str, call: str) -> str:
@@ -664,8 +695,10 @@ class GlslRenderer(Renderer):
             if dtype not in ("int32", "int8", "int16"):
                 self.refuse(f"{op} on {dtype}", f"{op} of {dtype} values")
             return self.helper(op, f"rxe_{op}({a}, {b})")
-        if op in ("min", "max"):
-            return self.helper("minmax", f"rxe_{op}({a}, {b})")
+        if op in ("min", "max"):   # the double overloads apart: declaring them needs shaderFloat64
+            return self.helper("minmax64" if dtype == "float64" else "minmax", f"rxe_{op}({a}, {b})")
+        if op == "pow" and dtype == "float64":
+            self.refuse("intrinsic pow on float64", "pow of float64 (GLSL has no double pow)")
         if op == "pow":
             return self.intrinsic("pow", [a, b], dtype)
         if op in BIT_OPS and dtype in ("int32", "uint32", *NARROW):   # narrow values: int, as in C
@@ -681,6 +714,8 @@ class GlslRenderer(Renderer):
             return "true" if value else "false"
         if dtype == "float32" or dtype in NARROW_FLOATS:   # a narrow float's value is exact in float32
             return _f32_literal(float(value))
+        if dtype == "float64":
+            return _f64_literal(float(value))
         if dtype == "uint32":
             return f"{int(value)}u"
         return self.int_const(int(value))
@@ -691,7 +726,7 @@ class GlslRenderer(Renderer):
         if dst == "int64" and src not in ("int32", "bool", "int64", *NARROW):
             self.refuse(f"cast {src} to int64", f"a cast of {src} to int64 (may not fit 32 bits)")
         if dst == "bool":
-            zero = "0.0" if t_of(src) == "float" else {"uint32": "0u", "bool": "false"}.get(src, "0")
+            zero = {"float": "0.0", "double": "0.0lf"}.get(t_of(src)) or {"uint32": "0u", "bool": "false"}.get(src, "0")
             return f"({x} != {zero})"
         if dst in NARROW_FLOATS:   # rounded to the narrow type, held as float
             return self.narrow_float(f"float({x})", dst)
@@ -723,6 +758,12 @@ class GlslRenderer(Renderer):
         return f"{fn}({x})"
 
     def intrinsic(self, name, args, dtype):
+        if dtype == "float64":
+            if name == "sqrt":
+                return self.helper("sqrt64", f"rxe_sqrt64({args[0]})")
+            if name not in DOUBLE_MATH:
+                self.refuse(f"intrinsic {name} on float64", f"{name} of float64 (GLSL defines it for float only)")
+            return f"{DOUBLE_MATH[name]}({', '.join(args)})"
         if dtype != "float32" and dtype not in NARROW_FLOATS:   # narrow floats compute in float32
             self.refuse(f"intrinsic {name} on {dtype}", f"{name} of {dtype}")
         if name in BUILTIN_MATH:
@@ -746,6 +787,10 @@ class GlslRenderer(Renderer):
             if signed:
                 return f"bitfieldExtract(int({word}), int({shift}), {bits})"
             return f"int(bitfieldExtract({word}, int({shift}), {bits}))"
+        if e.buffer.dtype == "float64" and not local:
+            self.value_type("float64")
+            low = self.k.element(e.buffer, e.indices)
+            return f"packDouble2x32(uvec2({low}, {low[:-1]} + 1u]))"
         return self.k.element(e.buffer, e.indices)
 
 
@@ -777,6 +822,7 @@ class GlslKernel(IndentedLines, KernelSkeleton):
         self.lines: list = []
         self.depth = 1
         self.task = "invocation"      # a parallel loop inside the grid runs serially in the invocation
+        self.flags = 0                # KERNEL_FP64 once a double is used
 
     def refuse(self, reason: str, detail: str):
         raise GlslUnsupported(self.program.name, reason, detail)
@@ -791,7 +837,7 @@ class GlslKernel(IndentedLines, KernelSkeleton):
         if buffer in self.locals:
             return f"{self.r.name(buffer, buffer.name)}[{index}]"
         k = self.slot[buffer]
-        if buffer.dtype == "int64":   # the low word of the pair
+        if buffer.dtype in ("int64", "float64"):   # the low word of the pair
             return f"b{k}.v[pc.off[{k}] + 2u * uint({index})]"
         return f"b{k}.v[pc.off[{k}] + uint({index})]"
 
@@ -891,7 +937,7 @@ class GlslKernel(IndentedLines, KernelSkeleton):
             c.name(v, v.name)
         record = KernelRecord(
             name=p.name, num_buffers=nb, push_words=words, local_size_x=self.local_size_x, shared_bytes=0,
-            flags=0, items=self.grid.items, items_c=c.int_expr(self.grid.items),
+            flags=self.flags, items=self.grid.items, items_c=c.int_expr(self.grid.items),
             size_params=tuple(c.name(v, v.name) for v in p.size_params),
             grid=tuple(v.name for v, _ in self.grid.loops), push_in_buffer=words > PUSH_CONSTANT_WORDS,
             asserts=self.asserts, status=status, stored=self.stored)
@@ -912,6 +958,12 @@ class GlslKernel(IndentedLines, KernelSkeleton):
             low = self.element(b, s.indices)
             self.braced("{", f"int {self.temp('v64')} = {value};",
                         lambda: self.line(f"{low} = {self.last}; {low[:-1]} + 1u] = {self.last} >> 31;"))
+            return
+        if b.dtype == "float64" and b not in self.locals:
+            value = self.r.expr(s.value)
+            low = self.element(b, s.indices)
+            self.braced("{", f"uvec2 {self.temp('w64')} = unpackDouble2x32({value});",
+                        lambda: self.line(f"{low} = {self.last}.x; {low[:-1]} + 1u] = {self.last}.y;"))
             return
         if b.dtype in PACKED and b not in self.locals:
             # the value first: in place, the atomicAnd below clears the bits the value may read
@@ -969,10 +1021,10 @@ class GlslKernel(IndentedLines, KernelSkeleton):
     def visit_Allocate(self, s: Allocate):
         b = s.buffer
         t = self.r.value_type(b.dtype)
-        n = int(b.numel())
-        if n * 4 > LOCAL_BYTES:
+        n, width = int(b.numel()), 8 if b.dtype == "float64" else 4
+        if n * width > LOCAL_BYTES:
             self.refuse("local array too large", f"local buffer {b.name} has {n} elements "
-                        f"({n * 4} bytes; at most {LOCAL_BYTES} bytes per invocation)")
+                        f"({n * width} bytes; at most {LOCAL_BYTES} bytes per invocation)")
         self.locals.add(b)
         self.braced("{", f"{t} {self.r.name(b, b.name)}[{n}];", lambda: self.visit(s.body))
 

@@ -56,8 +56,9 @@
 extern "C" {
 #endif
 
-/* rxe_vk_kernel_t.flags: the kernel needs shaderFloat16 and 16-bit storage. */
+/* rxe_vk_kernel_t.flags: the kernel needs shaderFloat16 and 16-bit storage; shaderFloat64. */
 #define RXE_VK_KERNEL_FP16 1u
+#define RXE_VK_KERNEL_FP64 2u
 /* Push-constant words past which the block becomes a storage buffer. */
 #define RXE_VK_MAX_PUSH_WORDS 32u
 /* Dispatches per submit unless the options say otherwise. */
@@ -77,7 +78,7 @@ typedef struct {
   uint32_t push_words;       /* 2 + NB + NS */
   uint32_t local_size_x;     /* specialization constant 0 */
   uint32_t shared_bytes;     /* workgroup shared memory the shader declares */
-  uint32_t flags;            /* RXE_VK_KERNEL_FP16 */
+  uint32_t flags;            /* RXE_VK_KERNEL_FP16, RXE_VK_KERNEL_FP64 */
 } rxe_vk_kernel_t;
 
 /* A module's requirements: the max over its kernels (subgroup_size 0: none assumed). */
@@ -95,7 +96,8 @@ typedef struct {
   uint32_t workgroup_size_x;      /* maxComputeWorkGroupSize[0] */
   uint32_t workgroup_invocations; /* maxComputeWorkGroupInvocations */
   uint32_t shared_bytes;          /* maxComputeSharedMemorySize */
-  uint32_t flags;                 /* RXE_VK_KERNEL_FP16 when shaderFloat16 and storageBuffer16BitAccess */
+  uint32_t flags;                 /* RXE_VK_KERNEL_FP16 when shaderFloat16 and storageBuffer16BitAccess,
+                                     RXE_VK_KERNEL_FP64 when shaderFloat64 */
   uint32_t subgroup_size;         /* the device's subgroup size */
   uint32_t group_count_x;         /* workgroups in x per dispatch: min(65535, maxComputeWorkGroupCount[0]) */
   uint64_t storage_buffer_range;  /* maxStorageBufferRange */
