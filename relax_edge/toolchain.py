@@ -22,6 +22,7 @@ generated sources and the C runtime.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -146,7 +147,9 @@ def cached_objects(cc: str, cflags, sources) -> list:
     on flags such as -DRXE_MODULE) compiled once into the cache, keyed by a
     hash of the compiler, the flags and every runtime source and header
     (the private ones, such as runtime_c/vulkan/vk_internal.h, and the
-    Android stand-ins of runtime_c/android/include among them)."""
+    Android stand-ins of runtime_c/android/include among them). The
+    sources compile in parallel, under a lock on the cache folder: a second
+    process (a test worker) asking for the same set waits and reuses them."""
     cflags = list(cflags)
     digest = hashlib.sha256(" ".join([cc] + cflags).encode())
     for path in [*sorted(RUNTIME_DIR.rglob("*.c")), *sorted(RUNTIME_DIR.rglob("*.h"))]:
@@ -156,12 +159,35 @@ def cached_objects(cc: str, cflags, sources) -> list:
     if all(o.exists() for o in objects):
         return objects
     where.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=where, prefix=".tmp-") as tmp:
-        for src, obj in zip(sources, objects):
-            run_tool([cc, *cflags, "-c", str(src), "-o", str(Path(tmp) / obj.name)], f"compiling {Path(src).name}")
-        for obj in objects:
-            os.replace(Path(tmp) / obj.name, obj)
+    with _exclusive(where / ".lock"):   # another process compiling the same set: wait for it, then reuse
+        missing = sorted(((src, obj) for src, obj in zip(sources, objects) if not obj.exists()),
+                         key=lambda pair: -Path(pair[0]).stat().st_size)   # the longest compiles first
+        if missing:
+            with tempfile.TemporaryDirectory(dir=where, prefix=".tmp-") as tmp:
+                jobs = [([cc, *cflags, "-c", str(src), "-o", str(Path(tmp) / obj.name)], f"compiling {Path(src).name}")
+                        for src, obj in missing]
+                with concurrent.futures.ThreadPoolExecutor(min(len(jobs), os.cpu_count() or 1)) as pool:
+                    for done in [pool.submit(run_tool, cmd, what) for cmd, what in jobs]:
+                        done.result()
+                for _, obj in missing:
+                    os.replace(Path(tmp) / obj.name, obj)
     return objects
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path):
+    """An advisory lock on `path` held for the block (POSIX flock; no lock where there is none)."""
+    try:
+        import fcntl
+    except ImportError:   # not POSIX: concurrent builds compile twice, each replacing the objects atomically
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def runtime_objects_for(cc: str, cflags) -> list:

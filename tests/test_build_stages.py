@@ -91,3 +91,31 @@ def test_stages_are_printed_unless_quiet(tmp_path, capfd):
     lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("[relax-edge] stage ")]
     assert [line.split()[2].rstrip(":") for line in lines] == STAGES
     assert all(line.endswith("s") and float(line.split()[3][:-1]) >= 0 for line in lines)
+
+
+def test_runtime_objects_compile_once_for_concurrent_builds(tmp_path, monkeypatch):
+    """Two processes' worth of builds (threads with their own lock handles) asking for one flag set at once: each
+    source is compiled once, the second waits for the first and reuses its objects, which both get."""
+    import concurrent.futures
+    import threading
+
+    from relax_edge import toolchain
+    monkeypatch.setenv("RXE_CACHE_DIR", str(tmp_path / "cache"))
+    sources = []
+    for k in range(3):
+        src = tmp_path / f"unit{k}.c"
+        src.write_text(f"int rxe_unit{k}(int x) {{ return x + {k}; }}\n")
+        sources.append(src)
+    compiled, lock, real = [], threading.Lock(), toolchain.run_tool
+
+    def counting(cmd, what):
+        with lock:
+            compiled.append(what)
+        real(cmd, what)
+
+    monkeypatch.setattr(toolchain, "run_tool", counting)
+    cc = toolchain.host_compiler()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        first, second = pool.map(lambda _: toolchain.cached_objects(cc, ["-O1"], sources), range(2))
+    assert first == second and all(o.exists() for o in first)
+    assert sorted(compiled) == [f"compiling unit{k}.c" for k in range(3)]
