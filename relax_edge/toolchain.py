@@ -30,6 +30,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import warnings
 from pathlib import Path
 
 from .errors import RelaxEdgeError
@@ -86,6 +87,27 @@ def run_tool(cmd, what: str) -> None:
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-25:]
         raise BuildError(f"{what} failed ({' '.join(str(c) for c in cmd[:3])} ...):\n" + "\n".join(tail))
+
+
+# GCC's auto-vectorizer has crashed on generated code (GCC 12's "internal compiler error: in
+# vectorizable_live_operation" at -march=znver4): the model's C is compiled again without it once
+ICE_RETRY_FLAGS = ("-fno-tree-vectorize",)
+
+
+def compile_generated(cmd, what: str) -> None:
+    """run_tool for a generated C file: a compiler crash (an internal compiler error, never a diagnostic of
+    the code) is retried once with ICE_RETRY_FLAGS after the other flags, with a warning naming it; the
+    explicit vector types of the kernels stay vectorized."""
+    try:
+        run_tool(cmd, what)
+    except BuildError as err:
+        if "internal compiler error" not in str(err):
+            raise
+        warnings.warn(f"{what}: the C compiler crashed (internal compiler error); compiling again with "
+                      f"{' '.join(ICE_RETRY_FLAGS)}", RuntimeWarning, stacklevel=2)
+        cmd = list(cmd)
+        at = cmd.index("-c") if "-c" in cmd else len(cmd)
+        run_tool([*cmd[:at], *ICE_RETRY_FLAGS, *cmd[at:]], what)
 
 
 def archiver(cc: str) -> str:
@@ -315,7 +337,7 @@ class Packager:
             jobs.append(([tc.cc, *tc.cflags, "-DRXE_PROFILE", "-c", model_c, "-o", profiled[0]],
                          "compiling the profiled model"))
         with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:   # the two compiles at once
-            for done in [pool.submit(run_tool, cmd, what) for cmd, what in jobs]:
+            for done in [pool.submit(compile_generated, cmd, what) for cmd, what in jobs]:
                 done.result()
         return model, profiled
 

@@ -119,3 +119,22 @@ def test_runtime_objects_compile_once_for_concurrent_builds(tmp_path, monkeypatc
         first, second = pool.map(lambda _: toolchain.cached_objects(cc, ["-O1"], sources), range(2))
     assert first == second and all(o.exists() for o in first)
     assert sorted(compiled) == [f"compiling unit{k}.c" for k in range(3)]
+
+
+def test_a_compiler_crash_on_generated_code_is_compiled_again_without_the_vectorizer(tmp_path):
+    """A compiler that crashes (internal compiler error) unless -fno-tree-vectorize is given: the generated file
+    is compiled once more with it, with a warning naming the file; an ordinary error is raised as it is."""
+    from relax_edge import toolchain
+    fake = tmp_path / "cc"
+    fake.write_text("#!/bin/sh\ncase \" $* \" in *\" -fno-tree-vectorize \"*) touch \"$OUT\"; exit 0;; esac\n"
+                    "case \" $* \" in *\" bad.c \"*) echo 'bad.c:1:1: error: expected identifier' >&2; exit 1;; esac\n"
+                    "echo 'm.c:329:14: internal compiler error: in vectorizable_live_operation' >&2; exit 1\n")
+    fake.chmod(0o755)
+    out = tmp_path / "m.o"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OUT", str(out))
+        with pytest.warns(RuntimeWarning, match="compiling m.c: the C compiler crashed"):
+            toolchain.compile_generated([fake, "-O3", "-c", "m.c", "-o", out], "compiling m.c")
+        assert out.exists()
+        with pytest.raises(toolchain.BuildError, match="expected identifier"):
+            toolchain.compile_generated([fake, "-O3", "-c", "bad.c", "-o", out], "compiling bad.c")
