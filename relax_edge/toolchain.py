@@ -67,8 +67,10 @@ RPC_SOURCES = SOURCE_LISTS["RXE_RPC_SOURCES"]
 RUNNER_SOURCE = RUNTIME_DIR / "tools" / "runner.c"
 VULKAN_SOURCES = tuple(sorted((RUNTIME_DIR / "vulkan").glob("*.c")))   # the Vulkan module (backend "vulkan")
 # -g1: the line tables that the sanitizers' reports name (file:line); without -g's variable locations, whose
-# tracking was a third of the time GCC took over the library's kernels
-SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all", "-g1")
+# tracking was a third of the time GCC took over the library's kernels. -O1 (after the board's -O level), as the
+# sanitizers' documentation advises: GCC took 66 s over matmul_nbits.c instrumented at -O3, 21 s at -O1
+SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all", "-g1",
+                  "-O1")
 SANITIZE_LDFLAGS = ("-fsanitize=address,undefined",)
 LLVM_OBJECTS = ("kernels", "host", "host_profiled")   # the LLVM build's PREFIX_STEM.o
 
@@ -365,23 +367,28 @@ class Packager:
         return obj
 
     def link(self, prefix: str, objdir: Path, model: list, profiled: list, runtime: list) -> list:
-        """The products linked in `objdir`: (built file, its final path)."""
+        """The products linked in `objdir`, side by side (each copies the
+        weights: half a gigabyte for VGG-19): (built file, its final path)."""
         tc, products = self.tc, self.products
         objects = model + list(runtime)
-        staged = []
+        jobs, staged = [], []
         if products.shared is not None:
-            run_tool([tc.cc, "-shared", "-o", objdir / products.shared.name, *objects, *self.libs],
-                     "linking the shared library")
+            jobs.append(lambda: run_tool([tc.cc, "-shared", "-o", objdir / products.shared.name, *objects,
+                                          *self.libs], "linking the shared library"))
             staged.append((objdir / products.shared.name, products.shared))
-        run_tool([archiver(tc.cc), "rcs", objdir / products.static.name, *objects], "archiving the static library")
+        jobs.append(lambda: run_tool([archiver(tc.cc), "rcs", objdir / products.static.name, *objects],
+                                     "archiving the static library"))
         staged.append((objdir / products.static.name, products.static))
         # on bare metal the runner is what benchmarks and profiles (runner.c -t, -p): the profiled model
         runner_objects = profiled + list(runtime) if self.board.target.freestanding else objects
-        self.link_runner(prefix, objdir / products.runner.name, runner_objects)
+        jobs.append(lambda: self.link_runner(prefix, objdir / products.runner.name, runner_objects))
         staged.append((objdir / products.runner.name, products.runner))
         if products.server is not None:
-            link_server(tc, objdir / products.server.name, profiled, runtime, prefix, self.libs)
+            jobs.append(lambda: link_server(tc, objdir / products.server.name, profiled, runtime, prefix, self.libs))
             staged.append((objdir / products.server.name, products.server))
+        with concurrent.futures.ThreadPoolExecutor(min(len(jobs), os.cpu_count() or 1)) as pool:
+            for done in [pool.submit(job) for job in jobs]:
+                done.result()
         return staged
 
     def link_runner(self, prefix: str, out: Path, objects: list) -> None:

@@ -17,6 +17,10 @@ too, and still runs in the full suite.
 
 `-m "not emu and not slow"` is the host-only loop; `scripts/test.sh` with no
 `-m` still runs everything.
+
+Scheduling (scripts/test.sh runs `pytest -n N --dist loadgroup`): the tests of
+a module that share a module-scoped fixture form one xdist group, so the
+fixture is set up on one worker only, and slow tests are collected first.
 """
 
 from pathlib import Path
@@ -41,7 +45,21 @@ def _needs_emulation(item) -> bool:
     return any(_names_a_cross_target(params.get(arg)) for arg in BOARD_ARGS)
 
 
+def _shares_a_module_fixture(item) -> bool:
+    """The test uses a fixture set up once per module (or class, or package): an export, a build, a device."""
+    info = getattr(item, "_fixtureinfo", None)
+    return info is not None and any(d.scope in ("module", "class", "package")
+                                    for defs in info.name2fixturedefs.values() for d in defs)
+
+
+@pytest.hookimpl(tryfirst=True)   # before xdist reads the xdist_group markers (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if _needs_emulation(item) and item.get_closest_marker("emu") is None:
             item.add_marker(pytest.mark.emu)
+        # a module's tests that share a module fixture run on one worker, which sets it up once (a test module
+        # spread over two workers built its model, or exported SmolLM2, on each)
+        if item.get_closest_marker("xdist_group") is None and _shares_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else item.nodeid))
+    # the slow ones first, so that the workers end together (xdist then orders groups by size)
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
