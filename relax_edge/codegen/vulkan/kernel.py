@@ -180,21 +180,6 @@ INT_RANGES = {"int32": (-INT32, INT32 - 1), "uint32": (0, 2 * INT32 - 1), "bool"
               "uint8": (0, 255), "int16": (-32768, 32767), "uint16": (0, 65535)}
 
 
-def t_of(dtype: str) -> str:
-    """The GLSL type of a `dtype` value in an expression (None when it has none)."""
-    return VALUE_TYPES.get(dtype)
-
-
-def float_bits(x: str, dtype: str) -> str:
-    """The 16 bits (a uint) of float value `x` rounded to narrow float type `dtype`."""
-    return f"{NARROW_FLOATS[dtype][1]}({x})"
-
-
-def float_value(bits: str, dtype: str) -> str:
-    """The float value of the 16 bits `bits` (a uint) of narrow float type `dtype`."""
-    return f"{NARROW_FLOATS[dtype][0]}({bits})"
-
-
 def narrow(x: str, dtype: str) -> str:
     """int value `x` wrapped to narrow integer type `dtype` (its low bits, sign-extended for the signed ones),
     as C's conversion to it leaves them."""
@@ -726,7 +711,7 @@ class GlslRenderer(Renderer):
         if dst == "int64" and src not in ("int32", "bool", "int64", *NARROW):
             self.refuse(f"cast {src} to int64", f"a cast of {src} to int64 (may not fit 32 bits)")
         if dst == "bool":
-            zero = {"float": "0.0", "double": "0.0lf"}.get(t_of(src)) or {"uint32": "0u", "bool": "false"}.get(src, "0")
+            zero = {"float": "0.0", "double": "0.0lf", "uint": "0u", "bool": "false"}.get(VALUE_TYPES.get(src), "0")
             return f"({x} != {zero})"
         if dst in NARROW_FLOATS:   # rounded to the narrow type, held as float
             return self.narrow_float(f"float({x})", dst)
@@ -734,21 +719,25 @@ class GlslRenderer(Renderer):
             return narrow(x, dst)
         return f"{t}({x})"
 
+    def float_bits(self, x: str, dtype: str) -> str:
+        """The 16 bits (a uint) of float value `x` rounded to narrow float type `dtype`."""
+        return self.helper(dtype, f"{NARROW_FLOATS[dtype][1]}({x})")
+
+    def float_value(self, bits: str, dtype: str) -> str:
+        """The float value of the 16 bits `bits` (a uint) of narrow float type `dtype`."""
+        return self.helper(dtype, f"{NARROW_FLOATS[dtype][0]}({bits})")
+
     def narrow_float(self, x: str, dtype: str) -> str:
         """Float value `x` rounded to narrow float type `dtype`, as a float."""
-        self.helper(dtype, "")
-        return float_value(float_bits(x, dtype), dtype)
+        return self.float_value(self.float_bits(x, dtype), dtype)
 
     def reinterpret(self, x, src, dst):
         if src in NARROW_FLOATS or dst in NARROW_FLOATS:   # through the 16 bits
             if {src, dst} - {*NARROW_FLOATS, "int16", "uint16"}:
                 self.refuse(f"reinterpret {src} as {dst}", f"the bits of a {src} read as {dst}")
-            for d in (src, dst):
-                if d in NARROW_FLOATS:
-                    self.helper(d, "")
-            bits = float_bits(x, src) if src in NARROW_FLOATS else f"(uint({x}) & 0xffffu)"
+            bits = self.float_bits(x, src) if src in NARROW_FLOATS else f"(uint({x}) & 0xffffu)"
             if dst in NARROW_FLOATS:
-                return float_value(bits, dst)
+                return self.float_value(bits, dst)
             return narrow(bits, dst)
         fn = {("float32", "int32"): "floatBitsToInt", ("float32", "uint32"): "floatBitsToUint",
               ("int32", "float32"): "intBitsToFloat", ("uint32", "float32"): "uintBitsToFloat",
@@ -781,8 +770,7 @@ class GlslRenderer(Renderer):
             if e.buffer.dtype == "bool":
                 return f"((({word} >> {shift}) & 0xffu) != 0u)"
             if e.buffer.dtype in NARROW_FLOATS:
-                self.helper(e.buffer.dtype, "")
-                return float_value(f"bitfieldExtract({word}, int({shift}), 16)", e.buffer.dtype)
+                return self.float_value(f"bitfieldExtract({word}, int({shift}), 16)", e.buffer.dtype)
             bits, signed = NARROW[e.buffer.dtype]
             if signed:
                 return f"bitfieldExtract(int({word}), int({shift}), {bits})"
@@ -971,8 +959,7 @@ class GlslKernel(IndentedLines, KernelSkeleton):
             word, shift = self.byte_address(b, s.indices)
             mask = (1 << PACKED[b.dtype]) - 1
             if b.dtype in NARROW_FLOATS:
-                self.r.helper(b.dtype, "")
-                bits = float_bits(value, b.dtype)
+                bits = self.r.float_bits(value, b.dtype)
             else:
                 bits = f"{value} ? 1u : 0u" if b.dtype == "bool" else f"uint({value}) & {mask:#x}u"
             self.braced("{", f"uint {self.temp('bits')} = {bits};", lambda: self.lines_packed(word, shift, mask))
