@@ -30,6 +30,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import warnings
 from pathlib import Path
 
@@ -65,6 +66,7 @@ KERNEL_SOURCES = SOURCE_LISTS["RXE_KERNEL_SOURCES"]     # the library micro-kern
 GENERATE_SOURCES = SOURCE_LISTS["RXE_GENERATE_SOURCES"]   # the token loop and the sampler (generate.h)
 RPC_SOURCES = SOURCE_LISTS["RXE_RPC_SOURCES"]
 RUNNER_SOURCE = RUNTIME_DIR / "tools" / "runner.c"
+LINKED_MODULE_SOURCE = RUNTIME_DIR / "tools" / "linked_module.c"   # rxe_linked_module -> PREFIX_module
 VULKAN_SOURCES = tuple(sorted((RUNTIME_DIR / "vulkan").glob("*.c")))   # the Vulkan module (backend "vulkan")
 # -g1: the line tables that the sanitizers' reports name (file:line); without -g's variable locations, whose
 # tracking was a third of the time GCC took over the library's kernels. -O1 (after the board's -O level), as the
@@ -168,34 +170,66 @@ class Toolchain:
 
 def cached_objects(cc: str, cflags, sources) -> list:
     """Object files of runtime sources (model-independent, or depending only
-    on flags such as -DRXE_MODULE) compiled once into the cache, keyed by a
-    hash of the compiler, the flags and every runtime source and header
-    (the private ones, such as runtime_c/vulkan/vk_internal.h, and the
-    Android stand-ins of runtime_c/android/include among them). The
-    sources compile in parallel, under a lock on the cache folder: a second
-    process (a test worker) asking for the same set waits and reuses them."""
+    on flags such as -DRXE_MODULE) compiled once into the cache. Each object
+    is keyed by a hash of the compiler, every runtime source and header (the
+    private ones, such as runtime_c/vulkan/vk_internal.h, and the Android
+    stand-ins of runtime_c/android/include among them), its own path and its
+    flags less the -DRXE_ macros that neither it nor a header it includes names:
+    a tuning table's -DRXE_GEMM_KC=... recompiles gemm.c and conv.c, not the
+    rest of the library. The sources compile in parallel, under a lock on
+    the set: a second process (a test worker) asking for the same set waits
+    and reuses them."""
     cflags = list(cflags)
-    digest = hashlib.sha256(" ".join([cc] + cflags).encode())
+    tree = hashlib.sha256(cc.encode())
     for path in [*sorted(RUNTIME_DIR.rglob("*.c")), *sorted(RUNTIME_DIR.rglob("*.h"))]:
-        digest.update(path.read_bytes())
-    where = cache_root() / "runtime" / digest.hexdigest()[:16]
-    objects = [where / f"rxe_{Path(s).stem}.o" for s in sources]
+        tree.update(path.read_bytes())
+    objects = []
+    for src in map(Path, sources):
+        text = _included_text(src)
+        flags = [f for f in cflags if not (f.startswith("-DRXE_") and _macro_name(f) not in text)]
+        key = hashlib.sha256(tree.digest() + "\0".join([str(src), *flags]).encode()).hexdigest()[:16]
+        objects.append(cache_root() / "runtime" / key / f"rxe_{src.stem}.o")
     if all(o.exists() for o in objects):
         return objects
-    where.mkdir(parents=True, exist_ok=True)
-    with _exclusive(where / ".lock"):   # another process compiling the same set: wait for it, then reuse
-        missing = sorted(((src, obj) for src, obj in zip(sources, objects) if not obj.exists()),
-                         key=lambda pair: -Path(pair[0]).stat().st_size)   # the longest compiles first
+    (cache_root() / "runtime").mkdir(parents=True, exist_ok=True)
+    whole = hashlib.sha256("\0".join(map(str, objects)).encode()).hexdigest()[:16]
+    with _exclusive(cache_root() / "runtime" / f".{whole}.lock"):   # the same set compiling: wait, then reuse
+        missing = sorted(((Path(src), obj) for src, obj in zip(sources, objects) if not obj.exists()),
+                         key=lambda pair: -pair[0].stat().st_size)   # the longest compiles first
         if missing:
-            with tempfile.TemporaryDirectory(dir=where, prefix=".tmp-") as tmp:
-                jobs = [([cc, *cflags, "-c", str(src), "-o", str(Path(tmp) / obj.name)], f"compiling {Path(src).name}")
-                        for src, obj in missing]
-                with concurrent.futures.ThreadPoolExecutor(min(len(jobs), os.cpu_count() or 1)) as pool:
-                    for done in [pool.submit(run_tool, cmd, what) for cmd, what in jobs]:
-                        done.result()
-                for _, obj in missing:
-                    os.replace(Path(tmp) / obj.name, obj)
+            tag = f".{os.getpid()}-{threading.get_ident()}-"   # unique to this call: no other writer's file
+            jobs = [(src, obj, obj.parent / (tag + obj.name)) for src, obj in missing]
+            for _, obj, _ in jobs:
+                obj.parent.mkdir(exist_ok=True)
+            with concurrent.futures.ThreadPoolExecutor(min(len(jobs), os.cpu_count() or 1)) as pool:
+                for done in [pool.submit(run_tool, [cc, *cflags, "-c", str(src), "-o", str(tmp)],
+                                         f"compiling {src.name}") for src, _, tmp in jobs]:
+                    done.result()
+            for _, obj, tmp in jobs:   # atomic: another set sharing an object may be writing it too
+                os.replace(tmp, obj)
     return objects
+
+
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def _macro_name(flag: str) -> str:
+    return flag[2:].split("=", 1)[0]
+
+
+def _included_text(src: Path) -> str:
+    """`src` and every runtime header it includes ("..." includes, followed through the headers), as one text."""
+    seen, todo, texts = set(), [src], []
+    while todo:
+        path = todo.pop()
+        if path in seen or not path.exists():
+            continue
+        seen.add(path)
+        text = path.read_text(errors="replace")
+        texts.append(text)
+        todo += [where / name for name in _INCLUDE.findall(text)
+                 for where in (path.parent, RUNTIME_DIR / "include", RUNTIME_DIR)]
+    return "\n".join(texts)
 
 
 @contextlib.contextmanager
@@ -234,7 +268,7 @@ def runtime_files() -> list:
     """Every runtime file a build depends on, once: the source lists
     (runtime_c/sources.cmake names every .c), the headers and the runner."""
     return [*RUNTIME_SOURCES, *sorted((RUNTIME_DIR / "include").rglob("*.h")), *library_sources(), RUNNER_SOURCE,
-            *RPC_SOURCES, *VULKAN_SOURCES]
+            LINKED_MODULE_SOURCE, *RPC_SOURCES, *VULKAN_SOURCES]
 
 
 def object_sizes(size_tool: str, objects) -> dict:
@@ -396,10 +430,17 @@ class Packager:
         tc, freestanding = self.tc, self.board.target.freestanding
         specs = [f for f in tc.ldflags if f.startswith("--specs")]  # the C library's headers (picolibc)
         semihost = ["-DRXE_SEMIHOST"] if freestanding else []
-        (runner_obj,) = cached_objects(tc.cc, [*tc.cflags, *specs, *semihost, f"-DRXE_MODULE={prefix}_module"],
-                                       [RUNNER_SOURCE])
+        (runner_obj,) = cached_objects(tc.cc, [*tc.cflags, *specs, *semihost], [RUNNER_SOURCE])
+        runner_obj = [runner_obj, linked_module_object(tc, prefix)]
         libm = [] if freestanding else list(self.libs)
-        run_tool([tc.cc, *tc.cflags, *tc.ldflags, "-o", out, runner_obj, *objects, *libm], "linking the runner")
+        run_tool([tc.cc, *tc.cflags, *tc.ldflags, "-o", out, *runner_obj, *objects, *libm], "linking the runner")
+
+
+def linked_module_object(tc: Toolchain, prefix: str) -> Path:
+    """The one-line object that points the runner and the server (compiled once per toolchain and flags)
+    at PREFIX_module (relax_edge/linked_module.h)."""
+    (obj,) = cached_objects(tc.cc, [*tc.cflags, f"-DRXE_MODULE={prefix}_module"], [LINKED_MODULE_SOURCE])
+    return obj
 
 
 def link_server(tc: Toolchain, out: Path, profiled_objects, runtime_objects, prefix: str,
@@ -407,7 +448,7 @@ def link_server(tc: Toolchain, out: Path, profiled_objects, runtime_objects, pre
     """The RPC server: the model with the per-kernel profiler (the C build's
     -DRXE_PROFILE, the LLVM build's PREFIX_host_profiled.o), the protocol
     core and the POSIX I/O layer."""
-    rpc_objects = cached_objects(tc.cc, [*tc.cflags, f"-DRXE_MODULE={prefix}_module"], RPC_SOURCES)
+    rpc_objects = [*cached_objects(tc.cc, tc.cflags, RPC_SOURCES), linked_module_object(tc, prefix)]
     run_tool([tc.cc, *tc.cflags, *tc.ldflags, "-o", out, *profiled_objects, *rpc_objects, *runtime_objects, *libs],
              "linking the RPC server")
 

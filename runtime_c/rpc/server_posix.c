@@ -2,7 +2,8 @@
  * The RPC server's POSIX I/O layer: frames over stdin/stdout (the default;
  * what an emulator or an SSH exec channel carries) or over a TCP socket bound
  * to 127.0.0.1 (--tcp PORT). Link with a compiled model, the runtime and
- * rpc/protocol.c, with -DRXE_MODULE=<prefix>_module.
+ * rpc/protocol.c, with -DRXE_MODULE=<prefix>_module (or tools/linked_module.c
+ * compiled with it: relax_edge/linked_module.h).
  *
  *   server [--threads N] [--tcp PORT]
  *
@@ -23,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "relax_edge/linked_module.h"
 #include "relax_edge/rpc.h"
 #include "relax_edge/runtime.h"
 #include "relax_edge/threads.h"
@@ -35,10 +37,6 @@
 #error "RXE_RPC_REPLY_BYTES must hold an error frame (RXE_RPC_MIN_REPLY_BYTES)"
 #endif
 
-#ifndef RXE_MODULE
-#error "compile with -DRXE_MODULE=<prefix>_module"
-#endif
-extern const rxe_module_t RXE_MODULE;
 
 uint64_t rxe_profile_now_ns(void) {
   struct timespec ts;
@@ -123,7 +121,7 @@ static int serve(int in_fd, int out_fd) {
     free(reply.data);
     return 1;
   }
-  rxe_rpc_server_init(server, &RXE_MODULE, platform);
+  rxe_rpc_server_init(server, RXE_LINKED_MODULE, platform);
   while (!server->stop && read_full(in_fd, header, sizeof(header))) {
     uint8_t type;
     uint32_t length;

@@ -1,7 +1,8 @@
 /*
  * runner: runs a compiled model on tensors read from a file, writes the
  * outputs to a file. Hosted C99 (stdio, malloc). Build it with the model's
- * sources and -DRXE_MODULE=<prefix>_module.
+ * sources and -DRXE_MODULE=<prefix>_module, or without it and with
+ * tools/linked_module.c compiled with it (relax_edge/linked_module.h).
  *
  *   runner [-f FUNCTION] [--threads N] [-t WARMUP REPEAT] [-p] INPUTS.rxt OUTPUTS.rxt
  *   runner [-f FUNCTION] -w SIZE...      prints "RXE_WORKSPACE <bytes>" for those sizes
@@ -54,6 +55,7 @@
 #include <string.h>
 
 #include "relax_edge/generate.h"
+#include "relax_edge/linked_module.h"
 #include "relax_edge/runtime.h"
 #include "relax_edge/threads.h"
 
@@ -78,9 +80,6 @@ static int semihost_args(char*** out_argv) {
 }
 #endif
 
-#ifndef RXE_MODULE
-#error "compile with -DRXE_MODULE=<prefix>_module"
-#endif
 
 #if !defined(RXE_SEMIHOST) && (defined(__unix__) || defined(__APPLE__))
 #include <time.h>
@@ -155,7 +154,6 @@ static void clock_start(void) {}
 
 uint64_t rxe_profile_now_ns(void) { return 0; }
 #endif
-extern const rxe_module_t RXE_MODULE;
 
 typedef struct {
   rxe_tensor_t* tensors;
@@ -363,7 +361,7 @@ static int generate_main(const char* fname, const char* request, const char* res
   config.sampling.top_p = floats[1];
   config.stop_tokens = (const int64_t*)in.tensors[3].data;
   config.num_stop_tokens = (int32_t)in.tensors[3].shape[0];
-  if ((st = rxe_decoder_init(&d, &RXE_MODULE, fname, &err)) != RXE_OK) {
+  if ((st = rxe_decoder_init(&d, RXE_LINKED_MODULE, fname, &err)) != RXE_OK) {
     rc = model_error(st, &err);
     goto done;
   }
@@ -461,8 +459,8 @@ int main(int argc, char** argv) {
   }
   clock_start();
   if (threads != NULL && *threads != '\0' && !set_threads(threads, threads_from)) return 2;
-  if ((st = rxe_module_check(&RXE_MODULE, &err)) != RXE_OK) return model_error(st, &err);
-  fn = rxe_module_find(&RXE_MODULE, fname);
+  if ((st = rxe_module_check(RXE_LINKED_MODULE, &err)) != RXE_OK) return model_error(st, &err);
+  fn = rxe_module_find(RXE_LINKED_MODULE, fname);
   if (fn == NULL) {
     fprintf(stderr, "RXE_ERROR RXE_ERR_NOT_FOUND: no function %s\n", fname);
     return 3;
