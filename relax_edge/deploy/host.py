@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
+import tempfile
 
 import numpy as np
 
@@ -61,6 +63,46 @@ def _tensor(arr: np.ndarray, keep: list) -> abi.Tensor:
     return t
 
 
+_BY_PATH: dict = {}    # path -> the file the dynamic loader mapped under that name (it never forgets it)
+_BY_INODE: dict = {}   # (st_dev, st_ino) -> the file mapped from that inode
+
+
+def _identity(st: os.stat_result) -> tuple:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def load_library(path) -> ctypes.CDLL:
+    """dlopen `path`, never getting an older library back. The dynamic loader
+    returns the library it already mapped for a path it has opened, or for a
+    file with the same device and inode number: a rebuild into the same
+    out_dir, or a new file on the inode of a deleted one (test folders are
+    removed after each test), would run the old model. Such a library is
+    loaded from a private copy (a new inode, a new name), removed once
+    mapped."""
+    path = os.path.abspath(path)
+    ident = _identity(os.stat(path))
+    stale = _BY_PATH.get(path, ident) != ident or _BY_INODE.get(ident[:2], ident) != ident
+    if not stale:
+        lib = ctypes.CDLL(path)
+        _BY_PATH.setdefault(path, ident)
+        _BY_INODE[ident[:2]] = ident
+        return lib
+    folder, name = os.path.split(path)
+    try:
+        fd, copy = tempfile.mkstemp(prefix=f".{name}-", suffix=".so", dir=folder)
+    except OSError:   # a read-only artifact folder
+        fd, copy = tempfile.mkstemp(prefix=f".{name}-", suffix=".so")
+    try:
+        with os.fdopen(fd, "wb") as out, open(path, "rb") as src:
+            shutil.copyfileobj(src, out)
+        lib = ctypes.CDLL(copy)
+        mapped = _identity(os.stat(copy))
+        _BY_INODE[mapped[:2]] = mapped
+    finally:
+        os.unlink(copy)
+    return lib
+
+
 class LoadedModule(LoadedModel):
     """An artifact's function in this process, through its shared library."""
 
@@ -73,7 +115,7 @@ class LoadedModule(LoadedModel):
         if artifact.shared_library is None or not artifact.shared_library.exists():
             raise RelaxEdgeError(f"{artifact.out_dir}: no shared library to load in process; "
                                  "rebuild it for the host board")
-        self.lib = ctypes.CDLL(str(artifact.shared_library))
+        self.lib = load_library(artifact.shared_library)
         self.module = module = abi.Module.in_dll(self.lib, f"{artifact.prefix}_module")
         if module.abi_version != abi.ABI_VERSION:   # before any runtime symbol, whose names follow the ABI
             raise RelaxEdgeError(f"{artifact.shared_library}: built for ABI {module.abi_version}, "
