@@ -11,8 +11,13 @@ echo "[test] ruff check (pyproject.toml [tool.ruff])"
 "$(dirname "$PY")/ruff" check "$ROOT"
 echo "[test] pytest with $JOBS workers"
 set +e
-"$PY" -m pytest -n "$JOBS" --dist loadgroup "$@"
+# a watchdog below CI's 90 minutes: a hung run (pytest-xdist's scheduler has waited forever after a worker
+# crash) is interrupted, and pytest still prints what failed and which test crashed its worker
+timeout --signal=INT --kill-after=120 "${RXE_TEST_TIMEOUT:-80m}" "$PY" -m pytest -n "$JOBS" --dist loadgroup "$@"
 status=$?
+if [ "$status" -eq 124 ]; then
+  echo "[test] pytest ran past ${RXE_TEST_TIMEOUT:-80m} and was interrupted (RXE_TEST_TIMEOUT)" >&2
+fi
 set -e
 if [ "$status" -eq 5 ]; then
   echo "[test] pytest collected no tests: failing on purpose" >&2

@@ -75,19 +75,19 @@ def test_stages_called_one_by_one_build_a_working_artifact(backend, x, tmp_path)
 
 
 def test_stage_seconds_name_the_stages_in_order(x, tmp_path):
-    art = rxe.build(chain(), board="host", out_dir=tmp_path, name="chain")
+    art = rxe.build(chain(), board="host", out_dir=tmp_path, name="chain", profile=False)
     assert list(art.stage_seconds) == STAGES
     assert all(seconds >= 0 for seconds in art.stage_seconds.values())
     assert list(json.loads((tmp_path / "artifact.json").read_text())["stage_seconds"]) == STAGES
     assert list(Artifact.load(tmp_path).stage_seconds) == STAGES
-    again = rxe.build(chain(), board="host", out_dir=tmp_path, name="chain")
+    again = rxe.build(chain(), board="host", out_dir=tmp_path, name="chain", profile=False)
     assert again.cached and list(again.stage_seconds) == STAGES[:-1]
     (result,) = rxe.connect("host").load(again).run(x)
     np.testing.assert_allclose(result, expected(x), rtol=1e-5, atol=1e-6)
 
 
 def test_stages_are_printed_unless_quiet(tmp_path, capfd):
-    rxe.build(chain(), board="host", out_dir=tmp_path, name="chain", quiet=False)
+    rxe.build(chain(), board="host", out_dir=tmp_path, name="chain", quiet=False, profile=False)
     lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("[relax-edge] stage ")]
     assert [line.split()[2].rstrip(":") for line in lines] == STAGES
     assert all(line.endswith("s") and float(line.split()[3][:-1]) >= 0 for line in lines)

@@ -97,12 +97,14 @@ def assert_outcome(got, expected):
 
 @pytest.fixture(scope="module")
 def host_art(tmp_path_factory):
-    return rxe.build(build_pair(), board="host", out_dir=tmp_path_factory.mktemp("pair-host"), name="pair")
+    return rxe.build(build_pair(), board="host", out_dir=tmp_path_factory.mktemp("pair-host"), name="pair",
+                     profile=False)
 
 
 @pytest.fixture(scope="module")
 def qemu_art(tmp_path_factory):
-    return rxe.build(build_pair(), board="qemu-aarch64", out_dir=tmp_path_factory.mktemp("pair-qemu"), name="pair")
+    return rxe.build(build_pair(), board="qemu-aarch64", out_dir=tmp_path_factory.mktemp("pair-qemu"), name="pair",
+                     profile=False)
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +112,8 @@ def ssh_board(tmp_path_factory):
     from tests.deploy.sshd import Sshd
     server = Sshd(tmp_path_factory.mktemp("sshd")).start()
     board = server.board_file(tmp_path_factory.mktemp("board") / "ssh-qemu-aarch64.yaml", user=getpass.getuser())
-    art = rxe.build(build_pair(), board=str(board), out_dir=tmp_path_factory.mktemp("pair-ssh"), name="pair")
+    art = rxe.build(build_pair(), board=str(board), out_dir=tmp_path_factory.mktemp("pair-ssh"), name="pair",
+                    profile=False)
     with rxe.connect(str(board)) as dev:
         yield dev.load(art)
     server.stop()
@@ -126,7 +129,7 @@ def adb_module(tmp_path_factory):
     board, bin_dir = write_adb_board(root)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-        art = rxe.build(build_pair(), board=board, out_dir=root / "pair", name="pair")
+        art = rxe.build(build_pair(), board=board, out_dir=root / "pair", name="pair", profile=False)
         with rxe.connect(board) as dev:
             yield dev.load(art)
 

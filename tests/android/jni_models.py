@@ -87,7 +87,7 @@ def onnxruntime_outputs(path: Path, feeds: dict) -> list:
 def _build(onnx_path: Path, out_dir: Path, name: str, bounds: dict):
     source = {"onnx": str(onnx_path), "dim_bounds": {k: list(v) for k, v in bounds.items()}, "max_context": None}
     return rxe.build(rxe.from_onnx(onnx_path, dim_bounds=bounds or None), board="host", out_dir=out_dir, name=name,
-                     source=source)
+                     source=source, profile=False)
 
 
 def build_mlp(folder: Path):

@@ -38,7 +38,7 @@ int32_t glue_helper(int32_t x) { return x + 1; }   /* not exported */
 def mlp(tmp_path_factory):
     """The MLP built for the host, and its module."""
     mod = build_mlp(mlp_weights())
-    return rxe.build(mod, board="host", out_dir=tmp_path_factory.mktemp("host") / "mlp", name="mlp"), mod
+    return rxe.build(mod, board="host", out_dir=tmp_path_factory.mktemp("host") / "mlp", name="mlp", profile=False), mod
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +135,7 @@ def test_rebuilt_for_the_abi_from_the_recorded_onnx(tmp_path):
     onnx_path = tmp_path / "tiny.onnx"
     save_tiny_onnx(onnx_path)
     art = rxe.build(rxe.from_onnx(str(onnx_path)), board="host", out_dir=tmp_path / "host", name="tiny",
-                    source={"onnx": str(onnx_path), "dim_bounds": {}, "max_context": None})
+                    source={"onnx": str(onnx_path), "dim_bounds": {}, "max_context": None}, profile=False)
     lib = build_android_library(art, "armeabi-v7a", tmp_path / "libtiny.so")
     assert lib.exported == ["tiny_main", "tiny_main_plan_shapes", "tiny_main_workspace_size", "tiny_module"]
     assert (tmp_path / "host" / "android" / "armeabi-v7a" / "sources" / "tiny.c").exists()

@@ -49,7 +49,7 @@ def packaged(tmp_path_factory):
     onnx_path = save_mlp(folder / "vkmlp.onnx", mlp_weights())
     source = {"onnx": str(onnx_path), "dim_bounds": {"n": [1, 8]}, "max_context": None}
     art = rxe.build(rxe.from_onnx(onnx_path, dim_bounds={"n": (1, 8)}), board="host-vulkan", backend="vulkan",
-                    out_dir=folder / "vkmlp", name="vkmlp", source=source)
+                    out_dir=folder / "vkmlp", name="vkmlp", source=source, profile=False)
     with pytest.MonkeyPatch.context() as env:   # the path without an NDK, even where one is installed
         drop_ndk(env)
         return art, onnx_path, rxe.package(art, PACKAGE, folder / "out", abis="all")
@@ -170,7 +170,7 @@ def test_cli_packages_an_onnx_model_for_the_phone_board(packaged, tmp_path, caps
     assert "vulkan" in capsys.readouterr().out
     # a C artifact is not packaged as if it were a Vulkan one
     c_art = rxe.build(rxe.from_onnx(onnx_path, dim_bounds={"n": (1, 8)}), board="host", out_dir=tmp_path / "c",
-                      name="vkmlp")
+                      name="vkmlp", profile=False)
     assert cli_main(["package", str(c_art.out_dir), "--board", "android-arm64-vulkan", "--java-package", PACKAGE,
                      "-o", str(tmp_path / "out_c")]) == 1
     assert "built with backend c, and board android-arm64-vulkan packages backend vulkan" in capsys.readouterr().err

@@ -233,7 +233,7 @@ def test_bad_board_file_names_the_file_and_the_field(tmp_path, mutate, fragments
         assert fragment in message, f"{fragment!r} not in {message!r}"
     # the same error reaches rxe.build and rxe.connect before anything is written
     with pytest.raises(BoardError, match=re.escape(str(path))):
-        rxe.build(tiny_module(), board=str(path), out_dir=tmp_path / "out")
+        rxe.build(tiny_module(), board=str(path), out_dir=tmp_path / "out", profile=False)
     assert not (tmp_path / "out").exists()
     with pytest.raises(BoardError, match=re.escape(str(path))):
         rxe.connect(str(path))
@@ -299,7 +299,7 @@ def test_a_directory_is_not_a_board_file(tmp_path):
 
 
 @pytest.mark.parametrize("loader", [load_board, rxe.connect,
-                                    lambda name: rxe.build(tiny_module(), board=name)],
+                                    lambda name: rxe.build(tiny_module(), board=name, profile=False)],
                          ids=["load_board", "connect", "build"])
 def test_unknown_board_name_lists_the_known_boards(loader):
     with pytest.raises(BoardError) as info:
@@ -327,7 +327,7 @@ def test_absent_compiler(tmp_path):
     assert "nonexistent-gcc" in problems[0] and "apt-get install gcc-foo" in problems[0]
 
     for action in (lambda: require_toolchain(board),
-                   lambda: rxe.build(tiny_module(), board=str(path), out_dir=tmp_path / "out"),
+                   lambda: rxe.build(tiny_module(), board=str(path), out_dir=tmp_path / "out", profile=False),
                    lambda: rxe.connect(str(path))):
         with pytest.raises(BoardError) as info:
             action()
@@ -360,7 +360,7 @@ def test_absent_emulator(tmp_path, command, system, package):
     problems = toolchain_problems(board)
     assert problems == [f"emulator {command[0]} not found (apt-get install {package})"]
     for action in (lambda: require_toolchain(board), lambda: rxe.connect(str(path)),
-                   lambda: rxe.build(tiny_module(), board=str(path), out_dir=tmp_path / "out")):
+                   lambda: rxe.build(tiny_module(), board=str(path), out_dir=tmp_path / "out", profile=False)):
         with pytest.raises(BoardError) as info:
             action()
         message = str(info.value)
@@ -426,7 +426,7 @@ def test_custom_board_yaml_builds_and_runs(tmp_path):
     assert board.target == load_board(DEFAULT_BOARD).target
 
     mod = tiny_module()
-    art = rxe.build(mod, board=str(path), out_dir=tmp_path / "out", name="tiny")
+    art = rxe.build(mod, board=str(path), out_dir=tmp_path / "out", name="tiny", profile=False)
     assert art.board == "my-arm64" and Path(art.board_file) == path
     assert art.runner.exists() and art.static_library.exists()
     assert rxe.Artifact.load(tmp_path / "out").board_file == art.board_file
@@ -453,7 +453,7 @@ def test_relative_board_path_is_recorded_absolute(tmp_path, monkeypatch):
     its board file when run from another directory."""
     custom_board(tmp_path)
     monkeypatch.chdir(tmp_path)
-    art = rxe.build(tiny_module(), board="my-arm64.yaml", out_dir=tmp_path / "out", name="tiny")
+    art = rxe.build(tiny_module(), board="my-arm64.yaml", out_dir=tmp_path / "out", name="tiny", profile=False)
     assert Path(art.board_file).is_absolute(), art.board_file
     proc = run_cli("run", tmp_path / "out", cwd="/")
     assert proc.returncode == 0, proc.stderr

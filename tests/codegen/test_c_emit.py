@@ -35,7 +35,7 @@ def test_generated_c_compiles_with_werror(compiler, tmp_path):
 def test_weights_are_binary_not_literals(tmp_path):
     from relax_edge.library import pack
     weights = cnn_weights()
-    art = rxe.build(build_cnn(weights), board="host", out_dir=tmp_path, name="cnn", optimize=False)
+    art = rxe.build(build_cnn(weights), board="host", out_dir=tmp_path, name="cnn", optimize=False, profile=False)
     blob = (tmp_path / "cnn_weights.bin").read_bytes()
     c_text = (tmp_path / "cnn.c").read_text()
     # every constant's bytes are in the blob, and the C source holds no weight values
@@ -44,7 +44,7 @@ def test_weights_are_binary_not_literals(tmp_path):
     assert ".incbin \"cnn_weights.bin\"" in (tmp_path / "cnn_weights.S").read_text()
     assert art.shared_library.exists() and art.static_library.exists() and art.header.exists()
     # optimized, the convolution's weights are there in the library kernel's packed layout
-    rxe.build(build_cnn(weights), board="host", out_dir=tmp_path / "opt", name="cnn")
+    rxe.build(build_cnn(weights), board="host", out_dir=tmp_path / "opt", name="cnn", profile=False)
     blob = (tmp_path / "opt" / "cnn_weights.bin").read_bytes()
     assert pack("conv2d", weights["c1"]).tobytes() in blob
 
@@ -60,4 +60,4 @@ def test_operator_without_legalization_is_a_compile_error(tmp_path):
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     assert rxe.interpret(mod, x, np.array([6])).tolist() == list(range(6))
     with pytest.raises(LegalizeError, match=r"no legalization for: reshape_dynamic \(1 call\)"):
-        rxe.build(mod, board="host", out_dir=tmp_path, name="rs")
+        rxe.build(mod, board="host", out_dir=tmp_path, name="rs", profile=False)

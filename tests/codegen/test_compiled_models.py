@@ -26,7 +26,7 @@ IMPORT = {
 def compile_model(name, tmp_path_factory):
     path, spec = get_model(name)
     mod = rxe.from_onnx(str(path), **IMPORT[name])
-    art = rxe.build(mod, board="host", backend="c", out_dir=tmp_path_factory.mktemp(name), name=name)
+    art = rxe.build(mod, board="host", backend="c", out_dir=tmp_path_factory.mktemp(name), name=name, profile=False)
     return name, path, spec, rxe.connect("host").load(art)
 
 

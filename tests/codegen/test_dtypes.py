@@ -46,7 +46,7 @@ def test_dtype_interpreted_and_legalized(dtype):
 def test_dtype_compiled_on_host(dtype, backend, tmp_path):
     _need(dtype)
     mod, selected = module(dtype)
-    art = rxe.build(mod, board="host", backend=backend, out_dir=tmp_path, name="dtypes", quiet=True)
+    art = rxe.build(mod, board="host", backend=backend, out_dir=tmp_path, name="dtypes", quiet=True, profile=False)
     with rxe.connect("host") as dev:
         loaded = dev.load(art)
         for k, rows in enumerate((1, 4)):
@@ -56,7 +56,7 @@ def test_dtype_compiled_on_host(dtype, backend, tmp_path):
 
 def test_wrong_input_dtype_is_refused_by_the_compiled_model(tmp_path):
     mod, _ = module("uint16", names=("add",))
-    art = rxe.build(mod, board="host", out_dir=tmp_path, name="dtypes", quiet=True)
+    art = rxe.build(mod, board="host", out_dir=tmp_path, name="dtypes", quiet=True, profile=False)
     inputs = arrays("int16", 2)
     with rxe.connect("host") as dev, pytest.raises(RelaxEdgeError, match="uint16"):
         dev.load(art).run(*_run_inputs(inputs))
@@ -77,7 +77,8 @@ def test_float16_kernels_round_as_the_interpreter(tmp_path):
     tir = rxe.interpret(legalize(mod), data)
     np.testing.assert_allclose(tir.astype(np.float32), want.astype(np.float32), rtol=1e-3)
     for backend in ("c", "llvm"):
-        art = rxe.build(mod, board="host", backend=backend, out_dir=tmp_path / backend, name="f16", quiet=True)
+        art = rxe.build(mod, board="host", backend=backend, out_dir=tmp_path / backend, name="f16", quiet=True,
+                        profile=False)
         with rxe.connect("host") as dev:
             np.testing.assert_array_equal(dev.load(art).run(data)[0].view(np.uint16), tir.view(np.uint16))
 
@@ -104,7 +105,7 @@ def test_matmul_of_other_dtypes_is_not_dispatched_to_the_float32_kernels(dtype, 
     assert not dispatch(mod).externs
     rng = np.random.default_rng(0)
     x, y = (rng.integers(-50, 50, s).astype(dtype) for s in ((3, 4), (4, 2)))
-    art = rxe.build(mod, board="host", out_dir=tmp_path, name="mm", quiet=True)
+    art = rxe.build(mod, board="host", out_dir=tmp_path, name="mm", quiet=True, profile=False)
     with rxe.connect("host") as dev:
         (got,) = dev.load(art).run(x, y)
     np.testing.assert_array_equal(got, (x.astype(np.int64) @ y.astype(np.int64)).astype(dtype))

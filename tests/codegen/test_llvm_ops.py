@@ -81,7 +81,7 @@ def test_models_c_and_llvm_agree(model, tmp_path):
     host = rxe.connect("host")
     # generated kernels only (no library dispatch, fusion or schedules): the code generators side by side
     outs = {backend: host.load(rxe.build(mod, board="host", backend=backend, out_dir=tmp_path / backend,
-                                         name=model, emit_llvm=True, optimize=False)).run(x)[0]
+                                         name=model, emit_llvm=True, optimize=False, profile=False)).run(x)[0]
             for backend in ("c", "llvm")}
     np.testing.assert_allclose(outs["llvm"], expected, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(outs["c"], expected, rtol=1e-4, atol=1e-5)

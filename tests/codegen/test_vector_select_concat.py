@@ -51,7 +51,7 @@ def test_concat_of_fused_branches_compiles_and_matches(backend, width, tmp_path)
     model, inits = _concat_of_branches(width)
     mod = rxe.from_onnx(model, dim_bounds={"N": 8} | ({"W": 64} if width == "W" else {}))
     loaded = rxe.connect("host").load(rxe.build(mod, board="host", backend=backend, out_dir=tmp_path,
-                                                 name="concat_branches", quiet=True))
+                                                 name="concat_branches", quiet=True, profile=False))
     widths = [14] if width == 14 else [1, 8, 13, 30]
     for seed, (batch, w) in enumerate((b, w) for b in (1, 3) for w in widths):
         xs = _arrays(batch, w, seed)
@@ -64,7 +64,8 @@ def test_the_kernel_holds_a_vector_select_of_a_blend_and_a_load(tmp_path):
     """The case above reaches the emitter's uniform-condition select (so the
     test keeps testing it), with both arms cast to the vector type."""
     model, _ = _concat_of_branches(14)
-    art = rxe.build(rxe.from_onnx(model), board="host", backend="c", out_dir=tmp_path, name="m", quiet=True)
+    art = rxe.build(rxe.from_onnx(model), board="host", backend="c", out_dir=tmp_path, name="m", quiet=True,
+                    profile=False)
     text = (tmp_path / "m.c").read_text()
     assert art.backend == "c"
     assert " ? (rxe_v8f32)(rxe_v8f32_blend(" in text and " : (rxe_v8f32)(rxe_v8f32_load(" in text
@@ -85,6 +86,6 @@ def test_light_inception_v2_compiles_and_matches_onnxruntime(backend, tmp_path):
     x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
     expected = ort(model, x)
     art = rxe.build(rxe.from_onnx(model), board="host", backend=backend, out_dir=tmp_path, name="inception_v2",
-                    quiet=True)
+                    quiet=True, profile=False)
     for got, want in zip(rxe.connect("host").load(art).run(x), expected, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max()))

@@ -21,7 +21,7 @@ PROMPT = [1, 2, 3]
 @pytest.fixture(scope="module")
 def art(tmp_path_factory):
     return rxe.build(toy_decoder(), board="host", out_dir=tmp_path_factory.mktemp("toy") / "toy", name="toy",
-                     quiet=True, optimize=False)
+                     quiet=True, optimize=False, profile=False)
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,7 @@ def test_bad_arguments_fail_before_anything_is_sent(model, kwargs, match):
 
 def test_a_module_without_step(tmp_path):
     art = rxe.build(toy_decoder(with_step=False), board="host", out_dir=tmp_path / "nostep", name="nostep",
-                    quiet=True, optimize=False)
+                    quiet=True, optimize=False, profile=False)
     with rxe.connect("host") as dev:
         for m in (dev.load(art), server_module(art, "main", None, "host")):
             with m, pytest.raises(rxe.RelaxEdgeError, match="not built from a KV-cache decoder"):
@@ -107,7 +107,7 @@ def test_many_tensors_through_the_server(tmp_path):
     """A step of 63 inputs (SmolLM2-135M: 60 cache tensors) generates over
     RPC; a function of 130 inputs runs."""
     art = rxe.build(toy_decoder(num_state=60), board="host", out_dir=tmp_path / "wide_step", name="wide_step",
-                    quiet=True, optimize=False)
+                    quiet=True, optimize=False, profile=False)
     with server_module(art, "main", None, "host") as m:
         assert m.generate(PROMPT, max_new_tokens=4).tokens == greedy(PROMPT, 4)
     xs = [Var(f"x{k}", TensorType((2,), "float32")) for k in range(130)]
@@ -119,7 +119,8 @@ def test_many_tensors_through_the_server(tmp_path):
                 acc = bb.emit(op.add(acc, x))
             out = bb.emit_output(op.multiply(acc, np.float32(1.0)))
         bb.ret(out)
-    wide = rxe.build(bb.get(), board="host", out_dir=tmp_path / "wide", name="wide", quiet=True, optimize=False)
+    wide = rxe.build(bb.get(), board="host", out_dir=tmp_path / "wide", name="wide", quiet=True, optimize=False,
+                     profile=False)
     inputs = [np.full(2, k, np.float32) for k in range(130)]
     with server_module(wide, "main", None, "host") as m:
         np.testing.assert_array_equal(m.run(*inputs)[0], np.full(2, sum(range(130)), np.float32))
@@ -129,7 +130,7 @@ def test_many_tensors_through_the_server(tmp_path):
 @pytest.mark.emu
 def test_generate_on_qemu_aarch64(tmp_path, host_model):
     art = rxe.build(toy_decoder(), board="qemu-aarch64", out_dir=tmp_path / "toy_a64", name="toy", quiet=True,
-                    optimize=False)
+                    optimize=False, profile=False)
     with rxe.connect("qemu-aarch64") as dev, dev.load(art) as m:
         seen = []
         res = m.generate(PROMPT, max_new_tokens=8, on_token=seen.append)

@@ -23,7 +23,7 @@ def sshd(tmp_path_factory):
 def mlp(sshd, tmp_path_factory):
     board = sshd.board_file(tmp_path_factory.mktemp("board") / "ssh-qemu-aarch64.yaml", user=getpass.getuser())
     mod = build_mlp(mlp_weights())
-    art = rxe.build(mod, board=str(board), out_dir=tmp_path_factory.mktemp("mlp"), name="mlp")
+    art = rxe.build(mod, board=str(board), out_dir=tmp_path_factory.mktemp("mlp"), name="mlp", profile=False)
     return board, mod, art
 
 
@@ -76,7 +76,7 @@ def test_sshd_killed_mid_session(tmp_path):
     server = Sshd(tmp_path / "sshd").start()
     try:
         board = server.board_file(tmp_path / "b.yaml", user=getpass.getuser())
-        art = rxe.build(build_mlp(mlp_weights()), board=str(board), out_dir=tmp_path / "mlp", name="mlp")
+        art = rxe.build(build_mlp(mlp_weights()), board=str(board), out_dir=tmp_path / "mlp", name="mlp", profile=False)
         dev = rxe.connect(str(board))
         m = dev.load(art)
         m.run(np.zeros((1, 784), np.float32))

@@ -86,7 +86,8 @@ def ds_cnn(request, tmp_path_factory):
     """The keyword spotter built with each backend (C, LLVM)."""
     weights = ds_cnn_weights()
     mod = build_ds_cnn(weights)
-    art = rxe.build(mod, board=BOARD, backend=request.param, out_dir=tmp_path_factory.mktemp("ds_cnn"), name="kws")
+    art = rxe.build(mod, board=BOARD, backend=request.param, out_dir=tmp_path_factory.mktemp("ds_cnn"), name="kws",
+                    profile=False)
     return weights, mod, art
 
 

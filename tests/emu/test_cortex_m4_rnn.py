@@ -25,7 +25,7 @@ def lstm_kws(tmp_path_factory):
     path = get_kws("lstm")
     mod = rxe.from_onnx(str(path), dim_bounds={"batch": MAX_BATCH})
     art = rxe.build(mod, board="qemu-cortex-m4", backend="c", out_dir=tmp_path_factory.mktemp("kws_lstm"),
-                    name="kws", quiet=True)
+                    name="kws", quiet=True, profile=False)
     return path, art
 
 
@@ -53,7 +53,7 @@ def test_lstm_kws_arena_and_outputs_on_mps2_an386(lstm_kws):
 def test_gru_node_on_qemu_aarch64(board, tmp_path):
     case = next(c for c in CASES if c.name == "gru_bidir_lbr_lens_h16")
     art = rxe.build(rxe.from_onnx(_model(case)), board=board, backend="llvm", out_dir=tmp_path, name="gru",
-                    quiet=True)
+                    quiet=True, profile=False)
     with rxe.connect(board) as dev:
         loaded = dev.load(art)
         for n in (1, 3):

@@ -22,7 +22,8 @@ def test_new_dtypes_on_emulated_board(board, backend, tmp_path):
     pytest.importorskip("ml_dtypes")   # bfloat16 arrays
     for k, group in enumerate(GROUPS):
         mod, plan = combined_module(group)
-        art = rxe.build(mod, board=board, backend=backend, out_dir=tmp_path / str(k), name="dtypes", quiet=True)
+        art = rxe.build(mod, board=board, backend=backend, out_dir=tmp_path / str(k), name="dtypes", quiet=True,
+                        profile=False)
         with rxe.connect(board) as dev:
             loaded = dev.load(art)
             for rows in (1, 3):
@@ -48,7 +49,8 @@ def test_new_dtypes_without_libm_on_cortex_m4(backend, tmp_path):
     on a 32-bit core, and the narrow floats, under qemu-system-arm."""
     pytest.importorskip("ml_dtypes")
     mod, plan = combined_module(FREESTANDING)
-    art = rxe.build(mod, board="qemu-cortex-m4", backend=backend, out_dir=tmp_path, name="dtypes", quiet=True)
+    art = rxe.build(mod, board="qemu-cortex-m4", backend=backend, out_dir=tmp_path, name="dtypes", quiet=True,
+                    profile=False)
     inputs = {d: arrays(d, 3, seed=5) for d in FREESTANDING}
     with rxe.connect("qemu-cortex-m4") as dev:
         got = dev.load(art).run(*[inputs[d][v] for d, _ in plan for v in "xy"])

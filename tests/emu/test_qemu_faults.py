@@ -21,7 +21,7 @@ def custom_board(tmp_path, **changes):
 
 def test_a_run_past_the_timeout_is_stopped(tmp_path):
     board = custom_board(tmp_path, timeout_s=0.001)
-    art = rxe.build(build_mlp(mlp_weights()), board=board, out_dir=tmp_path / "mlp", name="mlp")
+    art = rxe.build(build_mlp(mlp_weights()), board=board, out_dir=tmp_path / "mlp", name="mlp", profile=False)
     with rxe.connect(board) as dev:
         m = dev.load(art)
         with pytest.raises(rxe.DeviceError, match=r"qemu-aarch64: no answer in time; the server was stopped "
@@ -34,7 +34,7 @@ def test_a_run_past_the_timeout_is_stopped(tmp_path):
 def test_a_crashing_binary_reports_its_signal(tmp_path):
     """The device binary dies on a signal: the error names it; the next
     request starts a fresh server."""
-    art = rxe.build(build_mlp(mlp_weights()), board="qemu-aarch64", out_dir=tmp_path / "mlp", name="mlp")
+    art = rxe.build(build_mlp(mlp_weights()), board="qemu-aarch64", out_dir=tmp_path / "mlp", name="mlp", profile=False)
     good = art.server.read_bytes()
     crasher = tmp_path / "crash.c"
     crasher.write_text("#include <signal.h>\nint main(void) { raise(SIGSEGV); return 0; }\n")

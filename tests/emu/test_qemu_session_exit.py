@@ -27,7 +27,8 @@ def test_session_left_open_exits_cleanly(tmp_path):
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 3])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    art = rxe.build(rxe.from_onnx(model), board="qemu-armv7", backend="c", out_dir=tmp_path, name="m", quiet=True)
+    art = rxe.build(rxe.from_onnx(model), board="qemu-armv7", backend="c", out_dir=tmp_path, name="m", quiet=True,
+                    profile=False)
     proc = subprocess.run([sys.executable, "-c", SCRIPT, str(art.out_dir)], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -58,7 +58,7 @@ def assert_matches(actual, expected, tol: float = 0.0, float16_tol: float | None
 @contextlib.contextmanager
 def compiled(model, backend: str, out_dir):
     """`model` (ONNX) built for the host with `backend` into `out_dir`, loaded."""
-    art = rxe.build(rxe.from_onnx(model), board="host", backend=backend, out_dir=out_dir, name="m")
+    art = rxe.build(rxe.from_onnx(model), board="host", backend=backend, out_dir=out_dir, name="m", profile=False)
     with rxe.connect("host") as dev:
         yield dev.load(art)
 

@@ -118,7 +118,8 @@ def test_matmul_nbits_imports_as_one_call_with_default_zero():
 @pytest.mark.parametrize("backend", ["c", "llvm"])
 def test_matmul_nbits_compiled(backend, tmp_path):
     m = matmul_nbits_model(80, 9, 4, 16, "uint8", bias=True)
-    art = rxe.build(import_model(m), board="host", backend=backend, out_dir=tmp_path, name="m", quiet=True)
+    art = rxe.build(import_model(m), board="host", backend=backend, out_dir=tmp_path, name="m", quiet=True,
+                    profile=False)
     rng = np.random.default_rng(3)
     with rxe.connect("host") as dev, dev.load(art) as loaded:
         for rows in (1, 7):
@@ -295,7 +296,7 @@ def test_group_query_attention_rotary_with_position_ids_equals_onnxruntime():
 def test_group_query_attention_compiled(tmp_path):
     m = gqa_model(*GQA_CASES["packed-rotary"])
     art = rxe.build(import_model(m, dim_bounds=PAST_FROM_0), board="host", backend="c", out_dir=tmp_path,
-                    name="m", quiet=True)
+                    name="m", quiet=True, profile=False)
     with rxe.connect("host") as dev, dev.load(art) as loaded:
         for batch, past, seq in ((1, 0, 4), (1, 7, 1)):
             feeds = gqa_feeds(m, batch, past, seq, seed=seq)

@@ -115,7 +115,7 @@ def test_compiled_matches_onnxruntime_and_pytorch_greedy(llm, tmp_path):
     """One host C artifact at every context length; 32 greedy tokens equal PyTorch's (and ORT's)."""
     name, path, model = llm
     art = rxe.build(from_onnx(path, max_context=MAX_CONTEXT), board="host", backend="c", out_dir=tmp_path / "art",
-                    name="llm", quiet=True)
+                    name="llm", quiet=True, profile=False)
     loaded = rxe.connect("host").load(art)
     sess = _ort(path)
     for sizes, feeds in _contexts(model, seed=1):
@@ -132,7 +132,7 @@ def test_llama_on_qemu_aarch64(tmp_path):
     """The Llama step cross-compiled for qemu-aarch64: contexts 0 and at the bound, 8 greedy tokens."""
     path, model = get_llm("llama")
     art = rxe.build(from_onnx(path, max_context=MAX_CONTEXT), board="qemu-aarch64", backend="c",
-                    out_dir=tmp_path / "art", name="llm", quiet=True)
+                    out_dir=tmp_path / "art", name="llm", quiet=True, profile=False)
     loaded = rxe.connect("qemu-aarch64").load(art)
     sess = _ort(path)
     for sizes, feeds in list(_contexts(model, seed=2))[::3]:

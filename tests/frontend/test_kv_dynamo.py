@@ -103,7 +103,7 @@ def compiled(request, tmp_path_factory):
     name, backend = request.param
     path, model = dynamo_llm(name)
     art = rxe.build(from_onnx(path, max_context=MAX_CONTEXT), board="host", backend=backend,
-                    out_dir=tmp_path_factory.mktemp(f"dynamo-{name}-{backend}"), name="llm", quiet=True)
+                    out_dir=tmp_path_factory.mktemp(f"dynamo-{name}-{backend}"), name="llm", quiet=True, profile=False)
     with rxe.connect("host") as dev, dev.load(art) as m, dev.load(art, function="step") as step:
         yield name, path, model, art, m, step
 

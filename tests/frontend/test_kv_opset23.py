@@ -226,7 +226,7 @@ def compiled(request, tmp_path_factory):
     mask, backend = request.param
     proto = decoder(mask)
     art = rxe.build(from_onnx(proto, max_context=MAX_CONTEXT), board="host", backend=backend,
-                    out_dir=tmp_path_factory.mktemp(f"opset23-{backend}"), name="llm", quiet=True)
+                    out_dir=tmp_path_factory.mktemp(f"opset23-{backend}"), name="llm", quiet=True, profile=False)
     with rxe.connect("host") as dev, dev.load(art) as m, dev.load(art, function="step") as step:
         yield mask, proto, art, m, step
 

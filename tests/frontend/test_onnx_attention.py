@@ -256,7 +256,7 @@ def test_llm_operators_on_qemu_aarch64(tmp_path):
             case = BY_NAME[name]
             model = _model(case)
             art = rxe.build(rxe.from_onnx(model), board="qemu-aarch64", backend="c", out_dir=tmp_path / name,
-                            name="m")
+                            name="m", profile=False)
             loaded = dev.load(art)
             for sizes in SIZES[1:]:
                 arrays = _arrays(case, sizes)

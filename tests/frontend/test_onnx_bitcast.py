@@ -160,7 +160,7 @@ def test_fused_chains_compiled(backend, tmp_path):
 def test_compiled_on_qemu_armv7(tmp_path):
     """32-bit ARM (hard float), where the 64-bit patterns live in register pairs."""
     model, sources = _model()
-    art = rxe.build(rxe.from_onnx(model), board="qemu-armv7", backend="c", out_dir=tmp_path, name="m")
+    art = rxe.build(rxe.from_onnx(model), board="qemu-armv7", backend="c", out_dir=tmp_path, name="m", profile=False)
     with rxe.connect("qemu-armv7") as dev:
         loaded = dev.load(art)
         inputs = _inputs(5, 99)

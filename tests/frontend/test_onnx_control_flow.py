@@ -136,7 +136,7 @@ def test_if_compiled_on_the_host(backend, tmp_path):
 def test_if_compiled_on_qemu_aarch64(tmp_path):
     """(The condition is a 1-element tensor: remote sessions refuse rank-0 inputs.)"""
     m = if_model((1,))
-    art = rxe.build(rxe.from_onnx(m), board="qemu-aarch64", backend="c", out_dir=tmp_path, name="m")
+    art = rxe.build(rxe.from_onnx(m), board="qemu-aarch64", backend="c", out_dir=tmp_path, name="m", profile=False)
     with rxe.connect("qemu-aarch64") as dev:
         loaded = dev.load(art)
         for (c, d) in [(True, False), (False, True)]:
@@ -299,7 +299,7 @@ def test_loop_with_a_runtime_trip_count():
     assert "loop(" not in str(mod) and rxe.interpret(mod, rand(1, 2), rand(1, 2))[1].shape == (2, 1, 2)
     with pytest.raises(RelaxEdgeError, match=r"loop loop: its scan output 0 has type Tensor\(ndim=3.* not "
                                              r"supported by the compiled code yet"):
-        rxe.build(rxe.from_onnx(m), board="host", backend="c", out_dir="/nonexistent", name="m")
+        rxe.build(rxe.from_onnx(m), board="host", backend="c", out_dir="/nonexistent", name="m", profile=False)
 
 
 def test_a_long_loop_is_not_unrolled():
@@ -372,7 +372,7 @@ def test_loop_with_a_runtime_trip_count_and_condition_compiled(backend, tmp_path
 @pytest.mark.emu
 def test_loop_compiled_on_qemu_aarch64(tmp_path):
     m = runtime_trip_model()
-    art = rxe.build(rxe.from_onnx(m), board="qemu-aarch64", backend="c", out_dir=tmp_path, name="m")
+    art = rxe.build(rxe.from_onnx(m), board="qemu-aarch64", backend="c", out_dir=tmp_path, name="m", profile=False)
     with rxe.connect("qemu-aarch64") as dev:
         loaded = dev.load(art)
         for trip, limit in ((2, 100.0), (9, 30.0)):

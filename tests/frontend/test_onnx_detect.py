@@ -175,7 +175,7 @@ def test_topk_k_from_a_shape_compiled_with_a_fixed_arena(backend, tmp_path):
     """Under a bounded n the arena is a compile-time constant; K = n beyond the axis is a run-time error."""
     model = _topk_k_from_shape()
     art = rxe.build(rxe.from_onnx(model, dim_bounds={"n": 16}), board="host", backend=backend, out_dir=tmp_path,
-                    name="m", quiet=True)
+                    name="m", quiet=True, profile=False)
     assert art.workspace_bytes is not None and art.workspace_bytes > 0
     with rxe.connect("host") as dev:
         loaded = dev.load(art)
@@ -208,7 +208,8 @@ def test_topk_k_as_the_smaller_of_a_shape_and_a_constant(tmp_path):
 def test_topk_compiled_on_qemu_aarch64(tmp_path):
     name, k, axis, largest, opset, dtype, shape = TOPK[0]
     model = _topk_model(k, axis, largest, opset, dtype, shape)
-    art = rxe.build(rxe.from_onnx(model), board="qemu-aarch64", backend="c", out_dir=tmp_path, name="m", quiet=True)
+    art = rxe.build(rxe.from_onnx(model), board="qemu-aarch64", backend="c", out_dir=tmp_path, name="m", quiet=True,
+                    profile=False)
     with rxe.connect("qemu-aarch64") as dev:
         loaded = dev.load(art)
         for n in (1, 5):
@@ -284,7 +285,7 @@ def test_non_max_suppression_compiled_matches_onnx_runtime(case, backend, tmp_pa
     name, center, max_out, iou, score = case
     model = _nms_model(center, max_out, iou, score, name)
     art = rxe.build(rxe.from_onnx(model, dim_bounds={"b": 3, "n": 20}), board="host", backend=backend,
-                    out_dir=tmp_path, name="m", quiet=True)
+                    out_dir=tmp_path, name="m", quiet=True, profile=False)
     assert art.workspace_bytes is not None
     with rxe.connect("host") as dev:
         loaded = dev.load(art)
@@ -374,7 +375,7 @@ def test_compress_with_a_constant_condition_compiled(backend, tmp_path):
     """A constant condition folds to a take of constant indices: compiled, the arena fixed under bounds."""
     model = _compress_model(1, ("n", 5), const_cond=[True, False, True, True])
     art = rxe.build(rxe.from_onnx(model, dim_bounds={"n": 8}), board="host", backend=backend, out_dir=tmp_path,
-                    name="m", quiet=True)
+                    name="m", quiet=True, profile=False)
     assert art.workspace_bytes is not None
     with rxe.connect("host") as dev:
         loaded = dev.load(art)

@@ -218,7 +218,8 @@ def test_compiled_matches_reference(backend, tmp_path):
 @pytest.mark.slow
 @pytest.mark.emu
 def test_compiled_for_qemu_aarch64(tmp_path):
-    art = rxe.build(rxe.from_onnx(_compiled_model()), board="qemu-aarch64", backend="c", out_dir=tmp_path, name="m")
+    art = rxe.build(rxe.from_onnx(_compiled_model()), board="qemu-aarch64", backend="c", out_dir=tmp_path, name="m",
+                    profile=False)
     with rxe.connect("qemu-aarch64") as dev:
         _run_compiled(dev.load(art), SIZES[1:])
 

@@ -468,7 +468,7 @@ def test_compiled_matches_reference(backend, tmp_path):
 def test_compiled_for_qemu_aarch64(tmp_path):
     assert len(EMULATED) == 12
     art = rxe.build(rxe.from_onnx(_model(EMULATED, prefixed=True)), board="qemu-aarch64", backend="llvm",
-                    out_dir=tmp_path, name="m")
+                    out_dir=tmp_path, name="m", profile=False)
     with rxe.connect("qemu-aarch64") as dev:
         _run_merged(dev.load(art), EMULATED, (2,))
 

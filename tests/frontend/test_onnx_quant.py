@@ -319,7 +319,8 @@ QEMU = ["q13_axis_int8", "dq13_axis_int8", "qlinear_matmul_uint8", "maxpool_indi
 @pytest.mark.slow
 @pytest.mark.emu
 def test_compiled_for_qemu_aarch64(tmp_path):
-    art = rxe.build(rxe.from_onnx(_merged(QEMU)), board="qemu-aarch64", backend="c", out_dir=tmp_path, name="m")
+    art = rxe.build(rxe.from_onnx(_merged(QEMU)), board="qemu-aarch64", backend="c", out_dir=tmp_path, name="m",
+                    profile=False)
     with rxe.connect("qemu-aarch64") as dev:
         _run_merged(dev.load(art).run, QEMU, SIZES[1:])
 

@@ -118,7 +118,7 @@ def test_compiled_on_the_host(backend, tmp_path):
 def test_compiled_on_qemu_armv7(tmp_path):
     """32-bit ARM: the uint64 hash in register pairs, the same values."""
     mod = rxe.from_onnx(_model())
-    art = rxe.build(mod, board="qemu-armv7", backend="c", out_dir=tmp_path, name="m")
+    art = rxe.build(mod, board="qemu-armv7", backend="c", out_dir=tmp_path, name="m", profile=False)
     with rxe.connect("qemu-armv7") as dev:
         loaded = dev.load(art)
         arrays = _inputs(6, 77)

@@ -317,7 +317,7 @@ def test_sentence_embedding_normalization_compiles(tmp_path):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     model.ir_version = 8
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    art = rxe.build(rxe.from_onnx(model), board="host", out_dir=tmp_path, name="tail")
+    art = rxe.build(rxe.from_onnx(model), board="host", out_dir=tmp_path, name="tail", profile=False)
     rng = np.random.default_rng(0)
     with rxe.connect("host") as dev:
         loaded = dev.load(art)
@@ -371,7 +371,7 @@ def test_integer_mean_of_an_empty_set_is_zero_as_onnx_runtime(backend, tmp_path)
     bb = Builder()
     with bb.function("main", [v]):
         bb.ret(bb.emit(make_call("mean", [v], {"axis": (1,), "keepdims": False})))
-    art = rxe.build(bb.get(), board="host", backend=backend, out_dir=tmp_path, name="m")
+    art = rxe.build(bb.get(), board="host", backend=backend, out_dir=tmp_path, name="m", profile=False)
     np.testing.assert_array_equal(rxe.interpret(bb.get(), x), expected)
     with rxe.connect("host") as dev:
         np.testing.assert_array_equal(dev.load(art).run(x)[0], expected)

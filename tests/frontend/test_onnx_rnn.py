@@ -357,7 +357,8 @@ def test_symbolic_lstm_on_qemu_aarch64(tmp_path):
     """The loop cross-compiled (LLVM) and run under QEMU, at two sequence lengths."""
     case = SYMBOLIC[0]
     model = _symbolic_model(case)
-    art = rxe.build(rxe.from_onnx(model), board="qemu-aarch64", backend="llvm", out_dir=tmp_path, name="m")
+    art = rxe.build(rxe.from_onnx(model), board="qemu-aarch64", backend="llvm", out_dir=tmp_path, name="m",
+                    profile=False)
     with rxe.connect("qemu-aarch64") as dev:
         loaded = dev.load(art)
         _symbolic_check(case, model, lambda *arrays: _as_list(loaded.run(*arrays)))

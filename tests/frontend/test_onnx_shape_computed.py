@@ -96,7 +96,8 @@ def test_shape_computed_input_compiled(name, backend, tmp_path):
 @pytest.mark.slow
 @pytest.mark.emu
 def test_tile_repeats_from_shape_on_qemu_aarch64(tmp_path):
-    art = rxe.build(rxe.from_onnx(_tile_by_batch_model()), board="qemu-aarch64", out_dir=tmp_path / "art", name="m")
+    art = rxe.build(rxe.from_onnx(_tile_by_batch_model()), board="qemu-aarch64", out_dir=tmp_path / "art", name="m",
+                    profile=False)
     inputs, expected = _example("tile_repeats")(3)
     assert_matches(list(rxe.connect("qemu-aarch64").load(art).run(*inputs))[0], expected[0])
 

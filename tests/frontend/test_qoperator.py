@@ -117,7 +117,7 @@ def test_qoperator_chain_compiled_equals_interpreted(tmp_path):
     graph.input[1].CopyFrom(helper.make_tensor_value_info("b", TensorProto.UINT8, [4, 5, 2]))
     del graph.output[:]
     graph.output.extend([helper.make_tensor_value_info("g", TensorProto.UINT8, None)])
-    art = rxe.build(rxe.from_onnx(model), board="host", out_dir=tmp_path, name="qops")
+    art = rxe.build(rxe.from_onnx(model), board="host", out_dir=tmp_path, name="qops", profile=False)
     integer = quantize_int8(rxe.from_onnx(model))
     sess = _spec(model)
     with rxe.connect("host") as dev:
@@ -161,7 +161,8 @@ def test_narrow_int_quantize_dequantize_against_onnx_reference(elem, held, lo, h
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     model.ir_version = 10
     compiled = elem == TensorProto.INT4   # one compiled row (the legalization is the same for each range)
-    art = rxe.build(rxe.from_onnx(model), board="host", out_dir=tmp_path, name="narrow") if compiled else None
+    art = rxe.build(rxe.from_onnx(model), board="host", out_dir=tmp_path, name="narrow",
+                    profile=False) if compiled else None
     with rxe.connect("host") as dev:
         loaded = dev.load(art) if compiled else None
         for n in (1, 4):

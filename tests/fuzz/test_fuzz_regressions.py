@@ -29,7 +29,7 @@ def _module(params, body, dataflow=True):
 
 
 def _run(mod, backend, tmp_path, *inputs):
-    art = rxe.build(mod, board="host", backend=backend, out_dir=tmp_path / backend, name="fuzz")
+    art = rxe.build(mod, board="host", backend=backend, out_dir=tmp_path / backend, name="fuzz", profile=False)
     with rxe.connect("host") as dev:
         return dev.load(art).run(*inputs)
 
@@ -56,7 +56,7 @@ def test_rank0_input_on_qemu_aarch64(tmp_path):
     s = Var("s", TensorType((), "float64"))
     v = Var("v", TensorType((1, 2), "float64"))
     mod = _module([s, v], lambda bb: op.make_call("maximum", [v, s]))
-    art = rxe.build(mod, board="qemu-aarch64", backend="c", out_dir=tmp_path, name="fuzz")
+    art = rxe.build(mod, board="qemu-aarch64", backend="c", out_dir=tmp_path, name="fuzz", profile=False)
     with rxe.connect("qemu-aarch64") as dev:
         (got,) = dev.load(art).run(np.float64(0.5), np.array([[0.25, 1.5]]))
     np.testing.assert_array_equal(got, [[0.5, 1.5]])
@@ -88,7 +88,7 @@ def test_uint8_negative_wraps_before_maximum(backend, tmp_path):
     x = Var("x", TensorType((n,), "uint8"))
     y = Var("y", TensorType((), "uint8"))
     mod = _module([x, y], lambda bb: op.make_call("maximum", [bb.emit(make_call("negative", [x])), y]))
-    art = rxe.build(mod, board="host", backend=backend, out_dir=tmp_path / backend, name="fuzz")
+    art = rxe.build(mod, board="host", backend=backend, out_dir=tmp_path / backend, name="fuzz", profile=False)
     with rxe.connect("host") as dev:
         loaded = dev.load(art)
         for size in (4, 61):
@@ -167,7 +167,7 @@ def test_reflect_pad_of_a_size_that_is_one_at_run_time(backend, tmp_path):
     mod = _module([x], lambda bb: Tuple([
         bb.emit(make_call("pad", [x], {"pads": (0, 2, 1, 1), "mode": "reflect"})),
         bb.emit(make_call("pad", [x], {"pads": (1, 0, 0, 0), "mode": "reflect"}))]), dataflow=False)
-    art = rxe.build(mod, board="host", backend=backend, out_dir=tmp_path / backend, name="fuzz")
+    art = rxe.build(mod, board="host", backend=backend, out_dir=tmp_path / backend, name="fuzz", profile=False)
     with rxe.connect("host") as dev:
         loaded = dev.load(art)
         for size in (1, 2, 5):

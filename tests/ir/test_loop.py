@@ -148,7 +148,7 @@ def host(request):
 
 
 def build(mod, backend, tmp_path, dev):
-    return dev.load(rxe.build(mod, board="host", backend=backend, out_dir=tmp_path, name="m"))
+    return dev.load(rxe.build(mod, board="host", backend=backend, out_dir=tmp_path, name="m", profile=False))
 
 
 def test_compiled_symbolic_trip_count_and_scans(host, tmp_path):
@@ -182,7 +182,8 @@ def test_compiled_swap_of_carried_values(host, tmp_path):
 
 def test_compiled_path_refuses_a_scan_of_run_time_length(tmp_path):
     with pytest.raises(rxe.RelaxEdgeError, match=r"loop rec: its scan output 0 has type Tensor\(ndim=2"):
-        rxe.build(recurrence_module(runtime_trip=True), board="host", backend="c", out_dir=tmp_path, name="m")
+        rxe.build(recurrence_module(runtime_trip=True), board="host", backend="c", out_dir=tmp_path, name="m",
+                  profile=False)
 
 
 def nested_module():

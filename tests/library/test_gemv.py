@@ -188,7 +188,8 @@ def check_graph(tmp_path, board, backend, k, n, seqs):
     (call,) = [b.value for blk in optimized.functions["main"].body.blocks for b in blk.bindings
                if type(b.value).__name__ == "CallExtern"]
     assert call.name == "rxe_lib_dense_f32" and dict(call.attrs["params"])["act"] == 1   # bias and relu inside
-    art = rxe.build(mod, board=board, backend=backend, out_dir=tmp_path / "art", name="dense", quiet=True)
+    art = rxe.build(mod, board=board, backend=backend, out_dir=tmp_path / "art", name="dense", quiet=True,
+                    profile=False)
     rng = np.random.default_rng(0)
     with rxe.connect(board) as dev:
         loaded = dev.load(art)

@@ -108,7 +108,7 @@ def _module():
 @pytest.fixture(scope="module", params=["c", "llvm"])
 def kv_module(request, tmp_path_factory):
     art = rxe.build(_module(), board="host", backend=request.param, out_dir=tmp_path_factory.mktemp("kv"),
-                    name="kv", quiet=True)
+                    name="kv", quiet=True, profile=False)
     dev = rxe.connect("host")
     yield request.param, art, dev
     dev.close()

@@ -307,7 +307,8 @@ def tied_graph(k, n, bits, block, zero, seed, act="f32"):
 
 def check_graph(tmp_path, board, backend, seqs, k=96, n=40, bits=4, block=32, zero="default", act="f32"):
     mod, expected, packed_bytes = tied_graph(k, n, bits, block, zero, seed=k + n, act=act)
-    art = rxe.build(mod, board=board, backend=backend, out_dir=tmp_path / "art", name="nbits", quiet=True)
+    art = rxe.build(mod, board=board, backend=backend, out_dir=tmp_path / "art", name="nbits", quiet=True,
+                    profile=False)
     assert art.weights_bytes <= packed_bytes + 256   # the packed constants once (shared by both calls)
     rng = np.random.default_rng(0)
     with rxe.connect(board) as dev:
@@ -343,7 +344,7 @@ def test_weight_blob_holds_the_packed_size(tmp_path):
     """A 4-bit matmul_nbits's blob is about 1/8 of its float32 weight (plus the scales)."""
     k, n = 512, 256
     mod, _, packed_bytes = tied_graph(k, n, 4, 32, "default", seed=5)
-    art = rxe.build(mod, board="host", backend="c", out_dir=tmp_path / "art", name="blob", quiet=True)
+    art = rxe.build(mod, board="host", backend="c", out_dir=tmp_path / "art", name="blob", quiet=True, profile=False)
     assert art.weights_bytes <= packed_bytes + 256
     assert art.weights_bytes < 0.16 * (4 * k * n)
 

@@ -114,7 +114,7 @@ def test_pool_compiles_warning_free(target, tmp_path):
 def cnn(tmp_path_factory):
     weights = cnn_weights()
     mod = build_cnn(weights)
-    art = rxe.build(mod, board="host", out_dir=tmp_path_factory.mktemp("cnn"), name="cnn")
+    art = rxe.build(mod, board="host", out_dir=tmp_path_factory.mktemp("cnn"), name="cnn", profile=False)
     return mod, art
 
 

@@ -24,9 +24,9 @@ def bert(tmp_path_factory):
     path, spec = get_model("bert")
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     bounded = rxe.build(rxe.from_onnx(str(path), dim_bounds={"seq": 64}), board="host",
-                        out_dir=tmp_path_factory.mktemp("bounded"), name="bert")
+                        out_dir=tmp_path_factory.mktemp("bounded"), name="bert", profile=False)
     symbolic = rxe.build(rxe.from_onnx(str(path)), board="host", out_dir=tmp_path_factory.mktemp("symbolic"),
-                         name="bert")
+                         name="bert", profile=False)
     return spec, session, bounded, symbolic
 
 
@@ -84,7 +84,7 @@ def test_bounded_model_under_address_sanitizer(bert, tmp_path):
 def test_no_allocation_on_the_run_path(tmp_path):
     """The compiled model, the runtime, its library kernels and thread pool
     reference no allocator at all."""
-    art = rxe.build(build_cnn(cnn_weights()), board="host", out_dir=tmp_path, name="cnn")
+    art = rxe.build(build_cnn(cnn_weights()), board="host", out_dir=tmp_path, name="cnn", profile=False)
     cc = host_compiler()
     objects = []
     for src in [art.out_dir / "cnn.c", *RUNTIME_SOURCES, *library_sources()]:

@@ -141,7 +141,7 @@ def test_runtime_core_compiles_freestanding(target, tmp_path):
 
 @pytest.mark.parametrize("target", list(FREESTANDING))
 def test_generated_model_compiles_freestanding(target, tmp_path):
-    art = rxe.build(build_cnn(cnn_weights()), board="host", out_dir=tmp_path / "cnn", name="cnn")
+    art = rxe.build(build_cnn(cnn_weights()), board="host", out_dir=tmp_path / "cnn", name="cnn", profile=False)
     proc = run([*FREESTANDING[target], "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-DRXE_NO_LIBM",
                 f"-I{RUNTIME_DIR / 'include'}", "-c", str(art.out_dir / "cnn.c"), "-o", str(tmp_path / "cnn.o")])
     assert proc.returncode == 0, proc.stderr
@@ -152,7 +152,7 @@ def test_whole_model_under_sanitizers(tmp_path):
     right answers at two batch sizes, and a clean error for a wrong shape."""
     weights = cnn_weights()
     mod = build_cnn(weights)
-    art = rxe.build(mod, board="host", out_dir=tmp_path / "cnn", name="cnn")
+    art = rxe.build(mod, board="host", out_dir=tmp_path / "cnn", name="cnn", profile=False)
     flags = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all"]
     runner = build_runner(art, tmp_path / "runner", extra_cflags=flags, extra_ldflags=flags[:1])
     env = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0", "UBSAN_OPTIONS": "print_stacktrace=1"}

@@ -33,7 +33,7 @@ def bert(request, tmp_path_factory):
     path, spec = get_model("bert")
     mod = rxe.from_onnx(str(path), dim_bounds={"seq": 64})
     out = tmp_path_factory.mktemp(f"bert_{request.param}_asan")
-    art = rxe.build(mod, board="host", backend=request.param, out_dir=out, name="bert", sanitize=True)
+    art = rxe.build(mod, board="host", backend=request.param, out_dir=out, name="bert", sanitize=True, profile=False)
     return path, spec, art
 
 
@@ -127,4 +127,4 @@ def test_sanitize_is_refused_for_static_and_bare_metal_boards(tmp_path):
     for board, why in (("qemu-aarch64", "links with -static"), ("qemu-cortex-m4", "has no C library")):
         expected = f"sanitize=True needs a Linux board that links dynamically; {board} {why}"
         with pytest.raises(BuildError, match=expected):
-            rxe.build(mod, board=board, out_dir=tmp_path / board, sanitize=True)
+            rxe.build(mod, board=board, out_dir=tmp_path / board, sanitize=True, profile=False)

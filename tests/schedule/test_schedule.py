@@ -91,7 +91,7 @@ def test_interpreter_same_before_and_after(case):
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_compiled_equals_numpy(case, backend, tmp_path):
     mod, out = scheduled(case)
-    art = rxe.build(out, board="host", backend=backend, out_dir=tmp_path, name="op")
+    art = rxe.build(out, board="host", backend=backend, out_dir=tmp_path, name="op", profile=False)
     loaded = rxe.connect("host").load(art)
     for k, n in enumerate(SIZES):
         arrays = random_arrays(case[1], case[2], {"m": 3, "n": n}, k)
@@ -105,7 +105,7 @@ def _disassembly(objdump, path):
 @pytest.mark.parametrize("backend", ["c", "llvm"])
 def test_host_objects_hold_packed_float_instructions(backend, tmp_path):
     _, out = scheduled(CASES[2], threads=False)
-    art = rxe.build(out, board="host", backend=backend, out_dir=tmp_path, name="op")
+    art = rxe.build(out, board="host", backend=backend, out_dir=tmp_path, name="op", profile=False)
     asm = _disassembly("objdump", art.shared_library)
     assert any(op in asm for op in ("maxps", "vmaxps")) and any(op in asm for op in ("addps", "vaddps"))
 
@@ -113,7 +113,7 @@ def test_host_objects_hold_packed_float_instructions(backend, tmp_path):
 @pytest.mark.emu
 def test_aarch64_objects_hold_neon_vector_instructions(tmp_path):
     _, out = scheduled(CASES[2], "qemu-aarch64", threads=False)
-    art = rxe.build(out, board="qemu-aarch64", backend="c", out_dir=tmp_path, name="op")
+    art = rxe.build(out, board="qemu-aarch64", backend="c", out_dir=tmp_path, name="op", profile=False)
     asm = _disassembly("aarch64-linux-gnu-objdump", art.static_library)
     assert "fmax\tv" in asm and "fadd\tv" in asm and ".4s" in asm
 
@@ -121,7 +121,7 @@ def test_aarch64_objects_hold_neon_vector_instructions(tmp_path):
 def _parallel_module(tmp_path, backend, case):
     _, out = scheduled(case)
     assert any("parallel" in str(p) for p in out.tensor_programs.values())
-    art = rxe.build(out, board="host", backend=backend, out_dir=tmp_path, name="op")
+    art = rxe.build(out, board="host", backend=backend, out_dir=tmp_path, name="op", profile=False)
     return ctypes.CDLL(str(art.shared_library)), rxe.connect("host").load(art)
 
 

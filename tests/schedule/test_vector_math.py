@@ -223,7 +223,7 @@ def compiled(tmp_path_factory):
         scheduled = schedule(legalize(mod), "host")
         for backend in ("c", "llvm"):
             art = rxe.build(scheduled, board="host", backend=backend,
-                            out_dir=tmp_path_factory.mktemp(f"{name}_{backend}"), name="op")
+                            out_dir=tmp_path_factory.mktemp(f"{name}_{backend}"), name="op", profile=False)
             out[name, backend] = (mod, rxe.connect("host").load(art), art)
     return out
 

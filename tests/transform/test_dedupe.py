@@ -109,7 +109,7 @@ def test_shared_kernel_compiled(tmp_path, backend):
     optimized = rxe.optimize(mod, "host", verify=True)
     names = called(optimized)
     assert len(names) == 4 and len(set(names)) == 2     # the three layers' silu kernels are one (dense: extern)
-    art = rxe.build(mod, board="host", backend=backend, out_dir=tmp_path, name="mlp")
+    art = rxe.build(mod, board="host", backend=backend, out_dir=tmp_path, name="mlp", profile=False)
     with rxe.connect("host") as dev:
         loaded = dev.load(art)
         for size in (1, 7, 64):

@@ -173,7 +173,7 @@ def test_compiled_library_kernels_equal_numpy(tmp_path, backend):
     optimized = rxe.optimize(mod, "host")
     assert {c.name for c in externs(optimized)} == {"rxe_lib_dense_f32", "rxe_lib_matmul_f32",
                                                      "rxe_lib_conv2d_f32"}
-    art = rxe.build(mod, board="host", backend=backend, out_dir=tmp_path, name="lib")
+    art = rxe.build(mod, board="host", backend=backend, out_dir=tmp_path, name="lib", profile=False)
     with rxe.connect("host") as dev:
         m = dev.load(art)
         for k in (1, 3, 64):

@@ -226,7 +226,7 @@ def test_fused_kernels_compiled_on_the_host_match_numpy(tmp_path):
     mod = module([x, ids], build)
     after = fuse(legalize(mod), vectorizable=False)
     assert len(calls(after)) == 2
-    art = rxe.build(after, board="host", out_dir=tmp_path, name="fused")
+    art = rxe.build(after, board="host", out_dir=tmp_path, name="fused", profile=False)
     with rxe.connect("host") as dev:
         loaded = dev.load(art)
         for k, size in enumerate([1, 4, 9]):
@@ -251,7 +251,7 @@ def bert(tmp_path_factory):
     legal = legalize(rxe.from_onnx(str(path), dim_bounds={"seq": 64}))
     after = fuse(legal)
     verify(after)
-    art = rxe.build(after, board="host", out_dir=tmp_path_factory.mktemp("bert_fused"), name="bert")
+    art = rxe.build(after, board="host", out_dir=tmp_path_factory.mktemp("bert_fused"), name="bert", profile=False)
     return path, spec, legal, after, art
 
 

@@ -227,7 +227,7 @@ def compiled(request, tmp_path_factory):
     name, backend = request.param
     path, model = get_llm(name)
     art = rxe.build(from_onnx(path, max_context=MAX_CONTEXT), board="host", backend=backend,
-                    out_dir=tmp_path_factory.mktemp(f"{name}-{backend}"), name="llm", quiet=True)
+                    out_dir=tmp_path_factory.mktemp(f"{name}-{backend}"), name="llm", quiet=True, profile=False)
     c = Compiled(name, backend, path, model, art)
     yield c
     c.step.close()
@@ -393,7 +393,7 @@ def test_step_arena_holds_no_full_logits(tmp_path):
     path, model = _big_vocab_llama()
     full_logits = MAX_CONTEXT * BIG_VOCAB * 4
     art = rxe.build(from_onnx(path, max_context=MAX_CONTEXT), board="host", backend="c", out_dir=tmp_path / "art",
-                    name="big", quiet=True)
+                    name="big", quiet=True, profile=False)
     step_ws = art.signature["step"]["fixed_workspace_bytes"]
     assert isinstance(step_ws, int) and 0 < step_ws < full_logits // 4, step_ws
     weights = BIG_VOCAB * 32 * 4 * 2
@@ -479,7 +479,8 @@ def test_step_of_a_decoder_reading_its_cache(logits_last, backend, tmp_path):
     states = set(mod["step"].params[2:])
     readers = sorted(c.op.name for c in calls.values() for a in c.args if a in appended or a in states)
     assert readers == ["kv_append", "kv_append", "strided_slice", "strided_slice"], readers  # present, past
-    art = rxe.build(mod, board="host", backend=backend, out_dir=tmp_path / "art", name="reading", quiet=True)
+    art = rxe.build(mod, board="host", backend=backend, out_dir=tmp_path / "art", name="reading", quiet=True,
+                    profile=False)
     step = rxe.connect("host").load(art, function="step")
     import onnxruntime as ort
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -514,7 +515,7 @@ def test_step_inputs_in_the_contract_order(order, tmp_path):
     mod = from_onnx(model, max_context=16)
     contract = [n for n in TOKEN_INPUTS if n in order] + ["state_0", "state_1"]
     assert [p.name for p in mod["step"].params] == contract
-    art = rxe.build(mod, board="host", backend="c", out_dir=tmp_path / "art", name="ordered", quiet=True)
+    art = rxe.build(mod, board="host", backend="c", out_dir=tmp_path / "art", name="ordered", quiet=True, profile=False)
     step = rxe.connect("host").load(art, function="step")
     emb, w = (numpy_helper.to_array(t) for t in model.graph.initializer[:2])
     states = [np.zeros((1, 1, 16, 4), np.float32) for _ in range(2)]
@@ -542,7 +543,8 @@ def test_tiny_step_without_attention_writes_the_state(runner, tmp_path):
     emb, w = (numpy_helper.to_array(t) for t in model.graph.initializer[:2])
     mod = from_onnx(model, max_context=16)
     if runner == "compiled":
-        art = rxe.build(mod, board="host", backend="c", out_dir=tmp_path / "art", name="tiny", quiet=True)
+        art = rxe.build(mod, board="host", backend="c", out_dir=tmp_path / "art", name="tiny", quiet=True,
+                        profile=False)
         assert art.state_bytes == 2 * 16 * 4 * 4
         run = rxe.connect("host").load(art, function="step").run
     else:
@@ -563,7 +565,7 @@ def test_tiny_step_without_attention_writes_the_state(runner, tmp_path):
 def test_state_bytes_round_each_state_up_to_64(tmp_path):
     """max_context 5, (1, 1, 5, 4) floats: 80 bytes a state, 128 rounded, as rxe_decoder_init lays them out."""
     art = rxe.build(from_onnx(_tiny_decoder(with_mask=True), max_context=5), board="host", backend="c",
-                    out_dir=tmp_path / "art", name="tiny", quiet=True)
+                    out_dir=tmp_path / "art", name="tiny", quiet=True, profile=False)
     assert art.decoder["states"] == [[1, 1, 5, 4]] * 2
     assert art.state_bytes == 2 * 128
     assert re.search(r"^#define TINY_STATE_BYTES 256u$", art.header.read_text(), re.M)
@@ -583,6 +585,6 @@ def test_unbounded_decoder_and_model_without_cache_get_no_step(tmp_path):
     mod = from_onnx(plain)
     assert list(mod.functions) == ["main"]
     assert step_reason(mod) == "the model has no KV cache (no past/present pairs were found)"
-    art = rxe.build(mod, board="host", backend="c", out_dir=tmp_path / "art", name="plain", quiet=True)
+    art = rxe.build(mod, board="host", backend="c", out_dir=tmp_path / "art", name="plain", quiet=True, profile=False)
     assert art.state_bytes is None and art.decoder is None
     assert "STATE_BYTES" not in art.header.read_text()

@@ -69,7 +69,7 @@ def test_a_tuned_build_on_the_host_matches_numpy(tmp_path):
     board_file.write_text((ROOT / "boards" / "host.yaml").read_text() + "tuning: tuned-host.json\n")
     (tmp_path / "tuned-host.json").write_text(json.dumps({"board": "host", "kernels": HOST_TABLE}))
     w, args = weights(), inputs()
-    art = rxe.build(model(w), board=board_file, out_dir=tmp_path / "build")
+    art = rxe.build(model(w), board=board_file, out_dir=tmp_path / "build", profile=False)
     assert art.tuning == str(tmp_path / "tuned-host.json") and art.tuning_flags == ["-DRXE_GEMM_KC=128"]
     with rxe.connect("host") as dev:
         m = dev.load(art, threads=2)
@@ -79,7 +79,7 @@ def test_a_tuned_build_on_the_host_matches_numpy(tmp_path):
 @pytest.mark.emu
 def test_a_tuned_build_under_qemu_matches_numpy(tmp_path):
     w, args = weights(), inputs()
-    art = rxe.build(model(w), board="qemu-aarch64", out_dir=tmp_path / "build", tuning=QEMU_TABLE)
+    art = rxe.build(model(w), board="qemu-aarch64", out_dir=tmp_path / "build", tuning=QEMU_TABLE, profile=False)
     assert art.tuning == "given"
     with rxe.connect("qemu-aarch64") as dev:
         m = dev.load(art, threads=2)

@@ -232,7 +232,7 @@ def test_quantize_model_builds_and_matches_numpy(vk_lib, out, tmp_path, monkeypa
     with bb.function("main", [x]):
         q = bb.emit(make_call("quantize", [x, scale, zero], {"out_dtype": "int8", "qmin": -128, "qmax": 127}))
         bb.ret(q if out == "int8" else bb.emit(make_call("dequantize", [q, scale, zero], {})))
-    art = rxe.build(bb.get(), board="host-vulkan", backend="vulkan", out_dir=tmp_path)
+    art = rxe.build(bb.get(), board="host-vulkan", backend="vulkan", out_dir=tmp_path, profile=False)
     with rxe.connect("host-vulkan") as dev:
         m = dev.load(art)
         for n in (1, 3, 5, 130):

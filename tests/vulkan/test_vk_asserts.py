@@ -79,8 +79,9 @@ def test_the_kernel_sets_its_status_block(open_vk, tmp_path):
 def test_out_of_range_id_is_the_c_backends_error_then_good_ids_run(vulkan_env, tmp_path):
     table = np.random.default_rng(0).standard_normal((10, 3)).astype("float32")
     mod = _embedding()
-    c_loaded = rxe.connect("host").load(rxe.build(mod, board="host", out_dir=tmp_path / "c", name="emb_c"))
-    art = rxe.build(mod, board="host-vulkan", backend="vulkan", out_dir=tmp_path / "vk", name="emb_vk")
+    c_loaded = rxe.connect("host").load(rxe.build(mod, board="host", out_dir=tmp_path / "c", name="emb_c",
+                                                  profile=False))
+    art = rxe.build(mod, board="host-vulkan", backend="vulkan", out_dir=tmp_path / "vk", name="emb_vk", profile=False)
     with rxe.connect("host-vulkan") as dev:
         m = dev.load(art)
         for bad in (10, -11, 1000):

@@ -65,7 +65,7 @@ def _reference(x, weights):
 
 def test_convolutions_match_pytorch_from_one_build(vulkan_env, tmp_path):
     weights = _weights()
-    art = rxe.build(_module(weights), board="host-vulkan", backend="vulkan", out_dir=tmp_path)
+    art = rxe.build(_module(weights), board="host-vulkan", backend="vulkan", out_dir=tmp_path, profile=False)
     text = (art.out_dir / f"{art.prefix}.c").read_text()
     assert all(f'"{name}"' in text for name in [*conv.SHADERS, conv.DEPTHWISE])
     assert text.count(f'"{conv.CONV_SYMBOL}"') >= len(LAYERS) - 2   # every layer is a library call

@@ -38,7 +38,8 @@ def decoder(request, vulkan_env, tmp_path_factory):
     path, model = get_llm(request.param)
     bounds = {"batch": (1, 1), "seq": (1, MAX_CONTEXT), "total_seq": (1, MAX_CONTEXT)}
     mod = rxe.from_onnx(path, max_context=MAX_CONTEXT, dim_bounds=bounds)
-    art = rxe.build(mod, board="host-vulkan", backend="vulkan", out_dir=tmp_path_factory.mktemp(f"vk_{request.param}"))
+    art = rxe.build(mod, board="host-vulkan", backend="vulkan", out_dir=tmp_path_factory.mktemp(f"vk_{request.param}"),
+                    profile=False)
     return request.param, path, model, art
 
 

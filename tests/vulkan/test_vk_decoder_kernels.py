@@ -63,7 +63,7 @@ def kv_art(vulkan_env, tmp_path_factory):
     _append(b, "append_3_17", 3, 17)
     _attention(b, "main", 1, 1, 16, "rows")
     return rxe.build(b.get(), board="host-vulkan", backend="vulkan", out_dir=tmp_path_factory.mktemp("vk_kv"),
-                     name="kv")
+                     name="kv", profile=False)
 
 
 def _mask(rng, heads, seq, kv_len, kind):

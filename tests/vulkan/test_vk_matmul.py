@@ -38,7 +38,7 @@ def _matmul_module(batched: bool):
 @pytest.fixture(scope="module")
 def matmul_artifact(vulkan_env, tmp_path_factory):
     return rxe.build(_matmul_module(False), board="host-vulkan", backend="vulkan",
-                     out_dir=tmp_path_factory.mktemp("vk_matmul"))
+                     out_dir=tmp_path_factory.mktemp("vk_matmul"), profile=False)
 
 
 def test_the_build_dispatches_the_matmul_shaders(matmul_artifact):
@@ -65,7 +65,7 @@ def test_tiled_and_gemv_match_numpy_at_every_size_from_one_build(matmul_artifact
 
 
 def test_batched_matmul_matches_numpy(vulkan_env, tmp_path):
-    art = rxe.build(_matmul_module(True), board="host-vulkan", backend="vulkan", out_dir=tmp_path)
+    art = rxe.build(_matmul_module(True), board="host-vulkan", backend="vulkan", out_dir=tmp_path, profile=False)
     rng = np.random.default_rng(1)
     with rxe.connect("host-vulkan") as dev:
         mod = dev.load(art)
@@ -80,7 +80,8 @@ def test_batched_matmul_matches_numpy(vulkan_env, tmp_path):
 
 def test_mlp_goes_through_the_tiled_shader(vulkan_env, tmp_path):
     w = mlp_weights()
-    art = rxe.build(build_mlp(w, SizeVar("n", upper=4096)), board="host-vulkan", backend="vulkan", out_dir=tmp_path)
+    art = rxe.build(build_mlp(w, SizeVar("n", upper=4096)), board="host-vulkan", backend="vulkan", out_dir=tmp_path,
+                    profile=False)
     text = (art.out_dir / f"{art.prefix}.c").read_text()
     assert text.count(f'"{matmul.MATMUL_SYMBOL}"') >= 3   # the three layers' dispatches name the call
     x = np.random.default_rng(2).standard_normal((65, 784)).astype("float32")

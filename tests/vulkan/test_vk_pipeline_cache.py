@@ -36,7 +36,8 @@ def artifact(tmp_path_factory):
         with bb.dataflow():
             out = bb.emit_output(op.softmax(op.tanh(op.multiply(x, np.float32(0.5))), axis=-1))
         bb.ret(out)
-    return rxe.build(bb.get(), board="host-vulkan", backend="vulkan", out_dir=tmp_path_factory.mktemp("vk_cache"))
+    return rxe.build(bb.get(), board="host-vulkan", backend="vulkan", out_dir=tmp_path_factory.mktemp("vk_cache"),
+                     profile=False)
 
 
 def _reference(x):
@@ -176,7 +177,7 @@ def test_an_unwritable_file_does_not_fail_the_load(artifact, tmp_path, validated
 
 def test_a_cache_for_a_c_artifact_is_refused(tmp_path):
     from tests.models import build_mlp, mlp_weights
-    art = rxe.build(build_mlp(mlp_weights()), board="host", out_dir=tmp_path)
+    art = rxe.build(build_mlp(mlp_weights()), board="host", out_dir=tmp_path, profile=False)
     with rxe.connect("host") as dev:
         with pytest.raises(RelaxEdgeError, match="a pipeline cache is for Vulkan artifacts; this one's backend is c"):
             dev.load(art, pipeline_cache=str(tmp_path / "x.bin"))

@@ -49,7 +49,7 @@ def test_every_reduction_program_takes_the_workgroup_form():
 
 
 def test_row_reductions_match_numpy_from_one_build(vulkan_env, tmp_path):
-    art = rxe.build(_module(), board="host-vulkan", backend="vulkan", out_dir=tmp_path)
+    art = rxe.build(_module(), board="host-vulkan", backend="vulkan", out_dir=tmp_path, profile=False)
     rng = np.random.default_rng(0)
     with rxe.connect("host-vulkan") as dev:
         mod = dev.load(art)

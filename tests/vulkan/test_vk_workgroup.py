@@ -85,7 +85,7 @@ def _requirements(art) -> list:
 def test_the_board_workgroup_and_tile_match_numpy(vulkan_env, tmp_path, workgroup, tile):
     settings = {"workgroup_size": workgroup, **({"matmul_tile": tile} if tile else {})}
     mod, reference = _model()
-    art = rxe.build(mod, board=_board(tmp_path, **settings), backend="vulkan", out_dir=tmp_path / "art")
+    art = rxe.build(mod, board=_board(tmp_path, **settings), backend="vulkan", out_dir=tmp_path / "art", profile=False)
     table = _kernel_table(art)
     assert {matmul.TILED, matmul.GEMV} <= set(table) and len(table) >= 5
     assert set(table.values()) == {workgroup}, table
@@ -123,7 +123,7 @@ def test_every_generated_shader_declares_the_specialization_constant():
 def test_a_device_below_the_board_workgroup_is_refused_by_name(vulkan_env, tmp_path, field):
     mod, _ = _model()
     board = _board(tmp_path, workgroup_size=128)
-    art = rxe.build(mod, board=board, backend="vulkan", out_dir=tmp_path / "art")
+    art = rxe.build(mod, board=board, backend="vulkan", out_dir=tmp_path / "art", profile=False)
     pin_vulkan_driver(load_board(board))
     lib = ctypes.CDLL(str(art.shared_library))
     init = getattr(lib, f"{art.prefix}_vk_init")
@@ -164,7 +164,7 @@ def test_the_kv_cache_shaders_take_the_board_workgroup(vulkan_env, tmp_path, wor
     b = Builder()
     _append(b, "main", 3, 17)   # kv_append, then attention over the appended state: 17 divides no workgroup
     art = rxe.build(b.get(), board=_board(tmp_path, workgroup_size=workgroup), backend="vulkan",
-                    out_dir=tmp_path / "art", name="kv")
+                    out_dir=tmp_path / "art", name="kv", profile=False)
     table = _kernel_table(art)
     assert table["rxe_vk_kv_append_f32"] == table["rxe_vk_kv_attention_f32"] == workgroup
     rng = np.random.default_rng(workgroup)
