@@ -180,12 +180,13 @@ def cached_objects(cc: str, cflags, sources) -> list:
     the set: a second process (a test worker) asking for the same set waits
     and reuses them."""
     cflags = list(cflags)
+    files = {path: path.read_bytes() for path in [*sorted(RUNTIME_DIR.rglob("*.c")), *sorted(RUNTIME_DIR.rglob("*.h"))]}
     tree = hashlib.sha256(cc.encode())
-    for path in [*sorted(RUNTIME_DIR.rglob("*.c")), *sorted(RUNTIME_DIR.rglob("*.h"))]:
-        tree.update(path.read_bytes())
+    for data in files.values():
+        tree.update(data)
     objects = []
     for src in map(Path, sources):
-        text = _included_text(src)
+        text = _included_text(src, files)
         flags = [f for f in cflags if not (f.startswith("-DRXE_") and _macro_name(f) not in text)]
         key = hashlib.sha256(tree.digest() + "\0".join([str(src), *flags]).encode()).hexdigest()[:16]
         objects.append(cache_root() / "runtime" / key / f"rxe_{src.stem}.o")
@@ -217,15 +218,19 @@ def _macro_name(flag: str) -> str:
     return flag[2:].split("=", 1)[0]
 
 
-def _included_text(src: Path) -> str:
-    """`src` and every runtime header it includes ("..." includes, followed through the headers), as one text."""
+def _included_text(src: Path, files: dict) -> str:
+    """`src` and every runtime header it includes ("..." includes, followed through the headers), as one
+    text; `files`: the runtime's files as read (path -> bytes)."""
     seen, todo, texts = set(), [src], []
     while todo:
         path = todo.pop()
-        if path in seen or not path.exists():
+        if path in seen:
             continue
         seen.add(path)
-        text = path.read_text(errors="replace")
+        data = files.get(Path(os.path.normpath(path)))
+        if data is None:
+            continue
+        text = data.decode(errors="replace")
         texts.append(text)
         todo += [where / name for name in _INCLUDE.findall(text)
                  for where in (path.parent, RUNTIME_DIR / "include", RUNTIME_DIR)]

@@ -37,7 +37,6 @@
 #error "RXE_RPC_REPLY_BYTES must hold an error frame (RXE_RPC_MIN_REPLY_BYTES)"
 #endif
 
-
 uint64_t rxe_profile_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -80,7 +80,6 @@ static int semihost_args(char*** out_argv) {
 }
 #endif
 
-
 #if !defined(RXE_SEMIHOST) && (defined(__unix__) || defined(__APPLE__))
 #include <time.h>
 
